@@ -1,0 +1,308 @@
+"""Post-#50365 index remap (SPEC.md §1-§6, column "new").
+
+``_remap_tiling`` picks the launch shape. When the valid lanes are counted and
+``NUM_TOPK_TOKENS`` is a power of two, one program owns the whole row
+(``SINGLE_TILE``): the count is an in-register reduction written with a plain store
+into an ``empty`` buffer, and compaction starts at slot 0, so the compacted prefix is
+in column order and deterministic. Otherwise the grid is ``(T, K // BLOCK_N)`` and
+counting and compaction use the same atomic slot allocator as the old kernel.
+
+The power-of-two guard exists because ``tl.arange`` needs a power-of-two extent.
+
+Each statement that encodes one rule of the SPEC stands on its own line: the mutant
+catalogue (``remap_ab.mutants``) edits this source line by line.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+_TILED_NUM_WARPS = 4
+_SINGLE_TILE_NUM_WARPS = 8
+
+
+def _remap_tiling(NUM_TOPK_TOKENS, BLOCK_N, count_valid):
+    """Return ``(single_tile, block_n, tiles_per_row, num_warps)`` for a launch."""
+    is_pow2 = NUM_TOPK_TOKENS > 0 and (NUM_TOPK_TOKENS & (NUM_TOPK_TOKENS - 1)) == 0
+    if count_valid and is_pow2:
+        return True, NUM_TOPK_TOKENS, 1, _SINGLE_TILE_NUM_WARPS
+    return False, BLOCK_N, NUM_TOPK_TOKENS // BLOCK_N, _TILED_NUM_WARPS
+
+
+@triton.jit
+def _convert_req_index_to_global_index_kernel(
+    req_id_ptr,  # [T] int32
+    block_table_ptr,  # [Rq, W] int32
+    token_indices_ptr,  # [T, K] int32
+    out_ptr,  # [T, K] int32
+    valid_counts_ptr,  # [T] int32 when COUNT_VALID (empty if SINGLE_TILE, else zeros)
+    prefill_request_id_ptr,  # [T] int32 when HAS_PREFILL, else unused
+    workspace_starts_ptr,  # [P] int32 when HAS_PREFILL, else unused
+    bt_stride0,
+    bt_stride1,
+    ti_stride0,
+    ti_stride1,
+    out_stride0,
+    out_stride1,
+    max_num_blocks_per_req: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    NUM_TOPK_TOKENS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_PREFILL: tl.constexpr,
+    COUNT_VALID: tl.constexpr,
+    COMPACT_TO_FRONT: tl.constexpr,
+    DCP_SIZE: tl.constexpr,
+    DCP_RANK: tl.constexpr,
+    CP_INTERLEAVE: tl.constexpr,
+    SINGLE_TILE: tl.constexpr,
+):
+    row = tl.program_id(0)
+    tile = tl.program_id(1)
+    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+
+    req = tl.load(req_id_ptr + row)
+    tok = tl.load(token_indices_ptr + row * ti_stride0 + cols * ti_stride1)
+
+    # §3.1: any negative id is padding.
+    invalid = tok < 0
+
+    # §3.3: ownership and de-interleave. `//` and `%` truncate here; that only
+    # matters for negative ids, which are already invalid.
+    owner = (tok // CP_INTERLEAVE) % DCP_SIZE
+    remote = owner != DCP_RANK
+    local = (tok // (DCP_SIZE * CP_INTERLEAVE)) * CP_INTERLEAVE + tok % CP_INTERLEAVE
+
+    # §3.4
+    blk = local // BLOCK_SIZE
+    off = local % BLOCK_SIZE
+    valid_block = (blk >= 0) & (blk < max_num_blocks_per_req)
+    invalid = invalid | (~valid_block) | remote
+
+    # §3.2 and §3.5: the block table is read only where the lane is local, in range
+    # and not served from the prefill workspace.
+    load_mask = valid_block & (~remote)
+    if HAS_PREFILL:
+        prefill_req = tl.load(prefill_request_id_ptr + row)
+        is_prefill = prefill_req >= 0
+        load_mask = load_mask & (~is_prefill)
+    base = tl.load(block_table_ptr + req * bt_stride0 + blk * bt_stride1, mask=load_mask, other=0)
+    val = base * BLOCK_SIZE + off
+
+    # §3.6: prefill rows address the workspace with the raw token id.
+    if HAS_PREFILL:
+        ws_start = tl.load(workspace_starts_ptr + prefill_req, mask=is_prefill, other=0)
+        val = tl.where(is_prefill, ws_start + tok, val)
+
+    # §3.7: invalidity has the last word.
+    val = tl.where(invalid, -1, val)
+
+    valid = ~invalid
+    n_valid = tl.sum(valid.to(tl.int32), axis=0)
+    out_row = out_ptr + row * out_stride0
+    if COMPACT_TO_FRONT:
+        # §5: lanes land at base + e, e the exclusive prefix sum within the tile.
+        excl = tl.cumsum(valid.to(tl.int32), axis=0) - valid.to(tl.int32)
+        if SINGLE_TILE:
+            # The program owns the row: it starts at slot 0 and stores the count.
+            slot_base = 0
+            tl.store(valid_counts_ptr + row, n_valid)
+        else:
+            slot_base = tl.atomic_add(valid_counts_ptr + row, n_valid)
+        tl.store(out_row + (slot_base + excl) * out_stride1, val, mask=valid)
+    else:
+        tl.store(out_row + cols * out_stride1, val)
+        if COUNT_VALID:
+            if SINGLE_TILE:
+                tl.store(valid_counts_ptr + row, n_valid)
+            else:
+                tl.atomic_add(valid_counts_ptr + row, n_valid)
+
+
+def _launch(
+    req_id,
+    block_table,
+    token_indices,
+    out,
+    valid_counts,
+    prefill_request_ids,
+    workspace_starts,
+    BLOCK_SIZE,
+    NUM_TOPK_TOKENS,
+    BLOCK_N,
+    HAS_PREFILL,
+    COUNT_VALID,
+    COMPACT_TO_FRONT,
+    DCP_SIZE,
+    DCP_RANK,
+    CP_INTERLEAVE,
+):
+    num_tokens = token_indices.shape[0]
+    single_tile, block_n, tiles_per_row, num_warps = _remap_tiling(NUM_TOPK_TOKENS, BLOCK_N, COUNT_VALID)
+    # Unused pointer arguments still need a tensor; `out` is a harmless stand-in.
+    counts_arg = valid_counts if valid_counts is not None else out
+    prefill_ids_arg = prefill_request_ids if prefill_request_ids is not None else out
+    starts_arg = workspace_starts if workspace_starts is not None else out
+    grid = (num_tokens, tiles_per_row)
+    _convert_req_index_to_global_index_kernel[grid](
+        req_id,
+        block_table,
+        token_indices,
+        out,
+        counts_arg,
+        prefill_ids_arg,
+        starts_arg,
+        block_table.stride(0),
+        block_table.stride(1),
+        token_indices.stride(0),
+        token_indices.stride(1),
+        out.stride(0),
+        out.stride(1),
+        max_num_blocks_per_req=block_table.shape[1],
+        BLOCK_SIZE=BLOCK_SIZE,
+        NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
+        BLOCK_N=block_n,
+        HAS_PREFILL=HAS_PREFILL,
+        COUNT_VALID=COUNT_VALID,
+        COMPACT_TO_FRONT=COMPACT_TO_FRONT,
+        DCP_SIZE=DCP_SIZE,
+        DCP_RANK=DCP_RANK,
+        CP_INTERLEAVE=CP_INTERLEAVE,
+        SINGLE_TILE=single_tile,
+        num_warps=num_warps,
+    )
+
+
+def _valid_counts_buffer(token_indices, NUM_TOPK_TOKENS, BLOCK_N):
+    # The single tile overwrites its row's count; the tiled path accumulates into it.
+    single_tile = _remap_tiling(NUM_TOPK_TOKENS, BLOCK_N, True)[0]
+    alloc = torch.empty if single_tile else torch.zeros
+    return alloc(token_indices.shape[0], dtype=torch.int32, device=token_indices.device)
+
+
+def triton_convert_req_index_to_global_index(
+    req_id,
+    block_table,
+    token_indices,
+    BLOCK_SIZE=64,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    HAS_PREFILL_WORKSPACE=False,
+    prefill_workspace_request_ids=None,
+    prefill_workspace_starts=None,
+    return_valid_counts=False,
+):
+    """Map request-local top-k token positions to global KV-cache slots (§6, plain)."""
+    assert req_id.dtype == torch.int32
+    assert block_table.dtype == torch.int32
+    assert token_indices.dtype == torch.int32
+    assert req_id.shape[0] == token_indices.shape[0]
+    assert token_indices.shape[1] == NUM_TOPK_TOKENS
+    assert NUM_TOPK_TOKENS % BLOCK_N == 0, (
+        f"NUM_TOPK_TOKENS ({NUM_TOPK_TOKENS}) must be divisible by BLOCK_N ({BLOCK_N})"
+    )
+    if HAS_PREFILL_WORKSPACE:
+        assert prefill_workspace_request_ids is not None
+        assert prefill_workspace_starts is not None
+        assert prefill_workspace_request_ids.dtype == torch.int32
+        assert prefill_workspace_starts.dtype == torch.int32
+        assert prefill_workspace_request_ids.is_contiguous()
+        assert prefill_workspace_starts.is_contiguous()
+
+    req_id = req_id.contiguous()
+    block_table = block_table.contiguous()
+    token_indices = token_indices.contiguous()
+    out = torch.empty_like(token_indices)
+    valid_counts = None
+    if return_valid_counts:
+        valid_counts = _valid_counts_buffer(token_indices, NUM_TOPK_TOKENS, BLOCK_N)
+
+    _launch(
+        req_id,
+        block_table,
+        token_indices,
+        out,
+        valid_counts,
+        prefill_workspace_request_ids if HAS_PREFILL_WORKSPACE else None,
+        prefill_workspace_starts if HAS_PREFILL_WORKSPACE else None,
+        BLOCK_SIZE,
+        NUM_TOPK_TOKENS,
+        BLOCK_N,
+        HAS_PREFILL=HAS_PREFILL_WORKSPACE,
+        COUNT_VALID=return_valid_counts,
+        COMPACT_TO_FRONT=False,
+        DCP_SIZE=1,
+        DCP_RANK=0,
+        CP_INTERLEAVE=1,
+    )
+    if return_valid_counts:
+        return out, valid_counts
+    return out
+
+
+def triton_filter_and_convert_dcp_index(
+    req_id,
+    block_table,
+    token_indices,
+    dcp_size,
+    dcp_rank,
+    cp_kv_cache_interleave_size=1,
+    BLOCK_SIZE=64,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    return_valid_counts=False,
+    compact_valid_to_front=True,
+):
+    """Keep the lanes this DCP rank owns, remap them, optionally compact (§6, DCP)."""
+    assert dcp_size >= 1
+    assert 0 <= dcp_rank < dcp_size
+    assert BLOCK_SIZE % cp_kv_cache_interleave_size == 0
+    assert req_id.dtype == torch.int32
+    assert block_table.dtype == torch.int32
+    assert token_indices.dtype == torch.int32
+    assert token_indices.shape[1] == NUM_TOPK_TOKENS
+    assert NUM_TOPK_TOKENS % BLOCK_N == 0
+
+    if dcp_size == 1:
+        return triton_convert_req_index_to_global_index(
+            req_id,
+            block_table,
+            token_indices,
+            BLOCK_SIZE=BLOCK_SIZE,
+            NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
+            BLOCK_N=BLOCK_N,
+            return_valid_counts=return_valid_counts,
+        )
+
+    count_valid = return_valid_counts or compact_valid_to_front
+    req_id = req_id.contiguous()
+    block_table = block_table.contiguous()
+    token_indices = token_indices.contiguous()
+    if compact_valid_to_front:
+        out = torch.full_like(token_indices, -1)
+    else:
+        out = torch.empty_like(token_indices)
+    valid_counts = None
+    if count_valid:
+        valid_counts = _valid_counts_buffer(token_indices, NUM_TOPK_TOKENS, BLOCK_N)
+
+    _launch(
+        req_id,
+        block_table,
+        token_indices,
+        out,
+        valid_counts,
+        None,
+        None,
+        BLOCK_SIZE,
+        NUM_TOPK_TOKENS,
+        BLOCK_N,
+        HAS_PREFILL=False,
+        COUNT_VALID=count_valid,
+        COMPACT_TO_FRONT=compact_valid_to_front,
+        DCP_SIZE=dcp_size,
+        DCP_RANK=dcp_rank,
+        CP_INTERLEAVE=cp_kv_cache_interleave_size,
+    )
+    if return_valid_counts:
+        return out, valid_counts
+    return out

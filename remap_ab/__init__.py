@@ -1,0 +1,51 @@
+"""remap-ab: bit-exact A/B differential testing of the sparse-MLA index remap kernels.
+
+The public surface is what this module exports; everything else is internal. The
+core (configs, inputs, comparators, reports) imports without Triton; running a case
+imports the kernels lazily, after the backend is chosen.
+"""
+
+from remap_ab import backend as _backend
+
+_backend.choose_early()
+
+from remap_ab.compare import Mismatch, OrderContract, Output, Reference, Verdict, compare
+from remap_ab.config import CaseConfig, case_id
+from remap_ab.errors import (
+    BackendError,
+    ConfigError,
+    ImplementationError,
+    InputError,
+    NeedsGPUError,
+    RemapABError,
+    ReportError,
+)
+from remap_ab.inputs import CaseInputs, generate_inputs
+
+__all__ = [
+    "BackendError",
+    "CaseConfig",
+    "CaseInputs",
+    "ConfigError",
+    "ImplementationError",
+    "InputError",
+    "Mismatch",
+    "NeedsGPUError",
+    "OrderContract",
+    "Output",
+    "Reference",
+    "RemapABError",
+    "ReportError",
+    "Verdict",
+    "case_id",
+    "compare",
+    "generate_inputs",
+    "run_case",
+]
+
+
+def run_case(*args, **kwargs):
+    """See :func:`remap_ab.runner.run_case` (imported lazily: it may load Triton)."""
+    from remap_ab.runner import run_case as _run_case
+
+    return _run_case(*args, **kwargs)

@@ -1,0 +1,5 @@
+import sys
+
+from remap_ab.cli import main
+
+sys.exit(main())

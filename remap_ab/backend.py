@@ -1,0 +1,77 @@
+"""Where kernels run: a CUDA device when there is one, else the Triton interpreter.
+
+The interpreter is chosen by ``TRITON_INTERPRET=1`` at the moment a ``@triton.jit``
+function is *decorated*, i.e. when the kernel module is imported. So the choice is
+made once per process, here, before the registry imports any kernel; the user never
+sets the variable by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from remap_ab.errors import BackendError
+
+_chosen: str | None = None
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def default_device() -> str:
+    return "cuda" if cuda_available() else "cpu"
+
+
+def select(device: str | None = None) -> str:
+    """Fix this process's device ("cpu" or "cuda"); later calls must agree."""
+    global _chosen
+    wanted = default_device() if device in (None, "auto") else device
+    if wanted not in ("cpu", "cuda"):
+        raise BackendError(f"device {device!r} is not one of cpu, cuda, auto")
+    if wanted == "cuda" and not cuda_available():
+        raise BackendError("--device cuda was asked for but torch sees no CUDA device; use --device cpu (the Triton interpreter)")
+    if _chosen is not None and _chosen != wanted:
+        raise BackendError(
+            f"this process already runs kernels on {_chosen}; the Triton backend is fixed at import, "
+            f"so run the {wanted} work in a separate process"
+        )
+    if _chosen is None:
+        if wanted == "cpu":
+            _require_interpreter_before_import()
+            os.environ["TRITON_INTERPRET"] = "1"
+        elif os.environ.get("TRITON_INTERPRET") == "1":
+            raise BackendError("TRITON_INTERPRET=1 is set in the environment but --device cuda was asked for; unset it")
+        _chosen = wanted
+    return _chosen
+
+
+def _require_interpreter_before_import() -> None:
+    # Triton's own @jit helpers (tl.sum, tl.cumsum) are decorated when triton is
+    # first imported — and torch.use_deterministic_algorithms imports it. If that
+    # happened without the interpreter, kernels cannot run on the CPU in this process.
+    if "triton" not in sys.modules:
+        return
+    import triton.language as tl
+
+    if type(tl.sum).__name__ != "InterpretedFunction":
+        raise BackendError(
+            "triton was imported before the CPU backend was chosen; import remap_ab (or call "
+            "remap_ab.backend.select('cpu')) before anything that imports triton or torch's deterministic mode"
+        )
+
+
+def choose_early() -> None:
+    """Called when remap_ab is imported: on a machine without CUDA, turn the
+    interpreter on before anything can import triton, so the user never has to."""
+    if "TRITON_INTERPRET" in os.environ or "triton" in sys.modules:
+        return
+    if not cuda_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def chosen() -> str | None:
+    return _chosen

@@ -1,0 +1,87 @@
+"""Run one case through implementations A and B and the oracle, and print the verdict.
+
+The case is given by its configuration options; with --inputs, by a saved tensor file
+(a dict of int32 tensors named req_id, block_table, token_indices and optionally
+prefill_request_ids, prefill_starts). Exit status: 0 pass, 1 fail or error, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from remap_ab.cli import add_config_arguments, config_from_args
+
+
+def add_arguments(p):
+    p.add_argument("--a", default="old", help="implementation A: old, new, oracle or a dotted module path (default old)")
+    p.add_argument("--b", default="new", help="implementation B (default new)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default: cuda when present")
+    p.add_argument("--inputs", metavar="PATH", help="run on tensors saved with torch.save instead of generated ones")
+    p.add_argument(
+        "--schedule",
+        metavar="POLICY[:SEED]",
+        help="CPU only: run the interpreter's programs in this order (row_major, reversed, random, tiles_reversed, tiles_rotated)",
+    )
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    add_config_arguments(p)
+
+
+def main(args) -> int:
+    from remap_ab import backend
+    from remap_ab.runner import run_case
+
+    config = config_from_args(args)
+    device = backend.select(args.device)
+    inputs = _load_inputs(args.inputs) if args.inputs else None
+    schedule = _schedule(args.schedule, device) if args.schedule else None
+    result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule)
+    v = result.verdict
+    if args.json:
+        json.dump({"config": config.to_dict(), "verdict": v.to_dict()}, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"case {config.case_id}  ({args.a} vs {args.b}, oracle checked, on {device})")
+        print(f"  config: {config.cli_args() or '(defaults)'}")
+        for impl in (result.a, result.b):
+            t = f"{impl.seconds * 1e3:.1f} ms" if impl.error is None else "raised"
+            print(f"  {impl.name:>8}: {t}; order: {impl.contract.why}")
+        print(v.describe())
+    return 0 if v.passed else 1
+
+
+def _load_inputs(path: str):
+    import torch
+
+    from remap_ab.errors import InputError
+    from remap_ab.inputs import CaseInputs
+
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InputError(f"input file {path} does not exist") from None
+    except Exception as exc:
+        raise InputError(f"cannot read input file {path} ({type(exc).__name__}); save a dict of int32 tensors with torch.save") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} holds a {type(data).__name__}, not a dict of tensors")
+    known = {"req_id", "block_table", "token_indices", "prefill_request_ids", "prefill_starts"}
+    missing = {"req_id", "block_table", "token_indices"} - set(data)
+    if missing or set(data) - known:
+        raise InputError(f"{path} must hold tensors named {', '.join(sorted(known))} (missing {', '.join(sorted(missing)) or 'none'})")
+    return CaseInputs(**data)
+
+
+def _schedule(spec: str, device: str):
+    from remap_ab.errors import ConfigError
+    from remap_ab.schedule import POLICIES, interpreter_schedule
+
+    if device != "cpu":
+        raise ConfigError("--schedule permutes the Triton interpreter's programs; it needs --device cpu")
+    policy, _, seed = spec.partition(":")
+    if policy not in POLICIES:
+        raise ConfigError(f"--schedule {policy!r} is not one of {', '.join(POLICIES)}")
+    try:
+        seed_value = int(seed or 0)
+    except ValueError:
+        raise ConfigError(f"--schedule seed {seed!r} is not an integer") from None
+    return lambda: interpreter_schedule(policy, seed_value)

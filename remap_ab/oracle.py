@@ -1,0 +1,165 @@
+"""The reference oracle: SPEC.md §3-§6 in vectorised torch, with no Triton in sight.
+
+It exposes the same two functions as the kernels (SPEC §1), so the registry can name
+it like any other implementation. It is written for clarity, not speed: every rule is
+one expression on whole [T, K] tensors, in the order the SPEC gives.
+
+Two deliberate differences from the kernels' arithmetic:
+- Division and remainder truncate toward zero, as Triton's do (torch's ``//`` floors).
+  They only ever see negative ids, which are invalid anyway, but truncation keeps every
+  intermediate identical to the kernels' and never indexes out of range.
+- Gathers are clamped into range and then masked, where the kernels use masked loads.
+
+Compaction is the stable one (valid values in column order), which is exactly the
+order a single-tile kernel produces and one of the orders a tiled kernel may produce.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "triton_convert_req_index_to_global_index",
+    "triton_filter_and_convert_dcp_index",
+    "remap",
+]
+
+
+def _tdiv(a: torch.Tensor, b: int) -> torch.Tensor:
+    return torch.div(a, b, rounding_mode="trunc")
+
+
+def _tmod(a: torch.Tensor, b: int) -> torch.Tensor:
+    return torch.fmod(a, b)
+
+
+def remap(
+    req_id: torch.Tensor,
+    block_table: torch.Tensor,
+    token_indices: torch.Tensor,
+    *,
+    block_size: int,
+    dcp_size: int = 1,
+    dcp_rank: int = 0,
+    interleave: int = 1,
+    prefill_request_ids: torch.Tensor | None = None,
+    prefill_starts: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-lane values (SPEC §3, int32, -1 where invalid) and the validity mask."""
+    t = token_indices.to(torch.int32)
+    rows = t.shape[0]
+    width = block_table.shape[1]
+    q = req_id.to(torch.int64)
+
+    invalid = t < 0  # §3.1
+
+    is_prefill = torch.zeros(rows, 1, dtype=torch.bool, device=t.device)  # §3.2
+    if prefill_request_ids is not None:
+        is_prefill = (prefill_request_ids >= 0).view(rows, 1)
+
+    owner = _tmod(_tdiv(t, interleave), dcp_size)  # §3.3
+    remote = owner != dcp_rank
+    local = _tdiv(t, dcp_size * interleave) * interleave + _tmod(t, interleave)
+
+    blk = _tdiv(local, block_size)  # §3.4
+    off = _tmod(local, block_size)
+    valid_block = (blk >= 0) & (blk < width)
+    invalid = invalid | ~valid_block | remote
+
+    read = valid_block & ~is_prefill & ~remote  # §3.5
+    safe_blk = blk.clamp(0, width - 1).to(torch.int64)
+    base = block_table[q.view(rows, 1), safe_blk]
+    base = torch.where(read, base, torch.zeros_like(base))
+    # int32 arithmetic wraps, as it does in the kernels (SPEC §2).
+    val = base * block_size + off
+
+    if prefill_request_ids is not None:  # §3.6
+        p = prefill_request_ids.to(torch.int64).clamp(min=0)
+        start = prefill_starts[p].view(rows, 1)
+        val = torch.where(is_prefill, start + t, val)
+
+    val = torch.where(invalid, torch.full_like(val, -1), val)  # §3.7
+    return val.to(torch.int32), ~invalid
+
+
+def compact_rows(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Valid values of each row moved to the front in column order, -1 after them."""
+    k = values.shape[1]
+    cols = torch.arange(k, device=values.device).expand_as(values)
+    # A stable sort on "invalid" keeps valid lanes first and in column order.
+    key = torch.where(valid, cols, cols + k)
+    order = torch.argsort(key, dim=1, stable=True)
+    moved = torch.gather(values, 1, order)
+    count = valid.sum(dim=1, keepdim=True)
+    return torch.where(cols < count, moved, torch.full_like(moved, -1))
+
+
+def _counts(valid: torch.Tensor) -> torch.Tensor:
+    return valid.sum(dim=1, dtype=torch.int32)
+
+
+def triton_convert_req_index_to_global_index(
+    req_id,
+    block_table,
+    token_indices,
+    BLOCK_SIZE=64,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    HAS_PREFILL_WORKSPACE=False,
+    prefill_workspace_request_ids=None,
+    prefill_workspace_starts=None,
+    return_valid_counts=False,
+):
+    """Reference for the plain convert (SPEC §6); BLOCK_N only shapes the kernels."""
+    del NUM_TOPK_TOKENS, BLOCK_N
+    out, valid = remap(
+        req_id,
+        block_table,
+        token_indices,
+        block_size=BLOCK_SIZE,
+        prefill_request_ids=prefill_workspace_request_ids if HAS_PREFILL_WORKSPACE else None,
+        prefill_starts=prefill_workspace_starts if HAS_PREFILL_WORKSPACE else None,
+    )
+    if return_valid_counts:
+        return out, _counts(valid)
+    return out
+
+
+def triton_filter_and_convert_dcp_index(
+    req_id,
+    block_table,
+    token_indices,
+    dcp_size,
+    dcp_rank,
+    cp_kv_cache_interleave_size=1,
+    BLOCK_SIZE=64,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    return_valid_counts=False,
+    compact_valid_to_front=True,
+):
+    """Reference for the DCP filter (SPEC §6), with column-order compaction."""
+    if dcp_size == 1:
+        return triton_convert_req_index_to_global_index(
+            req_id,
+            block_table,
+            token_indices,
+            BLOCK_SIZE=BLOCK_SIZE,
+            NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
+            BLOCK_N=BLOCK_N,
+            return_valid_counts=return_valid_counts,
+        )
+    out, valid = remap(
+        req_id,
+        block_table,
+        token_indices,
+        block_size=BLOCK_SIZE,
+        dcp_size=dcp_size,
+        dcp_rank=dcp_rank,
+        interleave=cp_kv_cache_interleave_size,
+    )
+    if compact_valid_to_front:
+        out = compact_rows(out, valid)
+    if return_valid_counts:
+        return out, _counts(valid)
+    return out

@@ -1,0 +1,83 @@
+"""Program schedules for the Triton interpreter: run a launch's programs in another
+order than row-major, so that races between programs show up without a GPU.
+
+The interpreter walks the grid in row-major order and, before each program, tells its
+builder which grid index is current; ``tl.program_id`` reads it back. Replacing that
+one setter so the k-th program run receives the k-th index of a permutation reorders
+the programs without touching the kernel source. Every program still runs exactly
+once and to completion, as on a GPU where the programs of a row do not overlap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Iterator
+
+POLICIES = ("row_major", "reversed", "random", "tiles_reversed", "tiles_rotated")
+
+Grid = tuple[int, int, int]
+
+
+def program_order(policy: str, grid: Grid, seed: int = 0) -> list[Grid]:
+    """All grid indices of ``grid`` in the order ``policy`` runs them.
+
+    row_major       the interpreter's own order (and the identity schedule)
+    reversed        last program first
+    random          a seeded uniform shuffle of all programs
+    tiles_reversed  rows in order, the tiles of each row last to first: the adversary
+                    of a column-ordered compaction (every multi-tile row reverses)
+    tiles_rotated   rows in order, row r's tiles starting at tile (r + seed) mod n
+    """
+    nx, ny, nz = grid
+    base = [(x, y, z) for x in range(nx) for y in range(ny) for z in range(nz)]
+    if policy == "row_major":
+        return base
+    if policy == "reversed":
+        return base[::-1]
+    if policy == "random":
+        rng = random.Random(seed)
+        shuffled = list(base)
+        rng.shuffle(shuffled)
+        return shuffled
+    if policy == "tiles_reversed":
+        return [(x, y, z) for x in range(nx) for y in reversed(range(ny)) for z in range(nz)]
+    if policy == "tiles_rotated":
+        return [(x, (y + x + seed) % ny, z) for x in range(nx) for y in range(ny) for z in range(nz)]
+    raise ValueError(f"unknown schedule policy {policy!r}; choose one of {', '.join(POLICIES)}")
+
+
+@contextlib.contextmanager
+def interpreter_schedule(policy: str, seed: int = 0) -> Iterator[None]:
+    """Within this block, every interpreted launch runs its programs in ``policy``
+    order. Needs ``TRITON_INTERPRET=1`` (remap_ab.backend.select('cpu'))."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    original = builder.set_grid_idx
+    state: dict = {"grid": None, "order": None, "k": 0}
+
+    def set_grid_idx(x: int, y: int, z: int) -> None:
+        grid = tuple(builder.grid_dim)
+        if state["grid"] != grid or (x, y, z) == (0, 0, 0):
+            # A new launch starts at (0, 0, 0): build its order and restart the count.
+            state.update(grid=grid, order=program_order(policy, grid, seed), k=0)
+        idx = state["order"][state["k"]]
+        state["k"] += 1
+        original(*idx)
+
+    builder.set_grid_idx = set_grid_idx
+    try:
+        yield
+    finally:
+        # Drop the instance attribute so the class's own method shows through again.
+        del builder.set_grid_idx
+
+
+def schedules(policies=POLICIES, seeds=(0,)) -> list[tuple[str, int]]:
+    """(policy, seed) pairs: one for each deterministic policy, one per seed for random."""
+    out = []
+    for p in policies:
+        out += [(p, s) for s in seeds] if p in ("random", "tiles_rotated") else [(p, 0)]
+    return out
+
