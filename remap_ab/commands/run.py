@@ -38,11 +38,15 @@ def main(args) -> int:
     result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule)
     v = result.verdict
     if args.json:
-        json.dump({"config": config.to_dict(), "verdict": v.to_dict()}, sys.stdout, indent=2)
+        json.dump(
+            {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "verdict": v.to_dict()}, sys.stdout, indent=2
+        )
         print()
     else:
         print(f"case {config.case_id}  ({args.a} vs {args.b}, oracle checked, on {device})")
         print(f"  config: {config.cli_args() or '(defaults)'}")
+        shas = result.inputs.sha256()
+        print("  inputs sha256: " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
         for impl in (result.a, result.b):
             t = f"{impl.seconds * 1e3:.1f} ms" if impl.error is None else "raised"
             print(f"  {impl.name:>8}: {t}; order: {impl.contract.why}")
