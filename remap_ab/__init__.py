@@ -5,6 +5,10 @@ core (configs, inputs, comparators, reports) imports without Triton; running a c
 imports the kernels lazily, after the backend is chosen.
 """
 
+from remap_ab import gpus as _gpus
+
+_gpus.xdist_pin()  # pytest -n on several GPUs: pin this worker before CUDA starts
+
 from remap_ab import backend as _backend
 
 _backend.choose_early()
@@ -14,9 +18,11 @@ from remap_ab.config import CaseConfig, case_id
 from remap_ab.errors import (
     BackendError,
     ConfigError,
+    DisagreementError,
     ImplementationError,
     InputError,
     NeedsGPUError,
+    ProfileError,
     RemapABError,
     ReportError,
 )
@@ -27,12 +33,14 @@ __all__ = [
     "CaseConfig",
     "CaseInputs",
     "ConfigError",
+    "DisagreementError",
     "ImplementationError",
     "InputError",
     "Mismatch",
     "NeedsGPUError",
     "OrderContract",
     "Output",
+    "ProfileError",
     "Reference",
     "RemapABError",
     "ReportError",

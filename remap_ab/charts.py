@@ -47,14 +47,14 @@ def _png(path: Path, title, groups, series, ylabel, log) -> Path:
 
     n = max(len(series), 1)
     width = 0.8 / n
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(groups) * n + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(min(16.0, max(8.0, 0.3 * len(groups) * n + 2)), 5.0))
     for i, (name, values) in enumerate(series.items()):
         xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
         ax.bar(xs, values, width=width, label=name, color=_COLOURS[i % len(_COLOURS)])
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     if log:
         ax.set_yscale("log")
     ax.grid(axis="y", alpha=0.3)

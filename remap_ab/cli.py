@@ -17,6 +17,12 @@ from remap_ab.errors import RemapABError
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
+    "sweep": "run the grid of configurations (remap_ab/grid.toml) through A, B and the oracle",
+    "replay": "re-run one case from its saved report (or its case ID) and print the verdict",
+    "report": "summarise a finished sweep run",
+    "mutants": "run the seeded-mutant catalogue against the suite and print the kill matrix",
+    "nondet": "count distinct outputs over repeated runs (GPU: quiet/contended; CPU: permuted schedules)",
+    "bench": "time old vs new inside CUDA graphs beside the pull request's figures (needs a GPU)",
 }
 
 

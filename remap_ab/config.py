@@ -16,7 +16,10 @@ from remap_ab.errors import ConfigError
 MODES = ("convert", "dcp")
 NEGATIVE_KINDS = ("minus_one", "any")
 TABLE_KINDS = ("random", "padded", "huge")
-ROW_LAYOUTS = ("uniform", "mixed", "one_tile", "tail_padded")
+ROW_LAYOUTS = ("uniform", "mixed", "one_tile", "tail_padded", "owned")
+
+# The plain wrapper has no DCP or compaction arguments; mode "convert" pins them here.
+_CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact": False}
 
 # Bumped whenever input generation changes, so case IDs never alias different tensors.
 INPUT_FORMAT_VERSION = 1
@@ -43,7 +46,10 @@ class CaseConfig:
                    BLOCK_N tile per row holds valid lanes; "tail_padded": valid lanes
                    first, -1 after (how the indexer pads short sequences); "mixed":
                    rows cycle through uniform, all-valid, all-invalid, one-tile and
-                   tail-padded.
+                   tail-padded; "owned": as uniform, but every in-range token
+                   belongs to this DCP rank, so a row without padding is *full*
+                   after filtering (count == K) — unreachable otherwise, since
+                   ownership is random per lane.
     dcp_size, dcp_rank, interleave   DCP world size, this rank, interleave size.
     compact        compact_valid_to_front.
                    (mode "convert" normalises these four to 1, 0, 1, False.)
@@ -77,7 +83,7 @@ class CaseConfig:
         if self.mode == "convert":
             # The plain wrapper has no DCP or compaction arguments: normalise them so
             # one convert case has one ID.
-            for name, value in (("dcp_size", 1), ("dcp_rank", 0), ("interleave", 1), ("compact", False)):
+            for name, value in _CONVERT_NORMALISED.items():
                 object.__setattr__(self, name, value)
         validate(self)
 
@@ -132,9 +138,11 @@ class CaseConfig:
     def cli_args(self) -> str:
         """Options for ``remap-ab run`` that rebuild exactly this case."""
         parts = []
+        # Fields that mode "convert" normalises need no flag: any value rebuilds the case.
+        implied = _CONVERT_NORMALISED if self.mode == "convert" else ()
         for f in fields(self):
             value = getattr(self, f.name)
-            if value == f.default:
+            if value == f.default or f.name in implied:
                 continue
             flag = "--" + f.name.replace("_", "-")
             if isinstance(value, bool):

@@ -37,3 +37,11 @@ class ReportError(RemapABError):
 
 class NeedsGPUError(RemapABError):
     """A command that only makes sense on a CUDA device was run without one."""
+
+
+class DisagreementError(RemapABError):
+    """Two implementations disagree on the very inputs a command was asked to time."""
+
+
+class ProfileError(RemapABError):
+    """An unknown test profile name, or a profile this machine cannot run."""

@@ -55,11 +55,23 @@ _STREAMS = {
 }
 
 
+def _stream_key(seed: int, stream: str) -> int:
+    return _mix32_int(_mix32_int(seed & _M32) ^ _mix32_int(_STREAMS[stream] * 0x9E3779B9) ^ (seed >> 32))
+
+
 def _u32(seed: int, stream: str, n: int, device) -> torch.Tensor:
     """n uniform 32-bit values (int64 tensor) for one named stream."""
-    key = _mix32_int(_mix32_int(seed & _M32) ^ _mix32_int(_STREAMS[stream] * 0x9E3779B9) ^ (seed >> 32))
-    idx = torch.arange(n, dtype=torch.int64, device=device)
-    return _mix32(_mix32((idx + key) & _M32) ^ key)
+    return _u32_streams(seed, (stream,), n, device)[stream]
+
+
+def _u32_streams(seed: int, streams, n: int, device) -> dict[str, torch.Tensor]:
+    """Several equally long streams in one pass: the same values as ``_u32`` for
+    each, with a handful of tensor ops instead of a handful per stream (on a GPU,
+    per-op launch cost dominates generating a small case)."""
+    keys = torch.tensor([_stream_key(seed, s) for s in streams], dtype=torch.int64, device=device).view(-1, 1)
+    idx = torch.arange(n, dtype=torch.int64, device=device).view(1, -1)
+    values = _mix32(_mix32((idx + keys) & _M32) ^ keys)
+    return dict(zip(streams, values.unbind(0)))
 
 
 def _below(u: torch.Tensor, fraction: float) -> torch.Tensor:
@@ -112,27 +124,38 @@ def generate_inputs(config: CaseConfig, device="cpu") -> CaseInputs:
     seed = c.seed
     lanes = T * K
 
-    req_id = (_u32(seed, "req_id", T, device) % R).to(torch.int32)
+    lane_streams = ["lane_class", "lane_pos", "lane_oor", "lane_oor_kind"]
+    if c.negatives != "minus_one":
+        lane_streams += ["lane_neg", "lane_neg_kind"]
+    lane = _u32_streams(seed, lane_streams, lanes, device)
+    row = _u32_streams(seed, ("req_id", "row_tile", "row_len", "prefill", "prefill_req"), T, device)
+
+    req_id = (row["req_id"] % R).to(torch.int32)
     block_table = _block_table(c, device)
 
     # Lane classes: 0 valid, 1 negative (padding), 2 out of range.
-    u_class = _u32(seed, "lane_class", lanes, device)
+    u_class = lane["lane_class"]
     is_neg = _below(u_class, c.invalid_ratio)
     is_oor = (~is_neg) & _below(u_class, c.invalid_ratio + c.out_of_range)
     lane_class = is_neg.to(torch.int8) + 2 * is_oor.to(torch.int8)
-    lane_class = _apply_row_layout(c, lane_class.view(T, K), device).reshape(-1)
+    lane_class = _apply_row_layout(c, lane_class.view(T, K), row, device).reshape(-1)
 
     limit = in_range_limit(c)
-    pos = _u32(seed, "lane_pos", lanes, device) % limit
-    oor = _out_of_range_values(c, lanes, limit, device)
-    neg = _negative_values(c, lanes, device)
+    pos = lane["lane_pos"] % limit
+    if c.row_layout == "owned":
+        # Same DCP chunk, this rank's slot in it: t' = ⌊t/(S·I)⌋·S·I + ρ·I + t mod I,
+        # which stays below the limit (a multiple of S·I).
+        size, rank, inter = c.effective_dcp
+        pos = torch.div(pos, size * inter, rounding_mode="floor") * (size * inter) + rank * inter + pos % inter
+    oor = _out_of_range_values(c, lane, limit)
+    neg = _negative_values(c, lane, lanes, device)
     tok = torch.where(lane_class == 0, pos, torch.where(lane_class == 1, neg, oor))
     token_indices = tok.to(torch.int32).view(T, K)
 
     inputs = CaseInputs(req_id=req_id, block_table=block_table, token_indices=token_indices)
     if c.has_prefill:
-        is_prefill = _below(_u32(seed, "prefill", T, device), c.prefill_fraction)
-        which = _u32(seed, "prefill_req", T, device) % R
+        is_prefill = _below(row["prefill"], c.prefill_fraction)
+        which = row["prefill_req"] % R
         inputs.prefill_request_ids = torch.where(is_prefill, which, torch.full_like(which, -1)).to(torch.int32)
         # Workspace rows of consecutive prefill requests, each as long as a full request.
         inputs.prefill_starts = (torch.arange(R, dtype=torch.int64, device=device) * W * B).to(torch.int32)
@@ -141,13 +164,14 @@ def generate_inputs(config: CaseConfig, device="cpu") -> CaseInputs:
 
 def _block_table(c: CaseConfig, device) -> torch.Tensor:
     R, W, B = c.num_reqs, c.blocks_per_req, c.block_size
-    u = _u32(c.seed, "table", R * W, device).view(R, W)
+    table = _u32_streams(c.seed, ("table", "table_kind"), R * W, device)
+    u = table["table"].view(R, W)
     if c.table == "huge":
         # Half the ids straddle INT32_MAX // B (so base * B wraps right there), half
         # are anywhere in int32's positive range.
         near = (INT32_MAX // B) - 2048 + (u % 4096)
         anywhere = u % (INT32_MAX + 1)
-        kind = _u32(c.seed, "table_kind", R * W, device).view(R, W) & 1
+        kind = table["table_kind"].view(R, W) & 1
         return torch.where(kind == 0, near, anywhere).to(torch.int32)
     physical = u % max(4 * R * W, 1024)
     if c.table == "padded":
@@ -160,11 +184,11 @@ def _block_table(c: CaseConfig, device) -> torch.Tensor:
     return physical.to(torch.int32)
 
 
-def _out_of_range_values(c: CaseConfig, lanes: int, limit: int, device) -> torch.Tensor:
+def _out_of_range_values(c: CaseConfig, lane: dict, limit: int) -> torch.Tensor:
     """Positions whose block is >= W: exactly the first block past the table,
     somewhat beyond, and near INT32_MAX."""
-    u = _u32(c.seed, "lane_oor", lanes, device)
-    kind = _u32(c.seed, "lane_oor_kind", lanes, device) % 10
+    u = lane["lane_oor"]
+    kind = lane["lane_oor_kind"] % 10
     size, _, _ = c.effective_dcp
     boundary = limit + u % (c.block_size * size)
     far = limit + u % (1 << 20)
@@ -172,11 +196,11 @@ def _out_of_range_values(c: CaseConfig, lanes: int, limit: int, device) -> torch
     return torch.where(kind < 5, boundary, torch.where(kind < 8, far, extreme)).clamp_(max=INT32_MAX)
 
 
-def _negative_values(c: CaseConfig, lanes: int, device) -> torch.Tensor:
+def _negative_values(c: CaseConfig, lane: dict, lanes: int, device) -> torch.Tensor:
     if c.negatives == "minus_one":
         return torch.full((lanes,), -1, dtype=torch.int64, device=device)
-    u = _u32(c.seed, "lane_neg", lanes, device)
-    kind = _u32(c.seed, "lane_neg_kind", lanes, device) % 10
+    u = lane["lane_neg"]
+    kind = lane["lane_neg_kind"] % 10
     choices = (
         torch.full_like(u, -1),
         torch.full_like(u, -2),
@@ -191,13 +215,13 @@ def _negative_values(c: CaseConfig, lanes: int, device) -> torch.Tensor:
     return out
 
 
-def _apply_row_layout(c: CaseConfig, lane_class: torch.Tensor, device) -> torch.Tensor:
+def _apply_row_layout(c: CaseConfig, lane_class: torch.Tensor, row: dict, device) -> torch.Tensor:
     T, K = lane_class.shape
-    if c.row_layout == "uniform":
+    if c.row_layout in ("uniform", "owned"):
         return lane_class
     cols = torch.arange(K, device=device).view(1, K)
     tiles = c.tiles_per_row
-    row_tile = (_u32(c.seed, "row_tile", T, device) % tiles).view(T, 1)
+    row_tile = (row["row_tile"] % tiles).view(T, 1)
     padding = torch.ones_like(lane_class)  # class 1: -1 padding
 
     # one_tile: only one BLOCK_N tile per row keeps its drawn lanes.
@@ -206,7 +230,7 @@ def _apply_row_layout(c: CaseConfig, lane_class: torch.Tensor, device) -> torch.
     # tail_padded: no padding among the first n lanes, -1 after them.
     keep = round(K * (1.0 - c.invalid_ratio))
     if 0 < keep < K:
-        jitter = (_u32(c.seed, "row_len", T, device) % (2 * c.block_n + 1)).view(T, 1) - c.block_n
+        jitter = (row["row_len"] % (2 * c.block_n + 1)).view(T, 1) - c.block_n
         length = (keep + jitter).clamp(0, K)
     else:
         length = torch.full((T, 1), keep, device=device)

@@ -222,6 +222,9 @@ def characterise(
                 out, counts = impl(config, inputs)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
+            # Host copies: hashing needs them, and the oracle check walks rows in Python.
+            out = out.detach().to("cpu")
+            counts = None if counts is None else counts.detach().to("cpu")
         except Exception as exc:  # a broken implementation is a finding, not a crash
             m.errors.append(f"{run.label}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
             continue
@@ -231,7 +234,7 @@ def characterise(
         if out_hash not in representatives:
             m.labels[out_hash] = run.label
             representatives[out_hash] = Output(impl.name, out, counts, contract)
-    _check_against_oracle(m, config, inputs, representatives)
+    _check_against_oracle(m, config, inputs.to("cpu"), representatives)
     return m
 
 

@@ -7,6 +7,9 @@ process and in every xdist worker.
 Options (each also settable by environment variable, for subprocesses):
   --remap-a / REMAP_AB_A        implementation A of the A/B properties (default old)
   --remap-b / REMAP_AB_B        implementation B (default new)
+  --remap-profile / REMAP_AB_PROFILE
+                                the property suite's profile: ci (default), dev,
+                                nightly, gpu, mutants (see remap_ab/profiles.py)
 """
 
 from __future__ import annotations
@@ -22,10 +25,38 @@ def pytest_addoption(parser):
     group = parser.getgroup("remap-ab")
     group.addoption("--remap-a", default=os.environ.get("REMAP_AB_A", "old"), help="implementation A (default old)")
     group.addoption("--remap-b", default=os.environ.get("REMAP_AB_B", "new"), help="implementation B (default new)")
+    group.addoption(
+        "--remap-profile",
+        default=os.environ.get("REMAP_AB_PROFILE"),
+        help="property-suite profile: ci (default; derandomized), dev, nightly, gpu, mutants (ci without shrinking)",
+    )
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+    if not hasattr(config, "workerinput"):
+        # The controller publishes the visible GPUs before xdist starts its workers;
+        # each worker pins itself to GPU (i mod G) when it imports remap_ab (gpus.py).
+        from remap_ab import gpus
+
+        gpus.export_gpu_list()
+    # Load the profile before test modules are imported: their @settings and
+    # strategies read it at decoration time.
+    from remap_ab import profiles
+
+    # An explicit --hypothesis-profile keeps its Hypothesis settings; ours sets the sizes.
+    explicit_hypothesis_profile = bool(config.getoption("hypothesis_profile", None))
+    try:
+        profiles.load(config.getoption("--remap-profile"), apply_settings=not explicit_hypothesis_profile)
+    except profiles.ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config):
+    from remap_ab import profiles
+
+    a, b = config.getoption("--remap-a"), config.getoption("--remap-b")
+    return [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,294 @@
+"""Run many cases at once with as few host synchronisations as possible.
+
+``run_case`` (runner.py) judges one case and synchronises the device several times
+doing so; on a GPU, 1728 of those are dominated by Python and sync overhead. This
+module runs a *batch* of cases in four timed phases, each ending in one sync:
+
+  gen       every case's inputs, generated on the device (inputs.py is vectorised);
+  kernels   A and B on every case (poisoned ``empty``, CUDA events for per-case time);
+  compare   the oracle's reference and the oracle's public API for every case, and a
+            device-side *proof of passing*: one small flag vector per case, pulled to
+            the host once for the whole batch;
+  write     input hashes, and full reports for the cases that did not pass.
+
+The proof of passing is exact in one direction only: a flag set means ``compare``
+(compare.py) would pass the implementation; a flag clear sends that case through
+``compare`` itself, which gives the verdict. So verdicts are always ``compare``'s.
+For a tiled compaction whose prefix order differs from the oracle's, the proof
+exhibits a witness: an order of the tile segments, found greedily on the device, whose
+concatenation is the prefix lane by lane. When the greedy walk finds none,
+``compare``'s exhaustive search decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from remap_ab import registry
+from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare
+from remap_ab.config import CaseConfig
+from remap_ab.inputs import CaseInputs, generate_inputs
+from remap_ab.runner import CaseResult, poisoned_empty, reference
+
+PHASES = ("gen", "kernels", "compare", "write")
+_SENTINEL = 2**40
+
+
+@dataclass
+class CaseOutcome:
+    """What the sweep records about one case (the report holds the tensors)."""
+
+    config: CaseConfig
+    verdict: Verdict
+    a_ms: Optional[float]
+    b_ms: Optional[float]
+    inputs_sha256: str = ""
+    report: str = ""  # path of the failing-case report, relative to the run folder
+
+
+@dataclass
+class BatchTimes:
+    seconds: dict = field(default_factory=lambda: {p: 0.0 for p in PHASES})
+
+    def add(self, other: "BatchTimes") -> None:
+        for k, v in other.seconds.items():
+            self.seconds[k] = self.seconds.get(k, 0.0) + v
+
+
+class _Clock:
+    """Per-call timing: CUDA events on a GPU (no sync), perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def start(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def elapsed_ms(self, start, end) -> float:
+        if self.cuda:
+            return start.elapsed_time(end)
+        return (end - start) * 1e3
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: _Clock):
+    contract = impl.order_contract(config)
+    try:
+        t0 = clock.start()
+        out, counts = impl(config, inputs)
+        t1 = clock.start()
+    except Exception as exc:  # a broken implementation is a verdict, not a crash
+        message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        return Output(impl.name, None, None, contract, error=message[:500]), None
+    return Output(impl.name, out, counts, contract), (t0, t1)
+
+
+def _shape_ok(o: Output, ref: Reference, counts_returned: bool) -> bool:
+    if o.error is not None or not isinstance(o.out, torch.Tensor):
+        return False
+    if tuple(o.out.shape) != tuple(ref.out.shape) or o.out.dtype != torch.int32 or o.out.device != ref.out.device:
+        return False
+    if counts_returned:
+        c = o.counts
+        if not isinstance(c, torch.Tensor) or tuple(c.shape) != tuple(ref.counts.shape) or c.dtype != torch.int32:
+            return False
+        if c.device != ref.counts.device:
+            return False
+    return True
+
+
+def proof_of_pass(o: Output, ref: Reference, config: CaseConfig) -> Optional[torch.Tensor]:
+    """A 0-dim bool tensor, True only if ``compare`` would find no failure for ``o``;
+    None when the host already knows it would (error, shape, dtype)."""
+    if not _shape_ok(o, ref, config.counts_returned):
+        return None
+    ok = (o.out == ref.out).all()
+    if config.compacts and not o.contract.ordered:
+        ok = ok | _segment_witness(o.out, ref, o.contract.segment)
+    if config.counts_returned:
+        ok = ok & (o.counts == ref.counts).all()
+    return ok
+
+
+def _segment_witness(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tensor:
+    """True if ``out``'s rows are, provably, -1-tailed concatenations of their tile
+    segments in some order (the tiled compaction's contract; see the module doc).
+
+    A greedy walk, vectorised over rows: at the current position, take the first
+    unused segment that the output holds there lane by lane, and move past it. At most
+    ``K / seg`` steps, no host sync. Greedy can miss an order only when one segment's
+    values are a prefix of another's; ``compare`` then decides."""
+    t, k = out.shape
+    if seg <= 0 or k % seg:
+        return torch.zeros((), dtype=torch.bool, device=out.device)
+    tiles = k // seg
+    valid = ref.valid.view(t, tiles, seg)
+    lanes = ref.lanes.view(t, tiles, seg).to(torch.int64)
+    vi = valid.to(torch.int64)
+    n = vi.sum(-1)  # [t, tiles] segment lengths
+    e = torch.cumsum(vi, -1) - vi  # exclusive rank of each valid lane in its tile
+    count = ref.counts.to(torch.int64).view(t, 1)
+    cols = torch.arange(k, device=out.device).view(1, k)
+    tail_ok = torch.where(cols < count, True, out == -1).all()
+    out64 = out.to(torch.int64)
+    used = n == 0
+    pos = torch.zeros(t, 1, dtype=torch.int64, device=out.device)
+    rows_ok = torch.ones(t, dtype=torch.bool, device=out.device)
+    tile_ids = torch.arange(tiles, device=out.device).view(1, tiles)
+    for _ in range(tiles):
+        idx = (pos.view(t, 1, 1) + e).clamp(max=k - 1).view(t, -1)
+        got = out64.gather(1, idx).view(t, tiles, seg)
+        match = (~valid | (got == lanes)).all(-1) & ~used & (pos + n <= count)
+        any_match = match.any(-1)
+        done = used.all(-1)
+        rows_ok &= any_match | done
+        j = torch.argmax(match.to(torch.int64), dim=-1, keepdim=True)  # first match
+        take = any_match & ~done
+        pos = pos + torch.where(take.view(t, 1), n.gather(1, j), 0)
+        used = used | ((tile_ids == j) & take.view(t, 1))
+    return tail_ok & (rows_ok & used.all(-1) & (pos.view(t) == count.view(t))).all()
+
+
+def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
+    """Per-tensor sha256 (as ``CaseInputs.sha256``) and one digest over all of them."""
+    per = {}
+    for name, tensor in inputs.tensors().items():
+        host = tensor.detach().to("cpu").contiguous()
+        h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
+        if host.numel():
+            h.update(memoryview(host.view(torch.uint8).numpy()))
+        per[name] = h.hexdigest()
+    return per, combined_sha256(per)
+
+
+def combined_sha256(per: dict) -> str:
+    """The results table's ``inputs_sha256``: sha256 of ``name:digest;`` in name order."""
+    return hashlib.sha256("".join(f"{k}:{per[k]};" for k in sorted(per)).encode()).hexdigest()
+
+
+_HASHERS: Optional[ThreadPoolExecutor] = None
+
+
+def _hashers() -> ThreadPoolExecutor:
+    global _HASHERS
+    if _HASHERS is None:
+        _HASHERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="remap-ab-hash")
+    return _HASHERS
+
+
+def run_batch(
+    configs: list,
+    a: str,
+    b: str,
+    device: str,
+    report_root=None,
+    times: Optional[BatchTimes] = None,
+) -> list[CaseOutcome]:
+    """Judge ``configs`` on ``device``; write a report under ``report_root`` for every
+    case that does not pass. Phase durations are added to ``times``."""
+    from remap_ab.report import write_case_report
+
+    times = times if times is not None else BatchTimes()
+    dev = torch.device(device)
+    impl_a, impl_b, impl_o = registry.get(a), registry.get(b), registry.get("oracle")
+    clock = _Clock(dev)
+
+    t0 = time.perf_counter()
+    inputs = [generate_inputs(c, device=dev) for c in configs]
+    _sync(dev)
+    t1 = time.perf_counter()
+    times.seconds["gen"] += t1 - t0
+
+    outs = []
+    with poisoned_empty():
+        for c, x in zip(configs, inputs):
+            oa, ta = _call(impl_a, c, x, clock)
+            ob, tb = _call(impl_b, c, x, clock)
+            outs.append((oa, ta, ob, tb))
+    _sync(dev)
+    t2 = time.perf_counter()
+    times.seconds["kernels"] += t2 - t1
+
+    refs, oracles, flags = [], [], []
+    false = torch.zeros((), dtype=torch.bool, device=dev)
+    for c, x, (oa, _, ob, _) in zip(configs, inputs, outs):
+        ref = reference(c, x)
+        oo, _ = _call(impl_o, c, x, clock)
+        refs.append(ref)
+        oracles.append(oo)
+        pa, pb = proof_of_pass(oa, ref, c), proof_of_pass(ob, ref, c)
+        po = (oo.out == ref.out).all() if _shape_ok(oo, ref, False) else None
+        differs = torch.zeros((), dtype=torch.int64, device=dev)
+        if c.compacts and pa is not None and pb is not None:
+            differs = (oa.out != ob.out).any(dim=1).sum()
+        flags.append(
+            torch.stack([
+                (pa if pa is not None else false).to(torch.int64),
+                (pb if pb is not None else false).to(torch.int64),
+                (po if po is not None else false).to(torch.int64),
+                differs.to(torch.int64),
+            ])
+        )
+    host_flags = torch.stack(flags).tolist() if flags else []  # the batch's one sync
+    verdicts = []
+    for c, (oa, _, ob, _), ref, oo, (fa, fb, fo, nd) in zip(configs, outs, refs, oracles, host_flags):
+        if not fo:
+            msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
+            verdicts.append(
+                Verdict(c.case_id, "error", [Mismatch("error", "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
+            )
+        elif fa and fb:
+            verdicts.append(_pass_verdict(c, oa, ob, int(nd)))
+        else:
+            verdicts.append(
+                compare(c.case_id, oa, ob, ref, compacted=c.compacts, counts_returned=c.counts_returned)
+            )
+    t3 = time.perf_counter()
+    times.seconds["compare"] += t3 - t2
+
+    hashes = list(_hashers().map(hash_inputs, inputs)) if dev.type == "cuda" and len(inputs) > 1 else [
+        hash_inputs(x) for x in inputs
+    ]
+    results = []
+    for c, x, (oa, ta, ob, tb), ref, oo, v, (per, combined) in zip(
+        configs, inputs, outs, refs, oracles, verdicts, hashes
+    ):
+        a_ms = clock.elapsed_ms(*ta) if ta else None
+        b_ms = clock.elapsed_ms(*tb) if tb else None
+        oa.seconds = (a_ms or 0.0) / 1e3
+        ob.seconds = (b_ms or 0.0) / 1e3
+        outcome = CaseOutcome(c, v, a_ms, b_ms, combined)
+        if not v.passed and report_root is not None:
+            path = write_case_report(CaseResult(c, x, oa, ob, ref, v, oracle=oo), report_root)
+            outcome.report = path.name
+        results.append(outcome)
+    times.seconds["write"] += time.perf_counter() - t3
+    return results
+
+
+def _pass_verdict(c: CaseConfig, oa: Output, ob: Output, differing_rows: int) -> Verdict:
+    """The verdict ``compare`` gives a passing case (same info line)."""
+    v = Verdict(case_id=c.case_id, status="pass")
+    if c.compacts and differing_rows:
+        v.order_differs = True
+        v.order_differs_rows = differing_rows
+        v.info.append(
+            f"prefix order differs between {oa.name} and {ob.name} in {differing_rows} of {c.tokens} rows "
+            f"(allowed: {oa.name}: {oa.contract.why or 'tiled'}; {ob.name}: {ob.contract.why or 'tiled'})"
+        )
+    return v

@@ -1,0 +1,237 @@
+"""The sweep end to end on tiny subsets: a broken implementation is caught, reported
+and replayed; a killed run resumes with every case exactly once; a crashing
+implementation becomes a "crash" verdict; bad reports are one-line errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from remap_ab.cli import main as cli_main
+
+BROKEN = '''
+"""kernels_new, wrong in one lane of one path: the DCP filter in place (dcp_size > 1,
+no compaction) adds 1 to the first valid lane of row 0."""
+import kernels_new
+from kernels_new import _remap_tiling, triton_convert_req_index_to_global_index  # noqa: F401
+
+
+def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_size, dcp_rank,
+                                        cp_kv_cache_interleave_size=1, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048,
+                                        BLOCK_N=128, return_valid_counts=False, compact_valid_to_front=True):
+    result = kernels_new.triton_filter_and_convert_dcp_index(
+        req_id, block_table, token_indices, dcp_size, dcp_rank, cp_kv_cache_interleave_size,
+        BLOCK_SIZE, NUM_TOPK_TOKENS, BLOCK_N, return_valid_counts, compact_valid_to_front)
+    if dcp_size > 1 and not compact_valid_to_front:
+        out = result[0] if return_valid_counts else result
+        valid = (out[0] >= 0).nonzero()
+        if len(valid):
+            out[0, valid[0, 0]] += 1
+    return result
+'''
+
+CRASHING = '''
+"""kernels_new, but the DCP filter in place kills the process (as a SIGSEGV would)."""
+import os, signal
+import kernels_new
+from kernels_new import _remap_tiling, triton_convert_req_index_to_global_index  # noqa: F401
+
+
+def triton_filter_and_convert_dcp_index(*args, **kwargs):
+    if kwargs.get("compact_valid_to_front") is False and args[3] > 1:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return kernels_new.triton_filter_and_convert_dcp_index(*args, **kwargs)
+'''
+
+SMALL = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off"]
+
+
+def _cli(args, cwd, extra_path=None, timeout=240):
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "remap_ab", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory):
+    """A sweep of old vs a broken implementation over 4 cases (2 fail), in this process."""
+    base = tmp_path_factory.mktemp("broken")
+    (base / "impls").mkdir()
+    (base / "impls" / "brokenimpl.py").write_text(BROKEN)
+    sys.path.insert(0, str(base / "impls"))
+    try:
+        code = cli_main(
+            ["sweep", "--b", "brokenimpl", *SMALL, "--filter", "invalid=0,0.3", "--filter", "path=convert,dcp-inplace",
+             "-j", "0", "--root", str(base / "reports"), "--run", "broken", "--no-progress"]
+        )
+    finally:
+        pass
+    return base, code
+
+
+def test_broken_implementation_fails_the_sweep(broken_run):
+    base, code = broken_run
+    assert code == 1
+    df = pd.read_csv(base / "reports" / "broken" / "results.csv", keep_default_na=False)
+    assert len(df) == 4 and df["case_id"].is_unique
+    assert set(df[df.path == "convert"].status) == {"pass"}
+    failed = df[df.status == "fail"]
+    assert len(failed) >= 1 and set(failed.path) == {"dcp-inplace"}
+    assert all(failed.check == "out") and all(failed.mismatch_lanes == 1)
+
+
+def test_report_names_the_first_mismatch(broken_run):
+    base, _ = broken_run
+    df = pd.read_csv(base / "reports" / "broken" / "results.csv", keep_default_na=False)
+    row = df[df.status == "fail"].iloc[0]
+    folder = base / "reports" / "broken" / row.report
+    assert {p.name for p in folder.iterdir()} >= {
+        "config.json", "inputs.pt", "outputs.pt", "verdict.json", "diff.md", "diff.html", "replay.sh"
+    }
+    outputs = torch.load(folder / "outputs.pt", weights_only=True)
+    ref = outputs["reference"]["out"]
+    col = int((ref[0] >= 0).nonzero()[0, 0])  # the lane the broken module changes
+    first = json.loads((folder / "verdict.json").read_text())["verdict"]["failures"][0]
+    assert (first["check"], first["impl"], first["row"], first["col"]) == ("out", "brokenimpl", 0, col)
+    assert first["values"] == {"old": int(ref[0, col]), "brokenimpl": int(ref[0, col]) + 1, "oracle": int(ref[0, col])}
+    assert torch.equal(outputs["b"]["out"][0, col], ref[0, col] + 1)
+    md = (folder / "diff.md").read_text()
+    assert f"at row 0, col {col}" in md and f"| 0 | {col} | {int(ref[0, col])} | {int(ref[0, col]) + 1} |" in md
+    html = (folder / "diff.html").read_text()
+    assert "data:image/png;base64," in html and "<script" not in html
+    assert "remap-ab replay" in (folder / "replay.sh").read_text()
+
+
+def test_replay_reproduces_the_failure(broken_run, capsys):
+    base, _ = broken_run
+    df = pd.read_csv(base / "reports" / "broken" / "results.csv", keep_default_na=False)
+    case = df[df.status == "fail"].iloc[0].case_id
+    assert cli_main(["replay", str(base / "reports" / "broken" / case)]) == 1
+    out = capsys.readouterr().out
+    assert "reproduced: yes" in out and "FAIL" in out
+    # By case ID, found under --root.
+    assert cli_main(["replay", case, "--root", str(base / "reports")]) == 1
+    assert "reproduced: yes" in capsys.readouterr().out
+    # The correct implementation passes on the same saved inputs.
+    assert cli_main(["replay", str(base / "reports" / "broken" / case), "--b", "new"]) == 0
+
+
+def test_report_command_summarises_the_run(broken_run, capsys):
+    base, _ = broken_run
+    assert cli_main(["report", "broken", "--root", str(base / "reports")]) == 1
+    out = capsys.readouterr().out
+    assert "pass 2" in out or "pass " in out
+    assert "failures by dimension" in out and "dcp-inplace" in out
+    assert cli_main(["report", "--root", str(base / "reports"), "--json"]) == 1
+    s = json.loads(capsys.readouterr().out)
+    assert s["cases"] == 4 and s["counts"]["fail"] >= 1 and not s["passed"]
+
+
+def _one_line_error(code, capsys):
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "error:" in err
+    return err
+
+
+def test_missing_and_corrupt_reports_are_one_line_errors(broken_run, tmp_path, capsys):
+    base, _ = broken_run
+    _one_line_error(cli_main(["replay", str(tmp_path / "nowhere")]), capsys)
+    _one_line_error(cli_main(["replay", "0123456789ab", "--root", str(tmp_path)]), capsys)
+    _one_line_error(cli_main(["report", "nope", "--root", str(base / "reports")]), capsys)
+    _one_line_error(cli_main(["report", "--root", str(tmp_path)]), capsys)
+
+    df = pd.read_csv(base / "reports" / "broken" / "results.csv", keep_default_na=False)
+    src = base / "reports" / "broken" / df[df.status == "fail"].iloc[0].report
+    import shutil
+
+    for name, damage in [
+        ("inputs.pt", lambda p: p.write_bytes(p.read_bytes()[:100])),
+        ("config.json", lambda p: p.write_text("{not json")),
+        ("verdict.json", lambda p: p.unlink()),
+    ]:
+        copy = tmp_path / f"bad-{name}"
+        shutil.copytree(src, copy)
+        damage(copy / name)
+        err = _one_line_error(cli_main(["replay", str(copy)]), capsys)
+        assert name in err
+    # Inputs that load but are not what was saved: the recorded sha256 catches them.
+    copy = tmp_path / "edited"
+    shutil.copytree(src, copy)
+    t = torch.load(copy / "inputs.pt", weights_only=True)
+    t["token_indices"][0, 0] += 1
+    torch.save(t, copy / "inputs.pt")
+    assert "sha256" in _one_line_error(cli_main(["replay", str(copy)]), capsys)
+
+    run = tmp_path / "runcopy"
+    shutil.copytree(base / "reports" / "broken", run)
+    (run / "results.csv").write_text("garbage\n\x00\x01\n")
+    _one_line_error(cli_main(["report", str(run)]), capsys)
+
+
+def test_killed_sweep_resumes_each_case_exactly_once(tmp_path):
+    args = ["sweep", "--filter", "tokens=1", "--filter", "k=2048", "--filter", "path=dcp-compact",
+            "--filter", "invalid=0,0.3", "-j", "0", "--root", "reports", "--run", "r", "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *args], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    csv_path = tmp_path / "reports" / "r" / "results.csv"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if csv_path.exists() and len(csv_path.read_text().splitlines()) >= 2:  # header + 1 case
+            break
+        time.sleep(0.05)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = pd.read_csv(csv_path)
+    # Make the cut worse than a kill between rows: half a row at the end.
+    with open(csv_path, "a") as fh:
+        fh.write(before.iloc[0].case_id[:5])
+    r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    after = pd.read_csv(csv_path)
+    assert len(after) == 4 and after["case_id"].is_unique
+    assert set(before.case_id) <= set(after.case_id)
+    if killed:
+        assert "resuming" in r.stderr and len(before) < 4
+
+
+def test_truncated_results_resume_without_repeats(tmp_path, capsys):
+    args = ["sweep", *SMALL, "--filter", "invalid=0.3", "--filter", "path=convert,dcp-compact",
+            "-j", "0", "--root", str(tmp_path), "--run", "t", "--no-progress"]
+    assert cli_main(args) == 0
+    csv_path = tmp_path / "t" / "results.csv"
+    full = pd.read_csv(csv_path)
+    lines = csv_path.read_text().splitlines(keepends=True)
+    csv_path.write_text("".join(lines[:2]) + lines[2][:20])  # one row, then half a row
+    assert cli_main(["sweep", "--resume", "--run", "t", "--root", str(tmp_path), "--no-progress"]) == 0
+    assert "1 cases already done, 1 to run" in capsys.readouterr().err
+    after = pd.read_csv(csv_path)
+    assert sorted(after.case_id) == sorted(full.case_id) and after.case_id.is_unique
+    assert list(after.inputs_sha256.sort_values()) == list(full.inputs_sha256.sort_values())
+
+
+def test_crashing_implementation_becomes_a_crash_verdict(tmp_path):
+    (tmp_path / "crashimpl.py").write_text(CRASHING)
+    r = _cli(["sweep", "--b", "crashimpl", *SMALL, "--filter", "invalid=0", "--filter", "path=convert,dcp-inplace",
+              "-j", "1", "--root", "reports", "--run", "c", "--no-progress"], tmp_path, extra_path=tmp_path)
+    assert r.returncode == 1, r.stderr
+    df = pd.read_csv(tmp_path / "reports" / "c" / "results.csv", keep_default_na=False)
+    assert dict(zip(df.path, df.status)) == {"convert": "pass", "dcp-inplace": "crash"}
+    crash = df[df.status == "crash"].iloc[0]
+    assert "SIGSEGV" in crash.first_mismatch
+    meta = json.loads((tmp_path / "reports" / "c" / crash.case_id / "verdict.json").read_text())
+    assert meta["status"] == "crash"
+    assert "crash 1" in r.stdout

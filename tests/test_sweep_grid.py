@@ -1,0 +1,85 @@
+"""The grid (remap_ab/grid.toml): size, distinctness, coverage of SPEC §6, filters."""
+
+import collections
+
+import pytest
+
+from remap_ab import grid as gridmod
+from remap_ab.cli import main as cli_main
+from remap_ab.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def g():
+    return gridmod.load()
+
+
+def test_list_prints_1728_distinct_ids_and_nothing_else(capsys):
+    assert cli_main(["sweep", "--list"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 1728
+    ids = [line.split()[0] for line in lines]
+    assert len(set(ids)) == 1728
+    assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
+
+
+def test_configurations_are_distinct_and_ids_match(g):
+    pts = g.points()
+    assert len({p.config for p in pts}) == 1728
+    assert all(p.case_id == p.config.case_id for p in pts)
+
+
+def test_every_spec_path_is_covered(g):
+    pts = g.points()
+    seen = collections.Counter()
+    for p in pts:
+        c = p.config
+        if c.mode == "convert":
+            seen[("convert", c.counts, c.has_prefill)] += 1
+        elif c.dcp_size == 1:
+            seen[("dcp1", c.counts, c.compact)] += 1
+        else:
+            seen[("dcp", c.compact, c.counts)] += 1
+    for counts in (False, True):
+        for prefill in (False, True):
+            assert seen[("convert", counts, prefill)]
+        for compact in (False, True):
+            assert seen[("dcp1", counts, compact)]
+            assert seen[("dcp", compact, counts)]
+    # DCP sizes 2 and 4, interleave 1 and 64, every rank, with every K, on each DCP path.
+    dcp = {(p.label("path"), p.config.dcp_size, p.config.interleave, p.config.dcp_rank, p.config.topk) for p in pts if p.config.is_dcp}
+    for path in ("dcp-compact", "dcp-compact-counts", "dcp-inplace", "dcp-inplace-counts"):
+        for size in (2, 4):
+            for inter in (1, 64):
+                for rank in range(size):
+                    for k in (128, 384, 512, 2048):
+                        assert (path, size, inter, rank, k) in dcp
+    assert {p.config.tokens for p in pts} >= {1, 1024}
+    assert {p.config.invalid_ratio for p in pts} >= {0.0, 1.0}
+    assert {p.config.out_of_range > 0 for p in pts} == {False, True}
+    assert {p.config.topk_is_pow2 for p in pts} == {False, True}
+    for field_name in ("row_layout", "table", "negatives"):
+        assert len({getattr(p.config, field_name) for p in pts}) > 1
+
+
+def test_filters_select_by_dimension_and_field(g):
+    f = gridmod.parse_filters(g, ["path=dcp-inplace,dcp-compact", "k=2048", "tokens=1", "dcp_size=4"])
+    pts = g.select(f)
+    assert pts and all(p.label("path") in ("dcp-inplace", "dcp-compact") for p in pts)
+    assert all(p.config.topk == 2048 and p.config.tokens == 1 and p.config.dcp_size == 4 for p in pts)
+    assert len(g.select(gridmod.parse_filters(g, ["invalid=0.30"]))) == 1728 // 4
+    assert len(g.select(max_tokens=3)) == 1728 // 3
+
+
+@pytest.mark.parametrize("spec", ["nope=1", "k=999", "k", "path="])
+def test_bad_filters_are_one_line_errors(g, spec):
+    with pytest.raises(ConfigError) as exc:
+        gridmod.parse_filters(g, [spec])
+    assert "\n" not in str(exc.value)
+
+
+def test_bad_filter_on_the_command_line(capsys):
+    assert cli_main(["sweep", "--list", "--filter", "k=999"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "k has no value 999" in err
