@@ -27,13 +27,24 @@ def poisoned_empty():
     det = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _set_deterministic(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        _set_deterministic(det, warn_only=warn_only)
         torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    # torch.use_deterministic_algorithms also mirrors the flag into inductor's config,
+    # importing torch._inductor to do so: ~5 s per process on the H200 image, for a
+    # compiler remap-ab never uses. The C-level switch is all the poisoning reads.
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
 
 
 def _sync(device: torch.device) -> None:
