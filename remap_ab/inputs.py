@@ -6,11 +6,16 @@ counter-based integer hash instead: lane ``i`` of stream ``s`` gets
 intermediate stays below 2**63. The same configuration therefore yields the same
 tensors, byte for byte, whether generated on the CPU or directly on a GPU, and the
 sha256 of each input proves it.
+
+Since a value depends on nothing but its stream key and index, many cases are
+generated at once, each element reading its own case's parameters
+(``generate_inputs_batch``); one case is a batch of one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, fields
 from typing import Optional
 
@@ -59,24 +64,15 @@ def _stream_key(seed: int, stream: str) -> int:
     return _mix32_int(_mix32_int(seed & _M32) ^ _mix32_int(_STREAMS[stream] * 0x9E3779B9) ^ (seed >> 32))
 
 
-def _u32(seed: int, stream: str, n: int, device) -> torch.Tensor:
-    """n uniform 32-bit values (int64 tensor) for one named stream."""
-    return _u32_streams(seed, (stream,), n, device)[stream]
+def _draw(keys: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Value ``index`` of the stream keyed ``keys`` (the two broadcast together):
+    uniform 32-bit values in an int64 tensor."""
+    return _mix32(_mix32((index + keys) & _M32) ^ keys)
 
 
-def _u32_streams(seed: int, streams, n: int, device) -> dict[str, torch.Tensor]:
-    """Several equally long streams in one pass: the same values as ``_u32`` for
-    each, with a handful of tensor ops instead of a handful per stream (on a GPU,
-    per-op launch cost dominates generating a small case)."""
-    keys = torch.tensor([_stream_key(seed, s) for s in streams], dtype=torch.int64, device=device).view(-1, 1)
-    idx = torch.arange(n, dtype=torch.int64, device=device).view(1, -1)
-    values = _mix32(_mix32((idx + keys) & _M32) ^ keys)
-    return dict(zip(streams, values.unbind(0)))
-
-
-def _below(u: torch.Tensor, fraction: float) -> torch.Tensor:
-    """True with probability ``fraction``; exactly never at 0 and always at 1."""
-    return u < int(round(fraction * _U32))
+def _threshold(fraction: float) -> int:
+    """``u < _threshold(f)`` holds with probability f: exactly never at 0, always at 1."""
+    return int(round(fraction * _U32))
 
 
 @dataclass
@@ -119,136 +115,235 @@ def in_range_limit(config: CaseConfig) -> int:
 
 def generate_inputs(config: CaseConfig, device="cpu") -> CaseInputs:
     """Build the case's inputs on ``device``; identical bytes on any device."""
-    c = config
-    T, K, W, B, R = c.tokens, c.topk, c.blocks_per_req, c.block_size, c.num_reqs
-    seed = c.seed
-    lanes = T * K
+    return generate_inputs_batch([config], device)[0]
 
-    lane_streams = ["lane_class", "lane_pos", "lane_oor", "lane_oor_kind"]
-    if c.negatives != "minus_one":
-        lane_streams += ["lane_neg", "lane_neg_kind"]
-    lane = _u32_streams(seed, lane_streams, lanes, device)
-    row = _u32_streams(seed, ("req_id", "row_tile", "row_len", "prefill", "prefill_req"), T, device)
 
-    req_id = (row["req_id"] % R).to(torch.int32)
-    block_table = _block_table(c, device)
+# What a token row's layout makes of its drawn lane classes.
+DRAWN, ALL_VALID, ALL_PADDING, ONE_TILE, TAIL_PADDED = range(5)
+_MIXED = -1  # rows cycle through the five shapes above, in that order
+_ROW_SHAPE = {"uniform": DRAWN, "owned": DRAWN, "one_tile": ONE_TILE, "tail_padded": TAIL_PADDED, "mixed": _MIXED}
+
+_LANE_STREAMS = ("lane_class", "lane_pos", "lane_oor", "lane_oor_kind", "lane_neg", "lane_neg_kind")
+_ROW_STREAMS = ("req_id", "row_tile", "row_len", "prefill", "prefill_req")
+_TABLE_STREAMS = ("table", "table_kind", "table_len")
+
+
+def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
+    """Every case's inputs, byte for byte as ``generate_inputs`` builds them, in a fixed
+    number of tensor ops for the whole batch (on a GPU, per-op launch cost dominates
+    generating small cases).
+
+    All cases' lanes (and token rows, table entries) lie back to back in flat tensors,
+    each element reading its own case's parameters; each case's tensors are contiguous
+    views into those (so a kernel writing into its inputs would reach its neighbours';
+    none does). A stream's value depends only on its key and the element's index within
+    the case, so drawing a stream that a case does not use changes nothing."""
+    configs = list(configs)
+    if not configs:
+        return []
+    rows = _token_rows(configs, device)
+    tokens = _token_indices(configs, rows, device)
+    tables = _block_tables(configs, device)
+    starts = _prefill_starts(configs, device)
+
+    out = []
+    lane_at = _offsets(c.tokens * c.topk for c in configs)
+    row_at = _offsets(c.tokens for c in configs)
+    entry_at = _offsets(c.num_reqs * c.blocks_per_req for c in configs)
+    req_at = _offsets(c.num_reqs for c in configs)
+    for c, lane, row, entry, req in zip(configs, lane_at, row_at, entry_at, req_at):
+        T, K, R, W = c.tokens, c.topk, c.num_reqs, c.blocks_per_req
+        x = CaseInputs(
+            req_id=rows["req_id"][row : row + T],
+            block_table=tables[entry : entry + R * W].view(R, W),
+            token_indices=tokens[lane : lane + T * K].view(T, K),
+        )
+        if c.has_prefill:
+            x.prefill_request_ids = rows["prefill_request_ids"][row : row + T]
+            x.prefill_starts = starts[req : req + R]
+        out.append(x)
+    return out
+
+
+def _offsets(counts) -> list[int]:
+    """Where each case's elements start when all cases' lie back to back."""
+    return list(itertools.accumulate(counts, initial=0))[:-1]
+
+
+def ragged_arange(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``total = sum(counts)`` elements of consecutive groups, group i holding
+    ``counts[i]`` of them: each element's group and its index within the group.
+    No host synchronisation (``total`` is known on the host)."""
+    device = counts.device
+    group = torch.repeat_interleave(torch.arange(counts.numel(), device=device), counts, output_size=total)
+    start = torch.cumsum(counts, 0) - counts
+    return group, torch.arange(total, device=device) - start[group]
+
+
+def _per_element(per_case: list[dict], device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Elements of all cases back to back, case i holding ``per_case[i]["count"]``:
+    each element's index within its case, and every integer of its case's dict
+    (one host-to-device copy and one gather for all of them)."""
+    names = list(per_case[0])
+    table = torch.tensor([[p[n] for p in per_case] for n in names], dtype=torch.int64, device=device)
+    total = sum(p["count"] for p in per_case)
+    if len(per_case) == 1:  # one case: its parameters broadcast, no gather needed
+        return torch.arange(total, device=device), dict(zip(names, table))
+    case, index = ragged_arange(table[names.index("count")], total)
+    return index, dict(zip(names, table.index_select(1, case)))
+
+
+def _keys(seed: int, streams) -> dict[str, int]:
+    return {"key:" + s: _stream_key(seed, s) for s in streams}
+
+
+def _draw_streams(p: dict, streams, index: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Several streams at once (one [streams, elements] tensor), keyed per element."""
+    values = _draw(torch.stack([p["key:" + s] for s in streams]), index)
+    return dict(zip(streams, values.unbind(0)))
+
+
+def _token_rows(configs, device) -> dict[str, torch.Tensor]:
+    """Per token row of every case: req_id, prefill_request_ids, and what the row
+    layout makes of the row's lanes (its shape, kept tile and unpadded length)."""
+    per_case = []
+    for c in configs:
+        # tail_padded: no padding among the first n lanes, -1 after them, with n jittered
+        # around the lanes the invalid ratio keeps (unless it keeps none or all).
+        keep = round(c.topk * (1.0 - c.invalid_ratio))
+        per_case.append({
+            "count": c.tokens, **_keys(c.seed, _ROW_STREAMS),
+            "num_reqs": c.num_reqs, "tiles": c.tiles_per_row, "block_n": c.block_n, "topk": c.topk,
+            "keep": keep, "jitter": int(0 < keep < c.topk), "shape": _ROW_SHAPE[c.row_layout],
+            "prefill": _threshold(c.prefill_fraction),
+        })
+    t, p = _per_element(per_case, device)
+    u = _draw_streams(p, _ROW_STREAMS, t)
+    jitter = u["row_len"] % (2 * p["block_n"] + 1) - p["block_n"]
+    is_prefill = u["prefill"] < p["prefill"]
+    return {
+        "req_id": (u["req_id"] % p["num_reqs"]).to(torch.int32),
+        "prefill_request_ids": torch.where(is_prefill, u["prefill_req"] % p["num_reqs"], -1).to(torch.int32),
+        "shape": torch.where(p["shape"] == _MIXED, t % 5, p["shape"]),
+        "tile": u["row_tile"] % p["tiles"],
+        "length": torch.where(p["jitter"] == 1, (p["keep"] + jitter).clamp(min=0).minimum(p["topk"]), p["keep"]),
+    }
+
+
+def _token_indices(configs, rows: dict, device) -> torch.Tensor:
+    """Every case's token_indices, flat, int32."""
+    per_case = []
+    for c, row_start in zip(configs, _offsets(c.tokens for c in configs)):
+        size, rank, inter = c.effective_dcp
+        per_case.append({
+            "count": c.tokens * c.topk, **_keys(c.seed, _LANE_STREAMS),
+            "row_start": row_start, "topk": c.topk, "block_n": c.block_n, "block_size": c.block_size,
+            "negative": _threshold(c.invalid_ratio),
+            "negative_or_oor": _threshold(c.invalid_ratio + c.out_of_range),
+            "limit": in_range_limit(c), "boundary": c.block_size * size,
+            "owned": int(c.row_layout == "owned"), "chunk": size * inter, "slot": rank * inter, "interleave": inter,
+            "any_negative": int(c.negatives != "minus_one"),
+        })
+    i, p = _per_element(per_case, device)
+    # Work that no case of the batch needs is skipped (it would be selected away).
+    any_negatives = any(c.negatives != "minus_one" for c in configs)
+    u = _draw_streams(p, _LANE_STREAMS if any_negatives else _LANE_STREAMS[:4], i)
 
     # Lane classes: 0 valid, 1 negative (padding), 2 out of range.
-    u_class = lane["lane_class"]
-    is_neg = _below(u_class, c.invalid_ratio)
-    is_oor = (~is_neg) & _below(u_class, c.invalid_ratio + c.out_of_range)
-    lane_class = is_neg.to(torch.int8) + 2 * is_oor.to(torch.int8)
-    lane_class = _apply_row_layout(c, lane_class.view(T, K), row, device).reshape(-1)
+    is_neg = u["lane_class"] < p["negative"]
+    is_oor = (~is_neg) & (u["lane_class"] < p["negative_or_oor"])
+    drawn = is_neg.to(torch.int8) + 2 * is_oor.to(torch.int8)
+    lane_class = drawn
+    if any(_ROW_SHAPE[c.row_layout] != DRAWN for c in configs):
+        row = p["row_start"] + torch.div(i, p["topk"], rounding_mode="floor")
+        rows = {name: rows[name][row] for name in ("shape", "tile", "length")}
+        lane_class = _apply_row_layout(drawn, i % p["topk"], p["block_n"], rows)
 
-    limit = in_range_limit(c)
-    pos = lane["lane_pos"] % limit
-    if c.row_layout == "owned":
-        # Same DCP chunk, this rank's slot in it: t' = ⌊t/(S·I)⌋·S·I + ρ·I + t mod I,
-        # which stays below the limit (a multiple of S·I).
-        size, rank, inter = c.effective_dcp
-        pos = torch.div(pos, size * inter, rounding_mode="floor") * (size * inter) + rank * inter + pos % inter
-    oor = _out_of_range_values(c, lane, limit)
-    neg = _negative_values(c, lane, lanes, device)
-    tok = torch.where(lane_class == 0, pos, torch.where(lane_class == 1, neg, oor))
-    token_indices = tok.to(torch.int32).view(T, K)
+    limit = p["limit"]
+    pos = u["lane_pos"] % limit
+    # owned: same DCP chunk, this rank's slot in it: t' = ⌊t/(S·I)⌋·S·I + ρ·I + t mod I,
+    # which stays below the limit (a multiple of S·I).
+    if any(c.row_layout == "owned" for c in configs):
+        owned = torch.div(pos, p["chunk"], rounding_mode="floor") * p["chunk"] + p["slot"] + pos % p["interleave"]
+        pos = torch.where(p["owned"] == 1, owned, pos)
 
-    inputs = CaseInputs(req_id=req_id, block_table=block_table, token_indices=token_indices)
-    if c.has_prefill:
-        is_prefill = _below(row["prefill"], c.prefill_fraction)
-        which = row["prefill_req"] % R
-        inputs.prefill_request_ids = torch.where(is_prefill, which, torch.full_like(which, -1)).to(torch.int32)
-        # Workspace rows of consecutive prefill requests, each as long as a full request.
-        inputs.prefill_starts = (torch.arange(R, dtype=torch.int64, device=device) * W * B).to(torch.int32)
-    return inputs
+    # Out of range: exactly the first block past the table, somewhat beyond, and near INT32_MAX.
+    u_oor, kind = u["lane_oor"], u["lane_oor_kind"] % 10
+    boundary = limit + u_oor % p["boundary"]
+    far = limit + u_oor % (1 << 20)
+    extreme = INT32_MAX - u_oor % 1024
+    oor = torch.where(kind < 5, boundary, torch.where(kind < 8, far, extreme)).clamp_(max=INT32_MAX)
 
-
-def _block_table(c: CaseConfig, device) -> torch.Tensor:
-    R, W, B = c.num_reqs, c.blocks_per_req, c.block_size
-    table = _u32_streams(c.seed, ("table", "table_kind"), R * W, device)
-    u = table["table"].view(R, W)
-    if c.table == "huge":
-        # Half the ids straddle INT32_MAX // B (so base * B wraps right there), half
-        # are anywhere in int32's positive range.
-        near = (INT32_MAX // B) - 2048 + (u % 4096)
-        anywhere = u % (INT32_MAX + 1)
-        kind = table["table_kind"].view(R, W) & 1
-        return torch.where(kind == 0, near, anywhere).to(torch.int32)
-    physical = u % max(4 * R * W, 1024)
-    if c.table == "padded":
-        # Each request uses a prefix of its row; the rest is padding, -1 for even
-        # requests and 0 for odd ones (both occur in practice).
-        used = _u32(c.seed, "table_len", R, device) % (W + 1)
-        cols = torch.arange(W, device=device).view(1, W)
-        pad = torch.where(torch.arange(R, device=device) % 2 == 0, -1, 0).view(R, 1)
-        physical = torch.where(cols < used.view(R, 1), physical, pad.to(physical.dtype))
-    return physical.to(torch.int32)
+    neg = _negative_values(u["lane_neg"], u["lane_neg_kind"], p) if any_negatives else -1
+    return torch.where(lane_class == 0, pos, torch.where(lane_class == 1, neg, oor)).to(torch.int32)
 
 
-def _out_of_range_values(c: CaseConfig, lane: dict, limit: int) -> torch.Tensor:
-    """Positions whose block is >= W: exactly the first block past the table,
-    somewhat beyond, and near INT32_MAX."""
-    u = lane["lane_oor"]
-    kind = lane["lane_oor_kind"] % 10
-    size, _, _ = c.effective_dcp
-    boundary = limit + u % (c.block_size * size)
-    far = limit + u % (1 << 20)
-    extreme = INT32_MAX - u % 1024
-    return torch.where(kind < 5, boundary, torch.where(kind < 8, far, extreme)).clamp_(max=INT32_MAX)
-
-
-def _negative_values(c: CaseConfig, lane: dict, lanes: int, device) -> torch.Tensor:
-    if c.negatives == "minus_one":
-        return torch.full((lanes,), -1, dtype=torch.int64, device=device)
-    u = lane["lane_neg"]
-    kind = lane["lane_neg_kind"] % 10
-    choices = (
-        torch.full_like(u, -1),
-        torch.full_like(u, -2),
-        torch.full_like(u, -(c.block_size + 1)),
-        -(u % (2**31)) - 1,
-        torch.full_like(u, INT32_MIN),
+def _apply_row_layout(drawn: torch.Tensor, col: torch.Tensor, block_n: torch.Tensor, row: dict) -> torch.Tensor:
+    """Each lane's class once its row's shape (gathered per lane in ``row``) is applied."""
+    padding = torch.ones_like(drawn)  # class 1: -1 padding
+    all_valid = torch.where(drawn == 1, torch.zeros_like(drawn), drawn)
+    # one_tile: only one BLOCK_N tile per row keeps its drawn lanes.
+    one_tile = torch.where(torch.div(col, block_n, rounding_mode="floor") == row["tile"], drawn, padding)
+    tail_padded = torch.where(col < row["length"], all_valid, padding)
+    shape = row["shape"]
+    return torch.where(
+        shape == DRAWN,
+        drawn,
+        torch.where(
+            shape == ALL_VALID,
+            all_valid,
+            torch.where(shape == ALL_PADDING, padding, torch.where(shape == ONE_TILE, one_tile, tail_padded)),
+        ),
     )
-    # 60% stay -1; the rest spread over the other kinds.
-    out = choices[0]
-    for k, values in zip((6, 7, 8, 9), choices[1:]):
+
+
+def _negative_values(u: torch.Tensor, kind: torch.Tensor, p: dict) -> torch.Tensor:
+    """negatives "minus_one": all -1; "any": 60% stay -1, the rest spread over -2,
+    -(B+1), anything negative and INT32_MIN."""
+    kind = torch.where(p["any_negative"] == 1, kind % 10, 0)
+    choices = (-2, -(p["block_size"] + 1), -(u % (2**31)) - 1, INT32_MIN)
+    out = torch.full_like(u, -1)
+    for k, values in zip((6, 7, 8, 9), choices):
         out = torch.where(kind == k, values, out)
     return out
 
 
-def _apply_row_layout(c: CaseConfig, lane_class: torch.Tensor, row: dict, device) -> torch.Tensor:
-    T, K = lane_class.shape
-    if c.row_layout in ("uniform", "owned"):
-        return lane_class
-    cols = torch.arange(K, device=device).view(1, K)
-    tiles = c.tiles_per_row
-    row_tile = (row["row_tile"] % tiles).view(T, 1)
-    padding = torch.ones_like(lane_class)  # class 1: -1 padding
+def _block_tables(configs, device) -> torch.Tensor:
+    """Every case's block_table, flat (row-major per case), int32."""
+    per_case = [
+        {
+            "count": c.num_reqs * c.blocks_per_req, **_keys(c.seed, _TABLE_STREAMS), "width": c.blocks_per_req,
+            "ids": max(4 * c.num_reqs * c.blocks_per_req, 1024), "near": INT32_MAX // c.block_size - 2048,
+            "huge": int(c.table == "huge"), "padded": int(c.table == "padded"),
+        }
+        for c in configs
+    ]
+    e, p = _per_element(per_case, device)
+    req = torch.div(e, p["width"], rounding_mode="floor")
+    col = e - req * p["width"]
+    u = _draw_streams(p, ("table", "table_kind"), e)
+    ids = u["table"]
 
-    # one_tile: only one BLOCK_N tile per row keeps its drawn lanes.
-    one_tile = torch.where(cols // c.block_n == row_tile, lane_class, padding)
+    # huge: half the ids straddle INT32_MAX // B (so base * B wraps right there), half
+    # are anywhere in int32's positive range.
+    near = p["near"] + ids % 4096
+    anywhere = ids % (INT32_MAX + 1)
+    huge = torch.where((u["table_kind"] & 1) == 0, near, anywhere)
 
-    # tail_padded: no padding among the first n lanes, -1 after them.
-    keep = round(K * (1.0 - c.invalid_ratio))
-    if 0 < keep < K:
-        jitter = (row["row_len"] % (2 * c.block_n + 1)).view(T, 1) - c.block_n
-        length = (keep + jitter).clamp(0, K)
-    else:
-        length = torch.full((T, 1), keep, device=device)
-    head = torch.where(lane_class == 1, torch.zeros_like(lane_class), lane_class)
-    tail_padded = torch.where(cols < length, head, padding)
+    physical = ids % p["ids"]
+    # padded: each request uses a prefix of its row; the rest is padding, -1 for even
+    # requests and 0 for odd ones (both occur in practice).
+    used = _draw(p["key:table_len"], req) % (p["width"] + 1)
+    padded = torch.where(col < used, physical, torch.where(req % 2 == 0, -1, 0))
+    return torch.where(p["huge"] == 1, huge, torch.where(p["padded"] == 1, padded, physical)).to(torch.int32)
 
-    if c.row_layout == "one_tile":
-        return one_tile
-    if c.row_layout == "tail_padded":
-        return tail_padded
-    # mixed: rows cycle through the shapes, so one case holds every kind of row.
-    all_valid = torch.where(lane_class == 1, torch.zeros_like(lane_class), lane_class)
-    kinds = torch.arange(T, device=device).view(T, 1) % 5
-    return torch.where(
-        kinds == 0,
-        lane_class,
-        torch.where(kinds == 1, all_valid, torch.where(kinds == 2, padding, torch.where(kinds == 3, one_tile, tail_padded))),
-    )
+
+def _prefill_starts(configs, device) -> torch.Tensor:
+    """Every case's prefill_starts, flat: the workspace rows of consecutive prefill
+    requests, each as long as a full request."""
+    per_case = [{"count": c.num_reqs, "stride": c.blocks_per_req * c.block_size} for c in configs]
+    r, p = _per_element(per_case, device)
+    return (r * p["stride"]).to(torch.int32)
 
 
 def check_inputs(config: CaseConfig, inputs: CaseInputs) -> None:

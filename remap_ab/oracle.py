@@ -44,11 +44,17 @@ def remap(
     interleave: int = 1,
     prefill_request_ids: torch.Tensor | None = None,
     prefill_starts: torch.Tensor | None = None,
+    widths: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-lane values (SPEC §3, int32, -1 where invalid) and the validity mask."""
+    """Per-lane values (SPEC §3, int32, -1 where invalid) and the validity mask.
+
+    To run the rows of many cases at once (``runner.reference_batch``), the four
+    integers may also be int32 tensors holding one value per row ([rows, 1]; int32 so
+    the arithmetic stays int32 and wraps as the kernels' does), and ``widths`` gives
+    each row's own table width where ``block_table`` stacks tables of several widths."""
     t = token_indices.to(torch.int32)
     rows = t.shape[0]
-    width = block_table.shape[1]
+    width = block_table.shape[1] if widths is None else widths
     q = req_id.to(torch.int64)
 
     invalid = t < 0  # §3.1
@@ -67,7 +73,7 @@ def remap(
     invalid = invalid | ~valid_block | remote
 
     read = valid_block & ~is_prefill & ~remote  # §3.5
-    safe_blk = blk.clamp(0, width - 1).to(torch.int64)
+    safe_blk = blk.clamp(min=0).clamp(max=width - 1).to(torch.int64)
     base = block_table[q.view(rows, 1), safe_blk]
     base = torch.where(read, base, torch.zeros_like(base))
     # int32 arithmetic wraps, as it does in the kernels (SPEC §2).

@@ -18,7 +18,7 @@ from remap_ab import backend, oracle, registry
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import RemapABError
-from remap_ab.inputs import CaseInputs, check_inputs, generate_inputs
+from remap_ab.inputs import CaseInputs, check_inputs, generate_inputs, ragged_arange
 
 
 @contextlib.contextmanager
@@ -87,6 +87,96 @@ def reference(config: CaseConfig, inputs: CaseInputs) -> Reference:
     )
     out = oracle.compact_rows(lanes, valid) if config.compacts else lanes
     return Reference(lanes=lanes, valid=valid, out=out, counts=valid.sum(dim=1, dtype=torch.int32))
+
+
+def reference_batch(configs: list, inputs: list) -> list[Reference]:
+    """``reference`` for every case, equal tensor for tensor, in a fixed number of tensor
+    ops (on a GPU, per-op launch cost dominates small cases).
+
+    All cases' token rows are stacked into one [rows, max K] block whose padding lanes
+    are -1 (invalid, so compaction leaves them last and counts skip them), their block
+    tables into one [requests, max W] table, and ``oracle.remap`` reads each row's own
+    parameters; each case's Reference holds contiguous views of the flat results.
+    Like the kernels, it trusts req_id to lie below num_reqs (generated inputs do)."""
+    if not configs:
+        return []
+    dev = inputs[0].device
+    names = ("tokens", "topk", "block_size", "dcp_size", "dcp_rank", "interleave", "width", "num_reqs", "req_at", "prefill_at")
+    columns = []
+    for c, (_, req_at, prefill_at) in zip(configs, _case_offsets(configs)):
+        size, rank, interleave = c.effective_dcp
+        columns.append([c.tokens, c.topk, c.block_size, size, rank, interleave, c.blocks_per_req, c.num_reqs, req_at, prefill_at])
+    per_case = torch.tensor(columns, dtype=torch.int64, device=dev).t()
+    case = dict(zip(names, per_case))
+    row_case, _ = ragged_arange(case["tokens"], sum(c.tokens for c in configs))
+    # One value per row, int32 so that remap's arithmetic stays int32 (SPEC §2).
+    per_row = dict(zip(names, per_case[:, row_case].to(torch.int32).unsqueeze(-1)))
+
+    # Lane (row, col) of the flat case-after-case layout -> its place in the stacked block.
+    k_max = max(c.topk for c in configs)
+    lane_row, lane_col = ragged_arange(per_row["topk"].view(-1), sum(c.tokens * c.topk for c in configs))
+    stacked = lane_row * k_max + lane_col
+    tokens = torch.full((row_case.numel(), k_max), -1, dtype=torch.int32, device=dev)
+    tokens.view(-1)[stacked] = torch.cat([x.token_indices.reshape(-1) for x in inputs])
+
+    w_max = max(c.blocks_per_req for c in configs)
+    requests = sum(c.num_reqs for c in configs)
+    req_width = torch.repeat_interleave(case["width"], case["num_reqs"], output_size=requests)
+    req, entry_col = ragged_arange(req_width, sum(c.num_reqs * c.blocks_per_req for c in configs))
+    table = torch.zeros((requests, w_max), dtype=torch.int32, device=dev)
+    table.view(-1)[req * w_max + entry_col] = torch.cat([x.block_table.reshape(-1) for x in inputs])
+
+    prefill_ids = prefill_starts = None
+    if any(c.has_prefill for c in configs):
+        # Rows of cases without prefill read -1, "not a prefill row": to remap, the
+        # same as leaving the prefill arguments out.
+        none = torch.full((max(c.tokens for c in configs),), -1, dtype=torch.int32, device=dev)
+        ids = torch.cat([x.prefill_request_ids if c.has_prefill else none[: c.tokens] for c, x in zip(configs, inputs)])
+        prefill_ids = torch.where(ids >= 0, ids + per_row["prefill_at"].view(-1), -1)
+        prefill_starts = torch.cat([x.prefill_starts for c, x in zip(configs, inputs) if c.has_prefill])
+
+    lanes, valid = oracle.remap(
+        torch.cat([x.req_id for x in inputs]) + per_row["req_at"].view(-1),
+        table,
+        tokens,
+        block_size=per_row["block_size"],
+        dcp_size=per_row["dcp_size"],
+        dcp_rank=per_row["dcp_rank"],
+        interleave=per_row["interleave"],
+        prefill_request_ids=prefill_ids,
+        prefill_starts=prefill_starts,
+        widths=per_row["width"],
+    )
+    counts = valid.sum(dim=1, dtype=torch.int32)
+    flat_lanes, flat_valid = lanes.view(-1)[stacked], valid.view(-1)[stacked]
+    flat_out = oracle.compact_rows(lanes, valid).view(-1)[stacked] if any(c.compacts for c in configs) else None
+
+    refs = []
+    lane = 0
+    for c, (row, _, _) in zip(configs, _case_offsets(configs)):
+        n, shape = c.tokens * c.topk, (c.tokens, c.topk)
+        case_lanes = flat_lanes[lane : lane + n].view(shape)
+        refs.append(
+            Reference(
+                lanes=case_lanes,
+                valid=flat_valid[lane : lane + n].view(shape),
+                out=flat_out[lane : lane + n].view(shape) if c.compacts else case_lanes,
+                counts=counts[row : row + c.tokens],
+            )
+        )
+        lane += n
+    return refs
+
+
+def _case_offsets(configs) -> list[tuple[int, int, int]]:
+    """Each case's first token row, first block-table request and first prefill request
+    when all cases' lie back to back (prefill requests: only cases that have prefill)."""
+    out, row, req, prefill = [], 0, 0, 0
+    for c in configs:
+        out.append((row, req, prefill))
+        row, req = row + c.tokens, req + c.num_reqs
+        prefill += c.num_reqs if c.has_prefill else 0
+    return out
 
 
 @dataclass

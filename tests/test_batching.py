@@ -1,0 +1,168 @@
+"""Batched input generation, the batched reference and run_batch: the same bytes and
+verdicts as one case at a time, whatever the batch mixes.
+
+``data/input_hashes.jsonl`` holds ``inputs_sha256`` (the results table's column) of 256
+configurations as the one-case generator made them before generation was batched:
+grid points and a wider sample (every row layout, table kind, negatives, prefill, DCP
+sizes, interleaves and ranks, odd block sizes and widths, seeds past 2**32). Input
+hashes are compared across machines and runs, so they must never change silently."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from remap_ab.batch import hash_inputs
+from remap_ab.config import CaseConfig, ConfigError
+from remap_ab.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.runner import reference, reference_batch
+
+RECORDED = [json.loads(line) for line in (Path(__file__).parent / "data" / "input_hashes.jsonl").read_text().splitlines()]
+
+
+def _recorded_configs():
+    configs = [CaseConfig.from_dict(r["config"]) for r in RECORDED]
+    assert [c.case_id for c in configs] == [r["case_id"] for r in RECORDED], "configuration fields changed"
+    return configs
+
+
+def _mixed_batches(items, seed):
+    """``items`` shuffled and cut into batches of mixed sizes (1 to 64)."""
+    rng = random.Random(seed)
+    items = list(items)
+    rng.shuffle(items)
+    while items:
+        n = rng.choice([1, 2, 5, 17, 64])
+        yield items[:n]
+        items = items[n:]
+
+
+def test_recorded_input_hashes_are_unchanged_batched_and_one_by_one():
+    configs = _recorded_configs()
+    expected = {r["case_id"]: r["inputs_sha256"] for r in RECORDED}
+    for batch in _mixed_batches(configs, seed=1):
+        for c, x in zip(batch, generate_inputs_batch(batch)):
+            assert hash_inputs(x)[1] == expected[c.case_id], f"batched inputs of {c.case_id} changed"
+    for c in configs[::4]:
+        assert hash_inputs(generate_inputs(c))[1] == expected[c.case_id], f"inputs of {c.case_id} changed"
+
+
+def _sample(n, seed):
+    """Varied configurations, small enough for the CPU."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        bn = rng.choice([16, 64, 128])
+        mode = rng.choice(["convert", "dcp"])
+        size = rng.choice([1, 2, 4])
+        ratio = rng.choice([0.0, 0.3, 0.9, 1.0])
+        try:
+            out.append(CaseConfig(
+                mode=mode, tokens=rng.choice([1, 3, 16]), topk=bn * rng.choice([1, 3, 4]), block_n=bn,
+                block_size=rng.choice([16, 64]), blocks_per_req=rng.choice([1, 7, 64]), num_reqs=rng.choice([1, 3]),
+                invalid_ratio=ratio, out_of_range=min(0.1, 1.0 - ratio), negatives=rng.choice(["minus_one", "any"]),
+                table=rng.choice(["random", "padded", "huge"]),
+                row_layout=rng.choice(["uniform", "mixed", "one_tile", "tail_padded", "owned"]),
+                dcp_size=size, dcp_rank=rng.randrange(size), interleave=rng.choice([1, 16]),
+                compact=rng.choice([True, False]), counts=rng.choice([True, False]),
+                prefill_fraction=rng.choice([0.0, 0.5]) if mode == "convert" else 0.0,
+                seed=rng.choice([len(out), 2**33 + len(out)]),
+            ))
+        except ConfigError:
+            continue
+    return out
+
+
+def test_batch_gives_each_case_its_own_bytes_as_contiguous_int32():
+    configs = _sample(120, seed=3)
+    for batch in _mixed_batches(configs, seed=4):
+        for c, x in zip(batch, generate_inputs_batch(batch)):
+            assert x.sha256() == generate_inputs(c).sha256(), c.case_id
+            assert all(t.dtype == torch.int32 and t.is_contiguous() for t in x.tensors().values())
+            assert (x.prefill_request_ids is not None) == c.has_prefill
+    assert generate_inputs_batch([]) == []
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_reference_batch_equals_reference(seed):
+    configs = _sample(120, seed=seed) + _recorded_configs()[seed::8]
+    for batch in _mixed_batches(configs, seed=seed):
+        inputs = generate_inputs_batch(batch)
+        for c, x, got in zip(batch, inputs, reference_batch(batch, inputs)):
+            want = reference(c, x)
+            for name in ("lanes", "valid", "out", "counts"):
+                a, b = getattr(got, name), getattr(want, name)
+                assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (c.case_id, name)
+                assert a.is_contiguous()
+
+
+OFF_BY_ONE = """
+\"\"\"The oracle, but lane (0, 0) of every output is one more.\"\"\"
+from remap_ab import oracle
+
+
+def _bump(result):
+    out = result[0] if isinstance(result, tuple) else result
+    out[0, 0] += 1
+    return result
+
+
+def triton_convert_req_index_to_global_index(*args, **kwargs):
+    return _bump(oracle.triton_convert_req_index_to_global_index(*args, **kwargs))
+
+
+def triton_filter_and_convert_dcp_index(*args, **kwargs):
+    return _bump(oracle.triton_filter_and_convert_dcp_index(*args, **kwargs))
+"""
+
+
+TILES_REVERSED = """
+\"\"\"The oracle, but a compacted row holds its tile segments last tile first (what a
+tiled kernel's atomic slots may do): a pass, with the order differing.\"\"\"
+import torch
+from remap_ab import oracle
+from remap_ab.oracle import triton_convert_req_index_to_global_index  # noqa: F401
+
+
+def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_size, dcp_rank,
+                                        cp_kv_cache_interleave_size=1, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048,
+                                        BLOCK_N=128, return_valid_counts=False, compact_valid_to_front=True):
+    result = oracle.triton_filter_and_convert_dcp_index(
+        req_id, block_table, token_indices, dcp_size, dcp_rank, cp_kv_cache_interleave_size,
+        BLOCK_SIZE, NUM_TOPK_TOKENS, BLOCK_N, True, compact_valid_to_front)
+    out, counts = result
+    if dcp_size > 1 and compact_valid_to_front:
+        lanes, valid = oracle.remap(req_id, block_table, token_indices, block_size=BLOCK_SIZE, dcp_size=dcp_size,
+                                    dcp_rank=dcp_rank, interleave=cp_kv_cache_interleave_size)
+        for r in range(out.shape[0]):
+            tiles = [lanes[r, i : i + BLOCK_N][valid[r, i : i + BLOCK_N]] for i in range(0, NUM_TOPK_TOKENS, BLOCK_N)]
+            row = torch.cat(tiles[::-1])
+            out[r] = -1
+            out[r, : row.numel()] = row
+    return (out, counts) if return_valid_counts else out
+"""
+
+
+@pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed"])
+def test_run_batch_verdicts_equal_run_case(b, tmp_path, monkeypatch):
+    from remap_ab.batch import run_batch
+    from remap_ab.runner import run_case
+
+    (tmp_path / "offbyone.py").write_text(OFF_BY_ONE)
+    (tmp_path / "tilesreversed.py").write_text(TILES_REVERSED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    configs = _sample(12, seed=9) + [
+        CaseConfig(tokens=3, topk=384, row_layout=layout, invalid_ratio=0.3, seed=i)
+        for i, layout in enumerate(["uniform", "one_tile", "tail_padded", "owned"])
+    ]
+    outcomes = run_batch(configs, "oracle", b, "cpu", tmp_path / "reports")
+    for c, o in zip(configs, outcomes):
+        want = run_case(c, "oracle", b, device="cpu").verdict
+        got = o.verdict
+        assert (got.status, got.failures, got.info) == (want.status, want.failures, want.info), c.case_id
+        assert o.inputs_sha256 == hash_inputs(generate_inputs(c))[1]
+        assert (o.report != "") == (not want.passed)
+    if b == "tilesreversed":
+        assert sum(o.verdict.order_differs for o in outcomes) >= 3
