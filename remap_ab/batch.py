@@ -36,7 +36,7 @@ import torch
 from remap_ab import registry
 from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
-from remap_ab.inputs import CaseInputs, generate_inputs_batch
+from remap_ab.inputs import CaseInputs, generate_inputs_batch, to_host
 from remap_ab.runner import CaseResult, poisoned_empty, reference_batch
 
 PHASES = ("gen", "kernels", "compare", "write")
@@ -169,13 +169,7 @@ def _segment_witness(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tenso
 
 def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
     """Per-tensor sha256 (as ``CaseInputs.sha256``) and one digest over all of them."""
-    per = {}
-    for name, tensor in inputs.tensors().items():
-        host = tensor.detach().to("cpu").contiguous()
-        h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
-        if host.numel():
-            h.update(memoryview(host.view(torch.uint8).numpy()))
-        per[name] = h.hexdigest()
+    per = inputs.sha256()
     return per, combined_sha256(per)
 
 
@@ -278,9 +272,11 @@ def run_batch(
     t3 = time.perf_counter()
     times.seconds["compare"] += t3 - t2
 
-    hashes = list(_hashers().map(hash_inputs, inputs)) if dev.type == "cuda" and len(inputs) > 1 else [
-        hash_inputs(x) for x in inputs
-    ]
+    if dev.type == "cuda" and len(inputs) > 1:
+        # hashlib releases the GIL on large buffers: hash the host copies in threads.
+        hashes = list(_hashers().map(hash_inputs, to_host(inputs)))
+    else:
+        hashes = [hash_inputs(x) for x in inputs]
     results = []
     for c, x, (oa, ta, ob, tb), ref, oo, v, (per, combined) in zip(
         configs, inputs, outs, refs, oracles, verdicts, hashes

@@ -86,8 +86,9 @@ def write_case_report(result, root, *, schedule=None) -> Path:
     torch.save(outputs, tmp / "outputs.pt")
 
     from remap_ab.batch import combined_sha256, hash_inputs
+    from remap_ab.inputs import CaseInputs
 
-    per, _ = hash_inputs(_Inputs(host_inputs))
+    per, _ = hash_inputs(CaseInputs(**host_inputs))
     replay = replay_command(final, result)
     meta = {
         "format": REPORT_FORMAT,
@@ -174,14 +175,6 @@ def write_crash_report(config, a: str, b: str, message: str, root, device: str =
         shutil.rmtree(final)
     os.replace(tmp, final)
     return final
-
-
-class _Inputs:
-    def __init__(self, tensors):
-        self._t = tensors
-
-    def tensors(self):
-        return self._t
 
 
 def _host(t):
