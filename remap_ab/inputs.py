@@ -108,20 +108,6 @@ def tensor_sha256(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def to_host(batch: list) -> list:
-    """Every case's inputs on the CPU with one device-to-host copy per tensor name
-    for the whole batch, instead of one per tensor."""
-    by_name: dict = {}
-    for i, x in enumerate(batch):
-        for name, t in x.tensors().items():
-            by_name.setdefault(name, []).append((i, t))
-    hosts = [dict() for _ in batch]
-    for name, items in by_name.items():
-        flat = torch.cat([t.reshape(-1) for _, t in items]).cpu()
-        for (i, t), part in zip(items, flat.split([t.numel() for _, t in items])):
-            hosts[i][name] = part.view(t.shape)
-    return [CaseInputs(**h) for h in hosts]
-
 
 def in_range_limit(config: CaseConfig) -> int:
     """Global token positions below this reach a block < W on every DCP rank."""
