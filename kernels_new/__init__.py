@@ -12,6 +12,8 @@ from kernels_new._remap import (
 )
 
 __all__ = [
+    "_convert_req_index_to_global_index_kernel",
+    "_remap_tiling",
     "triton_convert_req_index_to_global_index",
     "triton_filter_and_convert_dcp_index",
 ]

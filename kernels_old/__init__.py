@@ -10,6 +10,7 @@ from kernels_old._remap import (
 )
 
 __all__ = [
+    "_convert_req_index_to_global_index_kernel",
     "triton_convert_req_index_to_global_index",
     "triton_filter_and_convert_dcp_index",
 ]

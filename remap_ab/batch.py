@@ -24,7 +24,6 @@ concatenation is the prefix lane by lane. When the greedy walk finds none,
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor

@@ -4,12 +4,10 @@ GPU byte-identical to the CPU's. Skipped without CUDA.
 
 REMAP_AB_GPU_CASES sets the sample size (default 320, in 8 chunks for xdist)."""
 
-import itertools
 import os
 import random
 
 import pytest
-import torch
 
 from remap_ab.config import CaseConfig, ConfigError
 from remap_ab.inputs import generate_inputs

@@ -8,7 +8,6 @@ import zlib
 import pytest
 import torch
 
-from remap_ab import oracle
 from remap_ab.batch import proof_of_pass
 from remap_ab.compare import OrderContract, Output, compare
 from remap_ab.config import CaseConfig

@@ -7,9 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -38,7 +38,7 @@ def add_arguments(p):
 def main(args) -> int:
     from remap_ab import grid as gridmod
     from remap_ab.errors import ConfigError
-    from remap_ab.sweep import Sweep, SweepOptions, format_summary, resolve_device, default_max_tokens, select
+    from remap_ab.sweep import Sweep, SweepOptions, format_summary, select
 
     if args.list:
         g = gridmod.load(args.grid)
