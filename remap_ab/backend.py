@@ -75,3 +75,8 @@ def choose_early() -> None:
 
 def chosen() -> str | None:
     return _chosen
+
+
+def current() -> str:
+    """The device this process runs kernels on: the one chosen, else the default."""
+    return _chosen or default_device()

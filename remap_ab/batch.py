@@ -24,7 +24,6 @@ concatenation is the prefix lane by lane. When the greedy walk finds none,
 
 from __future__ import annotations
 
-import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,13 +32,13 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
-from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare
+from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note_order_differs
 from remap_ab.config import CaseConfig
-from remap_ab.inputs import CaseInputs, generate_inputs_batch
-from remap_ab.runner import CaseResult, poisoned_empty, reference_batch
+from remap_ab.errors import exception_line
+from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs
+from remap_ab.runner import CaseResult, _sync, poisoned_empty, reference_batch
 
 PHASES = ("gen", "kernels", "compare", "write")
-_SENTINEL = 2**40
 
 
 @dataclass
@@ -57,10 +56,6 @@ class CaseOutcome:
 @dataclass
 class BatchTimes:
     seconds: dict = field(default_factory=lambda: {p: 0.0 for p in PHASES})
-
-    def add(self, other: "BatchTimes") -> None:
-        for k, v in other.seconds.items():
-            self.seconds[k] = self.seconds.get(k, 0.0) + v
 
 
 class _Clock:
@@ -82,11 +77,6 @@ class _Clock:
         return (end - start) * 1e3
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: _Clock):
     contract = impl.order_contract(config)
     try:
@@ -94,8 +84,7 @@ def _call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs,
         out, counts = impl(config, inputs)
         t1 = clock.start()
     except Exception as exc:  # a broken implementation is a verdict, not a crash
-        message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        return Output(impl.name, None, None, contract, error=message[:500]), None
+        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500]), None
     return Output(impl.name, out, counts, contract), (t0, t1)
 
 
@@ -164,17 +153,6 @@ def _segment_witness(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tenso
         pos = pos + torch.where(take.view(t, 1), n.gather(1, j), 0)
         used = used | ((tile_ids == j) & take.view(t, 1))
     return tail_ok & (rows_ok & used.all(-1) & (pos.view(t) == count.view(t))).all()
-
-
-def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
-    """Per-tensor sha256 (as ``CaseInputs.sha256``) and one digest over all of them."""
-    per = inputs.sha256()
-    return per, combined_sha256(per)
-
-
-def combined_sha256(per: dict) -> str:
-    """The results table's ``inputs_sha256``: sha256 of ``name:digest;`` in name order."""
-    return hashlib.sha256("".join(f"{k}:{per[k]};" for k in sorted(per)).encode()).hexdigest()
 
 
 _HASHERS: Optional[ThreadPoolExecutor] = None
@@ -324,11 +302,6 @@ def _paths_sampled(configs: list) -> list[int]:
 def _pass_verdict(c: CaseConfig, oa: Output, ob: Output, differing_rows: int) -> Verdict:
     """The verdict ``compare`` gives a passing case (same info line)."""
     v = Verdict(case_id=c.case_id, status="pass")
-    if c.compacts and differing_rows:
-        v.order_differs = True
-        v.order_differs_rows = differing_rows
-        v.info.append(
-            f"prefix order differs between {oa.name} and {ob.name} in {differing_rows} of {c.tokens} rows "
-            f"(allowed: {oa.name}: {oa.contract.why or 'tiled'}; {ob.name}: {ob.contract.why or 'tiled'})"
-        )
+    if c.compacts:
+        note_order_differs(v, oa, ob, differing_rows, c.tokens)
     return v

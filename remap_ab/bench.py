@@ -106,12 +106,7 @@ def judge_on_cpu(config: CaseConfig, inputs: CaseInputs, a: Output, b: Output) -
 
 def launch_shape(impl: registry.Implementation, config: CaseConfig) -> tuple[tuple[int, int], int]:
     """(grid, num_warps) the implementation launches for ``config`` (SPEC §6)."""
-    tiling = getattr(impl.module, "_remap_tiling", None)
-    if tiling is not None:
-        _, _, tiles, warps = tiling(config.topk, config.block_n, config.counts_computed)
-    else:
-        # The old kernel's shape; a foreign module is assumed to launch the same.
-        tiles, warps = config.tiles_per_row, getattr(impl.module, "_DEFAULT_NUM_WARPS", 4)
+    _, _, tiles, warps = impl.tiling(config)
     return (config.tokens, tiles), warps
 
 

@@ -166,12 +166,8 @@ class _Checker:
 
     def _add(self, check: str, impl: str, bad: torch.Tensor, message: str, field_name: str = "out", col_of=None):
         """Record a mismatch from a boolean mask of bad lanes ([T, K]) or rows ([T])."""
-        if bad.dim() == 1:
-            rows_bad = bad
-            lanes = int(bad.sum())
-        else:
-            rows_bad = bad.any(dim=1)
-            lanes = int(bad.sum())
+        rows_bad = bad if bad.dim() == 1 else bad.any(dim=1)
+        lanes = int(bad.sum())
         row = int(torch.nonzero(rows_bad)[0, 0])
         if bad.dim() == 1:
             col = -1
@@ -323,12 +319,18 @@ def compare(
     verdict = Verdict(case_id=case_id, status=status, failures=failures)
     if compacted and status == "pass":
         differs = (a.out != b.out).any(dim=1)
-        n = int(differs.sum())
-        if n:
-            verdict.order_differs = True
-            verdict.order_differs_rows = n
-            verdict.info.append(
-                f"prefix order differs between {a.name} and {b.name} in {n} of {differs.numel()} rows "
-                f"(allowed: {a.name}: {a.contract.why or 'tiled'}; {b.name}: {b.contract.why or 'tiled'})"
-            )
+        note_order_differs(verdict, a, b, int(differs.sum()), differs.numel())
     return verdict
+
+
+def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total: int) -> None:
+    """Record on a passing compacted verdict that ``a`` and ``b`` order ``rows`` of
+    the ``total`` rows differently, each within its contract (information, not a failure)."""
+    if not rows:
+        return
+    verdict.order_differs = True
+    verdict.order_differs_rows = rows
+    verdict.info.append(
+        f"prefix order differs between {a.name} and {b.name} in {rows} of {total} rows "
+        f"(allowed: {a.name}: {a.contract.why or 'tiled'}; {b.name}: {b.contract.why or 'tiled'})"
+    )

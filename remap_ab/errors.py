@@ -45,3 +45,9 @@ class DisagreementError(RemapABError):
 
 class ProfileError(RemapABError):
     """An unknown test profile name, or a profile this machine cannot run."""
+
+
+def exception_line(exc: BaseException) -> str:
+    """``"TypeName: message"`` on one line: how a caught exception is recorded in a
+    verdict, a results row or a crash report."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

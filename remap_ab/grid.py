@@ -126,12 +126,6 @@ class Grid:
             pts = [p for p in pts if _point_value(p, key) in allowed]
         return pts
 
-    def labels_of(self, name: str) -> list[str]:
-        for a in self.axes:
-            if a.name == name:
-                return a.labels()
-        raise KeyError(name)
-
 
 def _oor_from_padding(merged: dict) -> None:
     """The rule documented at the ``oor`` dimension: out-of-range lanes come from

@@ -108,6 +108,16 @@ def tensor_sha256(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
+def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
+    """Per-tensor sha256 (as ``CaseInputs.sha256``) and one digest over all of them."""
+    per = inputs.sha256()
+    return per, combined_sha256(per)
+
+
+def combined_sha256(per: dict) -> str:
+    """The results table's ``inputs_sha256``: sha256 of ``name:digest;`` in name order."""
+    return hashlib.sha256("".join(f"{k}:{per[k]};" for k in sorted(per)).encode()).hexdigest()
+
 
 def in_range_limit(config: CaseConfig) -> int:
     """Global token positions below this reach a block < W on every DCP rank."""

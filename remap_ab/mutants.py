@@ -38,11 +38,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import registry
 from remap_ab.config import CaseConfig
 from remap_ab.errors import RemapABError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"old": "kernels_old", "new": "kernels_new"}
+TARGETS = {side: registry.BUILTIN[side] for side in ("old", "new")}  # the kernel packages
 KERNEL_FILE = "_remap.py"
 
 
@@ -390,35 +391,13 @@ def _edge_cases() -> list[SweepCase]:
     ]
 
 
-def _fallback_subset() -> list[SweepCase]:
-    base_c = dict(mode="convert", tokens=3, block_size=16, blocks_per_req=16, row_layout="mixed",
-                  negatives="any", out_of_range=0.1, invalid_ratio=0.3)
-    base_d = dict(base_c, mode="dcp")
-    specs = [
-        dict(base_c, topk=256, block_n=64, counts=True),
-        dict(base_c, topk=384, block_n=128, counts=True),
-        dict(base_c, topk=256, block_n=64, counts=False, prefill_fraction=0.5),
-        dict(base_c, topk=384, block_n=128, counts=True, prefill_fraction=0.5, table="padded"),
-        dict(base_d, topk=256, block_n=64, dcp_size=2, dcp_rank=1, compact=True, counts=True),
-        dict(base_d, topk=384, block_n=128, dcp_size=4, dcp_rank=2, interleave=4, compact=True, counts=True),
-        dict(base_d, topk=256, block_n=64, dcp_size=2, dcp_rank=0, interleave=2, compact=False, counts=True),
-        dict(base_d, topk=512, block_n=128, dcp_size=4, dcp_rank=3, compact=True, counts=False, row_layout="one_tile"),
-        dict(base_d, topk=256, block_n=64, dcp_size=1, dcp_rank=0, counts=True),
-    ]
-    return [SweepCase(CaseConfig(**sp), "fallback") for sp in specs]
-
-
 def sweep_subset() -> list[SweepCase]:
-    """The grid points selected by SWEEP_FILTERS, then the edge cases. Falls back to a
-    small built-in list where the sweep grid is not available."""
-    try:
-        from remap_ab import grid as gridmod
+    """The grid points selected by SWEEP_FILTERS, then the edge cases."""
+    from remap_ab import grid as gridmod
 
-        g = gridmod.load()
-        points = g.select(gridmod.parse_filters(g, list(SWEEP_FILTERS)))
-        cases = [SweepCase(p.config, " ".join(f"{k}={v}" for k, v in p.labels)) for p in points]
-    except ImportError:
-        cases = _fallback_subset()
+    g = gridmod.load()
+    points = g.select(gridmod.parse_filters(g, list(SWEEP_FILTERS)))
+    cases = [SweepCase(p.config, " ".join(f"{k}={v}" for k, v in p.labels)) for p in points]
     return cases + _edge_cases()
 
 
@@ -469,7 +448,6 @@ def _first_diff(a, b):
 def compare_to_original(m: Mutant, config: CaseConfig, source="declared"):
     """Run the real kernel and the mutant (already importable) on one case, both with
     uninitialised memory poisoned; return a Witness where their outputs differ, else None."""
-    from remap_ab import registry
     from remap_ab.inputs import generate_inputs
     from remap_ab.runner import run_implementation
 
@@ -587,17 +565,16 @@ def order_for(m: Mutant, tests: list[str]) -> list[str]:
     return sorted(tests, key=rank)
 
 
-def _child_env(root: Path, extra: dict) -> dict:
+def _child_env(root: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(root), str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     # -j mutants share the cores: one thread each.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env.setdefault(var, "1")
-    env.update(extra)
     return env
 
 
-def _pytest_args(m: Mutant, probe: Path, full: bool) -> list[str]:
+def _pytest_args(m: Mutant, full: bool) -> list[str]:
     args = ["-q", "--no-header", "-p", "remap_ab.mutant_probe", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-W", "ignore::DeprecationWarning", "--rootdir", str(REPO_ROOT)]
     if not full:
@@ -746,7 +723,7 @@ def worker_main(argv: list[str]) -> int:
             os.environ["REMAP_AB_MUTANT_NO_SHRINK"] = "1"
         t1 = time.perf_counter()
         sys.stdout.flush()
-        rc = int(pytest.main(_pytest_args(m, probe, full)))
+        rc = int(pytest.main(_pytest_args(m, full)))
         result.update(props_rc=rc, props_seconds=time.perf_counter() - t1)
     save("done")
     return 0
@@ -769,7 +746,7 @@ def run_mutant(m: Mutant, root: Path, *, full: bool = False, props: bool = True,
     cmd += (["--full"] if full else []) + ([] if sweep else ["--no-sweep"]) + ([] if props else ["--no-props"])
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=_child_env(root, {}), capture_output=True, text=True,
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=_child_env(root), capture_output=True, text=True,
                               timeout=timeout)
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:

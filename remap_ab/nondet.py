@@ -25,7 +25,6 @@ failure rule (``judge``):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
@@ -36,7 +35,7 @@ from remap_ab import registry
 from remap_ab.compare import Output, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
-from remap_ab.inputs import CaseInputs, generate_inputs
+from remap_ab.inputs import CaseInputs, generate_inputs, tensor_sha256
 from remap_ab.runner import poisoned_empty, reference
 
 CPU_CONDITIONS = ("schedules",)
@@ -100,11 +99,9 @@ def gpu_runs(condition: str, runs: int, load: Optional[SideStreamLoad] = None) -
 
 
 def digest(t: Optional[torch.Tensor]) -> str:
-    """A short hash of a tensor's bytes in memory order (None hashes as "none")."""
-    if t is None:
-        return "none"
-    host = t.detach().to("cpu").contiguous()
-    return hashlib.sha256(host.view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
+    """A short hash of a tensor (``inputs.tensor_sha256``: dtype, shape and bytes in
+    memory order); None hashes as "none"."""
+    return "none" if t is None else tensor_sha256(t)[:16]
 
 
 @dataclass
@@ -268,11 +265,11 @@ def run_nondet(
     if bad:
         raise ConfigError(f"condition(s) {', '.join(bad)} do not exist on {device}; choose from {', '.join(allowed)}")
     load = SideStreamLoad() if "contended" in conditions else None
+    case_inputs = [generate_inputs(config, device=device) for config in configs]  # the same under every condition
     results = []
     for condition in conditions:
         plan = cpu_schedule_runs(runs) if device == "cpu" else gpu_runs(condition, runs, load)
-        for config in configs:
-            inputs = generate_inputs(config, device=device)
+        for config, inputs in zip(configs, case_inputs):
             for impl in impls:
                 m = characterise(impl, config, inputs, plan, condition)
                 results.append(m)

@@ -105,7 +105,7 @@ _active: Optional[Profile] = None
 def _device() -> str:
     from remap_ab import backend
 
-    return backend.chosen() or backend.default_device()
+    return backend.current()
 
 
 def _register(profile: Profile) -> None:

@@ -28,15 +28,20 @@ class Implementation:
     module_path: str
     module: ModuleType
 
+    def tiling(self, config: CaseConfig) -> tuple[bool, int, int, int]:
+        """``(single_tile, block_n, tiles_per_row, num_warps)`` this implementation
+        launches for ``config`` (SPEC §6): its ``_remap_tiling`` when it has one, else
+        the old kernel's shape (a foreign module is assumed to launch the same)."""
+        tiling = getattr(self.module, "_remap_tiling", None)
+        if tiling is not None:
+            return tiling(config.topk, config.block_n, config.counts_computed)
+        return False, config.block_n, config.tiles_per_row, getattr(self.module, "_DEFAULT_NUM_WARPS", 4)
+
     def order_contract(self, config: CaseConfig) -> OrderContract:
         """What this implementation promises about a compacted row's order."""
         if self.module_path == BUILTIN["oracle"]:
             return OrderContract(True, config.topk, "reference: column order")
-        tiling = getattr(self.module, "_remap_tiling", None)
-        if tiling is not None:
-            single, block_n, tiles, _ = tiling(config.topk, config.block_n, config.counts_computed)
-        else:
-            single, block_n, tiles = False, config.block_n, config.tiles_per_row
+        single, block_n, tiles, _ = self.tiling(config)
         if single or tiles == 1:
             why = f"single tile (K={config.topk})" if single else f"one tile (K == BLOCK_N == {block_n})"
             return OrderContract(True, config.topk, why)
@@ -103,7 +108,3 @@ def get(name: str) -> Implementation:
     impl = Implementation(name=name, module_path=path, module=module)
     _cache[name] = impl
     return impl
-
-
-def names() -> list[str]:
-    return list(BUILTIN)

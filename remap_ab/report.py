@@ -57,19 +57,13 @@ def write_case_report(result, root, *, schedule=None) -> Path:
     """
     import torch
 
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    case = result.config.case_id
-    final = root / case
-    tmp = root / f".{case}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    from remap_ab.inputs import CaseInputs, hash_inputs
 
     cfg = result.config
-    (tmp / "config.json").write_text(json.dumps({"case_id": case, "config": cfg.to_dict()}, indent=2) + "\n")
-    host_inputs = {k: v.detach().cpu().contiguous() for k, v in result.inputs.tensors().items()}
-    torch.save(host_inputs, tmp / "inputs.pt")
+    case = cfg.case_id
+    final, tmp = _begin(root, case)
+    host_inputs = CaseInputs(**{k: _host(v) for k, v in result.inputs.tensors().items()})
+    _write_config_and_inputs(tmp, cfg, host_inputs)
 
     outputs = {}
     for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)):
@@ -85,11 +79,8 @@ def write_case_report(result, root, *, schedule=None) -> Path:
     outputs["reference"] = {"out": _host(ref.out), "counts": _host(ref.counts), "lanes": _host(ref.lanes), "valid": _host(ref.valid)}
     torch.save(outputs, tmp / "outputs.pt")
 
-    from remap_ab.batch import combined_sha256, hash_inputs
-    from remap_ab.inputs import CaseInputs
-
-    per, _ = hash_inputs(CaseInputs(**host_inputs))
-    replay = replay_command(final, result)
+    per, combined = hash_inputs(host_inputs)
+    replay = replay_command(final, result.a.name, result.b.name)
     meta = {
         "format": REPORT_FORMAT,
         "case_id": case,
@@ -99,25 +90,19 @@ def write_case_report(result, root, *, schedule=None) -> Path:
         "b": _impl_meta(result.b.name),
         "device": str(result.inputs.device.type),
         "inputs_sha256": per,
-        "inputs_sha256_combined": combined_sha256(per),
+        "inputs_sha256_combined": combined,
         "seconds": {result.a.name: result.a.seconds, result.b.name: result.b.seconds},
         "schedule": list(schedule) if schedule else None,
         "replay": replay,
-        "run_command": f"{_env_prefix([result.a.name, result.b.name])}remap-ab run --a {result.a.name} --b {result.b.name} {cfg.cli_args()}".strip(),
+        "run_command": run_command(cfg, result.a.name, result.b.name),
         "written": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     (tmp / "verdict.json").write_text(json.dumps(meta, indent=2) + "\n")
     diff = DiffData.from_result(result)
     (tmp / "diff.md").write_text(render_markdown(meta, cfg, diff))
     (tmp / "diff.html").write_text(render_html(meta, cfg, diff))
-    script = tmp / "replay.sh"
-    script.write_text("#!/bin/sh\n# Replays this case from its saved inputs; extra options go to remap-ab replay.\n" + replay + ' "$@"\n')
-    script.chmod(0o755)
-
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final
+    _write_replay_script(tmp, "# Replays this case from its saved inputs; extra options go to remap-ab replay.\n" + replay)
+    return _commit(tmp, final)
 
 
 def write_crash_report(config, a: str, b: str, message: str, root, device: str = "cpu") -> Path:
@@ -126,25 +111,16 @@ def write_crash_report(config, a: str, b: str, message: str, root, device: str =
     import torch
 
     from remap_ab.compare import Mismatch, Verdict
-    from remap_ab.inputs import generate_inputs
-    from remap_ab.batch import hash_inputs
+    from remap_ab.inputs import generate_inputs, hash_inputs
 
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     case = config.case_id
-    final = root / case
-    tmp = root / f".{case}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    final, tmp = _begin(root, case)
     inputs = generate_inputs(config, device="cpu")
-    host_inputs = {k: v.contiguous() for k, v in inputs.tensors().items()}
-    torch.save(host_inputs, tmp / "inputs.pt")
+    _write_config_and_inputs(tmp, config, inputs)
     torch.save({}, tmp / "outputs.pt")
-    (tmp / "config.json").write_text(json.dumps({"case_id": case, "config": config.to_dict()}, indent=2) + "\n")
     verdict = Verdict(case, "crash", [Mismatch("crash", f"{a}/{b}", -1, -1, {}, 0, 0, message)])
     per, combined = hash_inputs(inputs)
-    replay = f"{_env_prefix([a, b])}remap-ab replay {shlex.quote(str(final.resolve()))}"
+    replay = replay_command(final, a, b)
     meta = {
         "format": REPORT_FORMAT,
         "case_id": case,
@@ -157,7 +133,7 @@ def write_crash_report(config, a: str, b: str, message: str, root, device: str =
         "inputs_sha256_combined": combined,
         "seconds": {},
         "replay": replay,
-        "run_command": f"{_env_prefix([a, b])}remap-ab run --a {a} --b {b} {config.cli_args()}".strip(),
+        "run_command": run_command(config, a, b),
         "written": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     (tmp / "verdict.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -169,12 +145,42 @@ def write_crash_report(config, a: str, b: str, message: str, root, device: str =
     (tmp / "diff.html").write_text(
         f"<!doctype html><meta charset='utf-8'><title>case {case}: CRASH</title><pre>{html.escape(text)}</pre>\n"
     )
-    (tmp / "replay.sh").write_text("#!/bin/sh\n" + replay + ' "$@"\n')
-    (tmp / "replay.sh").chmod(0o755)
+    _write_replay_script(tmp, replay)
+    return _commit(tmp, final)
+
+
+def _begin(root, case: str) -> tuple[Path, Path]:
+    """``(final, tmp)``: the report folder of ``case`` under ``root`` and the fresh
+    folder it is written in first (``_commit`` renames it into place)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".{case}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return root / case, tmp
+
+
+def _commit(tmp: Path, final: Path) -> Path:
+    """Replace ``final`` (if any) by the finished ``tmp``: a report appears whole."""
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
     return final
+
+
+def _write_config_and_inputs(tmp: Path, config, inputs) -> None:
+    """config.json and inputs.pt (``inputs``: CaseInputs on the CPU)."""
+    import torch
+
+    (tmp / "config.json").write_text(json.dumps({"case_id": config.case_id, "config": config.to_dict()}, indent=2) + "\n")
+    torch.save(inputs.tensors(), tmp / "inputs.pt")
+
+
+def _write_replay_script(tmp: Path, body: str) -> None:
+    script = tmp / "replay.sh"
+    script.write_text("#!/bin/sh\n" + body + ' "$@"\n')
+    script.chmod(0o755)
 
 
 def _host(t):
@@ -211,8 +217,18 @@ def _env_prefix(names) -> str:
     return f"PYTHONPATH={shlex.quote(joined)}${{PYTHONPATH:+:$PYTHONPATH}} "
 
 
-def replay_command(folder: Path, result) -> str:
-    return f"{_env_prefix([result.a.name, result.b.name])}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}"
+def replay_command(folder: Path, a: str, b: str) -> str:
+    """The ``remap-ab replay`` line for the report in ``folder`` of ``a`` vs ``b``."""
+    return f"{_env_prefix([a, b])}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}"
+
+
+def run_command(config, a: str, b: str, schedule: Optional[tuple[str, int]] = None) -> str:
+    """The ``remap-ab run`` line that reruns ``config`` through ``a`` and ``b`` (under
+    ``schedule`` = (policy, seed) when given), with the PYTHONPATH a dotted module needs."""
+    parts = [f"{_env_prefix([a, b])}remap-ab run --a {a} --b {b}", config.cli_args()]
+    if schedule is not None:
+        parts.append(f"--schedule {schedule[0]}:{schedule[1]}")
+    return " ".join(p for p in parts if p)
 
 
 # --------------------------------------------------------------------------- the diff
@@ -466,7 +482,7 @@ def load_report(path) -> Report:
 
     from remap_ab.config import CaseConfig
     from remap_ab.errors import ConfigError
-    from remap_ab.inputs import CaseInputs
+    from remap_ab.inputs import CaseInputs, hash_inputs
 
     folder = Path(path)
     if folder.is_file():
@@ -499,8 +515,6 @@ def load_report(path) -> Report:
         raise ReportError(f"report {folder}: inputs.pt cannot be read ({type(exc).__name__}); the report is corrupt") from None
     if not isinstance(tensors, dict) or not {"req_id", "block_table", "token_indices"} <= set(tensors):
         raise ReportError(f"report {folder}: inputs.pt does not hold the input tensors")
-    from remap_ab.batch import hash_inputs
-
     try:
         inputs = CaseInputs(**tensors)
     except TypeError:

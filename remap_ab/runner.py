@@ -17,7 +17,7 @@ import torch
 from remap_ab import backend, oracle, registry
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import RemapABError
+from remap_ab.errors import RemapABError, exception_line
 from remap_ab.inputs import CaseInputs, check_inputs, generate_inputs, ragged_arange
 
 
@@ -67,8 +67,7 @@ def run_implementation(impl: registry.Implementation, config: CaseConfig, inputs
             _sync(device)
             seconds = time.perf_counter() - start
     except Exception as exc:  # a broken implementation is a verdict, not a crash
-        message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        return Output(impl.name, None, None, contract, error=message[:500])
+        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500])
     return Output(impl.name, out, counts, contract, seconds=seconds)
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab import gpus, grid as gridmod
-from remap_ab.errors import ConfigError, ReportError
+from remap_ab.errors import ConfigError, ReportError, exception_line
 
 CPU_MAX_TOKENS = 3
 GPU_BATCH = 64
@@ -71,18 +71,6 @@ class SweepOptions:
 
 
 # ------------------------------------------------------------------ selection
-
-
-def resolve_device(device: str) -> str:
-    from remap_ab import backend
-
-    if device in (None, "auto"):
-        return backend.default_device()
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"--device {device!r} is not one of auto, cpu, cuda")
-    if device == "cuda" and not backend.cuda_available():
-        raise ConfigError("--device cuda was asked for but torch sees no CUDA device; use --device cpu")
-    return device
 
 
 def default_max_tokens(device: str) -> Optional[int]:
@@ -273,6 +261,11 @@ def _outcome_row(o) -> dict:
     }
 
 
+def _gpu_label(device: str) -> str:
+    """The results table's ``gpu`` column for this process: its CUDA_VISIBLE_DEVICES."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "") if device == "cuda" else ""
+
+
 def _worker_main(wid: int, device: str, a: str, b: str, run_dir: str, task_q, result_q) -> None:
     """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
@@ -281,8 +274,7 @@ def _worker_main(wid: int, device: str, a: str, b: str, run_dir: str, task_q, re
     from remap_ab.config import CaseConfig
 
     backend.select(device)
-    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") if device == "cuda" else ""
-    result_q.put(("ready", wid, gpu))
+    result_q.put(("ready", wid, _gpu_label(device)))
     parent = mp.parent_process()
     while True:
         try:
@@ -300,7 +292,7 @@ def _worker_main(wid: int, device: str, a: str, b: str, run_dir: str, task_q, re
             outcomes = run_batch([CaseConfig.from_dict(d) for d in items], a, b, device, run_dir, times)
             rows = [_outcome_row(o) for o in outcomes]
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)
-            result_q.put(("failed", wid, batch_id, f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:400]))
+            result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))
             time.sleep(0.2)
             os._exit(3)
         result_q.put(("done", wid, batch_id, rows, times.seconds))
@@ -315,6 +307,8 @@ class _Worker:
     batch: Optional[int] = None
     ready: bool = False
     restarts: int = 0
+    gpu: str = ""  # what the worker reported when ready
+    last_error: Optional[str] = None  # its last "failed" message, for the crash row
 
 
 def _start_worker(ctx, w: _Worker, device, a, b, run_dir, result_q) -> None:
@@ -356,11 +350,12 @@ class Sweep:
         self.opts = opts
         self.grid = gridmod.load(opts.grid_file)
         self.phases = {"gen": 0.0, "kernels": 0.0, "compare": 0.0, "write": 0.0}
-        self.crashes = 0
         self.startup = None  # seconds until every worker had imported and started
 
     # -- setup
     def prepare(self):
+        from remap_ab import backend, registry
+
         o = self.opts
         if o.resume:
             self.folder = find_run(o.root, o.run)
@@ -374,19 +369,15 @@ class Sweep:
             if meta.get("grid_file"):
                 o.grid_file = meta["grid_file"]
                 self.grid = gridmod.load(o.grid_file)
-            self.device = resolve_device(o.device)
-        else:
-            self.device = resolve_device(o.device)
-            if o.max_tokens is None:
-                o.max_tokens = default_max_tokens(self.device)
+        # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
+        self.device = backend.select(o.device)
+        if not o.resume and o.max_tokens is None:
+            o.max_tokens = default_max_tokens(self.device)
         self.points = select(self.grid, o.filters, o.max_tokens)
         self.note = cap_note(self.grid, o.filters, o.max_tokens, self.device)
         self.columns = result_columns(self.grid)
 
         # Implementations must import before any worker starts (one clear error, once).
-        from remap_ab import backend, registry
-
-        backend.select(self.device)
         registry.get(o.a)
         registry.get(o.b)
 
@@ -429,7 +420,6 @@ class Sweep:
                 "wall_seconds": 0.0,
             }
             (self.folder / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
-        self.meta = read_run_json(self.folder)
 
         csv_path = self.folder / "results.csv"
         done: set = set()
@@ -460,7 +450,6 @@ class Sweep:
     def crash_row(self, point, message: str, worker: int, gpu: str) -> dict:
         from remap_ab.report import write_crash_report
 
-        self.crashes += 1
         try:
             path = write_crash_report(point.config, self.opts.a, self.opts.b, message, self.folder, self.device)
             rep = path.name
@@ -521,12 +510,11 @@ class Sweep:
                 if len(batch) > 1:
                     pending.extendleft(reversed([[p] for p in batch]))
                     continue
-                msg = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:400]
-                self.record([self.crash_row(batch[0], msg, 0, "")], 0, "")
+                self.record([self.crash_row(batch[0], exception_line(exc)[:400], 0, "")], 0, "")
                 continue
             for k, v in times.seconds.items():
                 self.phases[k] += v
-            self.record([_outcome_row(o) for o in outcomes], 0, os.environ.get("CUDA_VISIBLE_DEVICES", "") if self.device == "cuda" else "")
+            self.record([_outcome_row(o) for o in outcomes], 0, _gpu_label(self.device))
 
     def _run_workers(self) -> None:
         ctx = mp.get_context("spawn")
@@ -565,7 +553,7 @@ class Sweep:
                         w.batch = None
                         for k, v in secs.items():
                             self.phases[k] = self.phases.get(k, 0.0) + v
-                        self.record(rows, wid, getattr(w, "gpu", ""))
+                        self.record(rows, wid, w.gpu)
                     elif kind == "failed":
                         _, _, bid, message = msg
                         w.last_error = message
@@ -574,7 +562,7 @@ class Sweep:
                 for w in workers:
                     if w.proc.exitcode is None:
                         continue
-                    message = getattr(w, "last_error", None) or _describe_exit(w.proc.exitcode)
+                    message = w.last_error or _describe_exit(w.proc.exitcode)
                     w.last_error = None
                     bid = w.batch
                     if bid is None and not w.ready:
@@ -586,7 +574,7 @@ class Sweep:
                         if len(batch) > 1:
                             pending.extendleft(reversed([[p] for p in batch]))
                         else:
-                            self.record([self.crash_row(batch[0], message, w.wid, getattr(w, "gpu", ""))], w.wid, getattr(w, "gpu", ""))
+                            self.record([self.crash_row(batch[0], message, w.wid, w.gpu)], w.wid, w.gpu)
                     _start_worker(ctx, w, self.device, self.opts.a, self.opts.b, str(self.folder), result_q)
         finally:
             for w in workers:

@@ -75,7 +75,7 @@ def case_classes(config: CaseConfig, inputs: Optional[CaseInputs] = None, refere
         from remap_ab import backend
         from remap_ab.runner import reference as oracle_reference
 
-        inputs = generate_inputs(config, device=backend.chosen() or backend.default_device())
+        inputs = generate_inputs(config, device=backend.current())
         reference = oracle_reference(config, inputs)
     return list(_config_classes(config)) + list(
         _input_classes(config, inputs, reference.valid.cpu(), reference.lanes.cpu())

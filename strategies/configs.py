@@ -30,9 +30,9 @@ BLOCK_SIZES = (64, 16, 128, 1, 32)  # B, the KV-cache block size
 BLOCKS_PER_REQ = (64, 1, 2, 16, 256, 4096)  # W, the block-table width
 NUM_REQS = (2, 1, 3, 8)
 DCP_SIZES = (4, 2, 1)
-TABLES = ("random", "padded", "huge")
+TABLES = config.TABLE_KINDS  # "random" first
 ROW_LAYOUTS = config.ROW_LAYOUTS  # "uniform" first: shrinking heads there
-NEGATIVES = ("minus_one", "any")
+NEGATIVES = config.NEGATIVE_KINDS  # "minus_one" first
 
 # Exact edges first (0 % and 100 % must be hit exactly, not approached), then any percentage.
 _INVALID_EDGES = (0.3, 0.0, 1.0)

@@ -63,7 +63,7 @@ def regressions(*names: str, arg: str = "config", transform: Callable[[CaseConfi
     forcing counts on); ``extra`` fills the property's other arguments."""
     from remap_ab import backend
 
-    on_cuda = (backend.chosen() or backend.default_device()) == "cuda"
+    on_cuda = backend.current() == "cuda"
     chosen = [REGRESSIONS[n] for n in names]
 
     def decorate(test):

@@ -17,15 +17,11 @@ DEFAULT_REPORT_DIR = os.path.join("reports", "failures")
 
 def replay_command(config: CaseConfig, a: str, b: str, schedule: Optional[tuple[str, int]] = None) -> str:
     """The ``remap-ab run`` command line that reruns ``config`` through ``a`` and ``b``
-    (under ``schedule`` = (policy, seed) when the failure needed one)."""
-    parts = ["remap-ab run"]
-    if config.cli_args():
-        parts.append(config.cli_args())
-    parts.append(f"--a {a} --b {b}")
-    if schedule is not None:
-        policy, seed = schedule
-        parts.append(f"--schedule {policy}:{seed}")
-    return " ".join(parts)
+    (under ``schedule`` = (policy, seed) when the failure needed one): the same line a
+    report records (``remap_ab.report.run_command``)."""
+    from remap_ab.report import run_command
+
+    return run_command(config, a, b, schedule)
 
 
 def failure_message(result, headline: str, schedule: Optional[tuple[str, int]] = None, detail: str = "") -> str:

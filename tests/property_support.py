@@ -22,7 +22,7 @@ Schedule = Optional[tuple[str, int]]
 
 def on_interpreter() -> bool:
     """Kernels run in the Triton interpreter here (no CUDA device)."""
-    return (backend.chosen() or backend.default_device()) == "cpu"
+    return backend.current() == "cpu"
 
 
 def run(config: CaseConfig, impl_names: tuple[str, str], schedule: Schedule = None, record: bool = True) -> CaseResult:

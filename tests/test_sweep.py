@@ -68,13 +68,10 @@ def broken_run(tmp_path_factory):
     (base / "impls").mkdir()
     (base / "impls" / "brokenimpl.py").write_text(BROKEN)
     sys.path.insert(0, str(base / "impls"))
-    try:
-        code = cli_main(
-            ["sweep", "--b", "brokenimpl", *SMALL, "--filter", "invalid=0,0.3", "--filter", "path=convert,dcp-inplace",
-             "-j", "0", "--root", str(base / "reports"), "--run", "broken", "--no-progress"]
-        )
-    finally:
-        pass
+    code = cli_main(
+        ["sweep", "--b", "brokenimpl", *SMALL, "--filter", "invalid=0,0.3", "--filter", "path=convert,dcp-inplace",
+         "-j", "0", "--root", str(base / "reports"), "--run", "broken", "--no-progress"]
+    )
     return base, code
 
 

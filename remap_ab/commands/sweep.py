@@ -42,8 +42,7 @@ def main(args) -> int:
 
     if args.list:
         g = gridmod.load(args.grid)
-        max_tokens = args.max_tokens
-        pts = select(g, args.filter, max_tokens)
+        pts = select(g, args.filter, args.max_tokens)
         sys.stdout.write("".join(p.line() + "\n" for p in pts))
         return 0
     if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid):
