@@ -37,7 +37,7 @@ def visible_gpus(env: Mapping[str, str], count: int) -> list[str]:
         if not e or e == "-1":
             break
         out.append(e)
-    return out[:count] if count < len(out) else out
+    return out[:count]
 
 
 def gpu_for_worker(worker: int, gpus: list[str]) -> Optional[str]:

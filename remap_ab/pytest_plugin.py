@@ -1,4 +1,8 @@
-"""remap-ab's pytest plugin (registered through the ``pytest11`` entry point).
+"""remap-ab's pytest plugin, loaded by ``tests/conftest.py`` (or ``-p remap_ab.pytest_plugin``).
+
+It is deliberately not a ``pytest11`` entry point: it turns the Triton interpreter on
+and installs Hypothesis profiles, which must not leak into other projects' test runs
+in an environment where remap-ab is installed.
 
 Loading it imports ``remap_ab`` first thing, which turns the Triton interpreter on
 when there is no GPU — before any test module can import triton — in the main
