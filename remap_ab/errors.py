@@ -1,7 +1,17 @@
-"""Every error remap-ab raises on purpose.
+"""Every error remap-ab raises on purpose, in one flat module.
 
-Each one carries a single line that says what is wrong and what to do about it; the
-command line prints that line and exits with status 2, never a traceback.
+Two families, kept apart because they mean opposite things:
+
+- ``RemapABError`` and its subclasses: *the user* asked for something that cannot be
+  done (a bad option, a corrupt report, a configuration that makes no sense). Each
+  carries one line that says what is wrong and what to do; the command line prints it
+  and exits with status 2, never a traceback.
+- ``InternalError``: *remap-ab itself* broke an invariant (the oracle disagreeing with
+  its own reference, a worker pool that cannot start). It is not the user's fault, so
+  it never exits 2: the command line prints it with a request to file a bug and exits
+  with status 3.
+
+A failing implementation is neither: it is a verdict (status 1), not an exception.
 """
 
 
@@ -45,6 +55,23 @@ class DisagreementError(RemapABError):
 
 class ProfileError(RemapABError):
     """An unknown test profile name, or a profile this machine cannot run."""
+
+
+class UsageError(RemapABError):
+    """A command-line option out of range or in a combination that makes no sense
+    (e.g. ``-j -1``, ``--timeout -1``). Remedy: the message names the allowed values."""
+
+
+class InternalError(Exception):
+    """remap-ab broke one of its own invariants. Not the user's fault: never exit 2.
+
+    Cause: a bug in remap-ab (or in the torch build it runs on). Remedy: file a bug
+    with the one-line message and the command that produced it."""
+
+    exit_code = 3
+
+    def __init__(self, message: str):
+        super().__init__("internal: " + " ".join(str(message).split()) + " (a remap-ab bug; please report it)")
 
 
 def exception_line(exc: BaseException) -> str:

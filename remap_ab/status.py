@@ -1,0 +1,58 @@
+"""The vocabularies every step of the flow shares, as enums.
+
+Each is a ``str`` enum so that a value written to a CSV row, a JSON file or a
+report is the same plain word it always was ("pass", "prefix_set", ...), and reading
+one back is ``Status(text)``: an unknown word raises ``ValueError`` at the edge that
+read it, instead of being carried along as a seventh spelling.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Status(str, Enum):
+    """The verdict of one case (or of one measured cell)."""
+
+    PASS = "pass"  # every check ran and held
+    FAIL = "fail"  # a check ran and found a difference the contract forbids
+    ERROR = "error"  # an implementation raised, or returned something that is no output
+    CRASH = "crash"  # the process running the case died (SIGSEGV, sticky CUDA error)
+    TIMEOUT = "timeout"  # the case did not finish within --case-timeout
+
+    def __str__(self) -> str:  # f"{status}" is the plain word
+        return self.value
+
+    @property
+    def passed(self) -> bool:
+        return self is Status.PASS
+
+
+class Check(str, Enum):
+    """Which check a failure comes from (``Mismatch.check``)."""
+
+    OUT = "out"  # an in-place output lane differs from the oracle's
+    COUNTS = "counts"  # a row's valid count differs
+    PREFIX_SET = "prefix_set"  # a compacted prefix holds other values
+    TAIL = "tail"  # a lane past the count is not -1
+    ORDER = "order"  # the prefix order breaks the implementation's order contract
+    SHAPE = "shape"  # wrong shape, dtype, device or type of what came back
+    ERROR = "error"  # the implementation raised
+    MEMCHECK = "memcheck"  # an access outside every argument tensor (--memcheck)
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Outcome(str, Enum):
+    """A mutant's fate under one check (the kill matrix's cells)."""
+
+    KILLED = "killed"
+    SURVIVED = "survived"
+    NOT_RUN = "not run"  # the check was not run (say so; never count it as a kill)
+    EQUIVALENT = "equivalent"
+
+    def __str__(self) -> str:
+        return self.value
