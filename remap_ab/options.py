@@ -1,0 +1,103 @@
+"""Command-line options that several commands share, each defined once.
+
+A command calls the ``add_*`` helpers in its ``add_arguments``; the option's flag,
+default, choices and help text live only here. The ``checked_*`` helpers validate a
+value once parsed and raise ``UsageError`` (one line, exit 2) naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from remap_ab.errors import UsageError
+
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_ROOT = "reports"  # every command writes under this root (README: Layout)
+
+
+def add_implementations(p: argparse.ArgumentParser, default_a: str | None = "old", default_b: str | None = "new") -> None:
+    """``--a`` and ``--b``. A default of None means "taken from elsewhere" (a report,
+    a resumed run); the help says so."""
+    where = "old, new, oracle or a dotted module path exposing the two SPEC §1 functions"
+    p.add_argument("--a", default=default_a, metavar="IMPL",
+                   help=f"implementation A: {where} (default {default_a or 'the recorded one'})")
+    p.add_argument("--b", default=default_b, metavar="IMPL",
+                   help=f"implementation B (default {default_b or 'the recorded one'})")
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", choices=DEVICES,
+                   help="where kernels run: cuda (a GPU) or cpu (the Triton interpreter); default auto: cuda when present")
+
+
+def add_root(p: argparse.ArgumentParser, what: str = "runs and reports") -> None:
+    p.add_argument("--root", default=DEFAULT_ROOT, metavar="DIR", help=f"folder holding the {what} (default {DEFAULT_ROOT})")
+
+
+def add_memcheck(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memcheck", action="store_true",
+                   help="also check every load and store of the implementations against the argument tensors' "
+                        "bounds (CPU: the interpreter's accesses; GPU: compute-sanitizer memcheck)")
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=`` for counts that must be >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive finite number of seconds")
+    return value
+
+
+def checked_output_dir(path: str | os.PathLike, option: str) -> Path:
+    """A folder remap-ab may write into: created if missing; UsageError if it is a
+    file, lies under a file, or cannot be written."""
+    folder = Path(path)
+    for parent in (folder, *folder.parents):
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{option} {folder}: {parent} is a file, not a folder; give a folder path")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {folder}: cannot create it ({exc.strerror}); give a writable folder") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder}: not writable; give a writable folder")
+    return folder
+
+
+def checked_output_file(path: str | os.PathLike, option: str) -> Path:
+    """A file remap-ab may (over)write: its folder must exist and be writable, and the
+    path must not be a folder."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{option} {target}: is a folder; give a file path")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {target}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{option} {target}: not writable; give a writable path")
+    return target
