@@ -66,7 +66,9 @@ class _Discard:
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool = True, stream=None, heartbeat: float = HEARTBEAT):
+    def __init__(self, total: int, enabled: bool = True, stream=None, heartbeat: float = HEARTBEAT,
+                 clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -74,7 +76,7 @@ class Progress:
         self.total = total
         self.done = 0
         self._lock = threading.Lock()
-        self._last_line = time.monotonic()
+        self._last_line = clock()
         self._last_tenth = -1
         self._stop = threading.Event()
         self.bar = _Bar(
@@ -82,7 +84,7 @@ class Progress:
             file=self.stream if (self.tty and enabled) else _Discard(),
             mininterval=0.1 if self.tty else float("inf"), disable=False,
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]",
-            recent=RecentRate(),
+            recent=RecentRate(clock=clock),
         )
         self._beat = None
         if enabled and not self.tty:
@@ -114,12 +116,12 @@ class Progress:
     def _write_line(self) -> None:
         self.stream.write(self.line() + "\n")
         self.stream.flush()
-        self._last_line = time.monotonic()
+        self._last_line = self.clock()
 
     def _heartbeat(self, every: float) -> None:
         while not self._stop.wait(min(every, 1.0) / 4):
             with self._lock:
-                if time.monotonic() - self._last_line >= every:
+                if self.clock() - self._last_line >= every:
                     self._write_line()
 
     def close(self) -> None:
