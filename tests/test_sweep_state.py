@@ -144,7 +144,7 @@ def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run
     table.write_text("".join(table.read_text().splitlines(keepends=True)[:2]))
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from remap_ab.run_folder import RunLock; "
-         "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(run)],
+         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(run)],
         stdout=subprocess.PIPE, text=True,
     )
     try:
