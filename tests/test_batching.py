@@ -146,13 +146,13 @@ def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_
 """
 
 
-@pytest.mark.skipif(backend.default_device() != "cpu", reason="compares against CPU runs in this process")
-@pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed"])
 def want_counts_max(c):
     counts = reference(c, generate_inputs(c)).counts
     return counts.max() if counts.numel() else 0
 
 
+@pytest.mark.skipif(backend.default_device() != "cpu", reason="compares against CPU runs in this process")
+@pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed"])
 def test_run_batch_verdicts_equal_run_case(b, tmp_path, monkeypatch):
     from remap_ab.batch import run_batch
     from remap_ab.runner import run_case
