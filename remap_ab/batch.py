@@ -266,7 +266,7 @@ def run_batch(
     else:
         hashes = [hash_inputs(x) for x in inputs]
     results = []
-    for c, x, (oa, ta, ob, tb), ref, oo, v, (per, combined), flags in zip(
+    for c, x, (oa, ta, ob, tb), ref, oo, v, (_, combined), flags in zip(
         configs, inputs, outs, refs, oracles, verdicts, hashes, host_flags
     ):
         a_ms = clock.elapsed_ms(*ta) if ta else None

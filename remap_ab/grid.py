@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import itertools
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from remap_ab.config import CONFIG_FIELDS, CaseConfig
 from remap_ab.errors import ConfigError

@@ -21,8 +21,9 @@ import queue
 import signal
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Optional
 
 from remap_ab.errors import InternalError, exception_line
 from remap_ab.status import Status
@@ -84,8 +85,8 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
 class _Worker:
     wid: int
     env: dict
-    proc: Optional[mp.process.BaseProcess] = None
-    task_q: object = None
+    proc: Any = None  # a spawned multiprocessing.Process, once started
+    task_q: Any = None
     batch: Optional[int] = None
     started: float = 0.0  # when its batch was handed over (monotonic)
     ready: bool = False

@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from tqdm import tqdm
 

@@ -101,10 +101,8 @@ RUN_FIELDS = {
     "grid_total": (lambda v: _is_int(v) and v >= 0, "a count"),
     "selected": (lambda v: _is_int(v) and v >= 0, "a count"),
     "selection": (lambda v: isinstance(v, str), "a string"),
-    "columns": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
     "memcheck": (lambda v: isinstance(v, bool), "true or false"),
     "cap_note": (lambda v: isinstance(v, str), "a string"),
-    "filters_note": (lambda v: isinstance(v, str), "a string"),
     "phase_seconds": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
     "wall_seconds": (_is_number, "a number"),
     "last_session": (lambda v: isinstance(v, dict), "an object"),
@@ -155,9 +153,9 @@ class RunLock:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.path = self.folder / self.NAME
-        self._fh = None
+        self._fh: Optional[io.TextIOWrapper] = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         fh = open(self.path, "a+")
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -182,7 +180,7 @@ class RunLock:
             self._fh.close()  # closing drops the flock; the file stays, harmless
             self._fh = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -59,11 +59,11 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
         by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
+    in_grid_order = failed.assign(_i=pd.to_numeric(failed.get("index", ""), errors="coerce")).sort_values("_i")
     first = [
-        {"case_id": r.case_id, "status": r.status, "first_mismatch": r.first_mismatch, "report": r.report}
-        for r in failed.assign(_i=pd.to_numeric(failed["index"], errors="coerce")).sort_values("_i").itertuples()
-    ] if {"index", "first_mismatch", "report"} <= set(failed.columns) else [
-        {"case_id": r.case_id, "status": r.status, "first_mismatch": "", "report": ""} for r in failed.itertuples()
+        {"case_id": r["case_id"], "status": r["status"], "first_mismatch": r.get("first_mismatch", ""),
+         "report": r.get("report", "")}
+        for r in in_grid_order.to_dict("records")
     ]
     unique = int(df["case_id"].nunique())
     selected = int(meta["selected"])

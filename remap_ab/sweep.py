@@ -23,13 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import gpus, grid as gridmod
+from remap_ab import gpus
+from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
 from remap_ab.progress import Progress
 from remap_ab.run_folder import (
-    RUN_FORMAT, ResultsWriter, RunLock, check_resumable, find_run, new_run_name, read_run_json,
-    result_columns, write_run_json,
+    RUN_FORMAT,
+    ResultsWriter,
+    RunLock,
+    check_resumable,
+    find_run,
+    new_run_name,
+    read_run_json,
+    result_columns,
+    write_run_json,
 )
 from remap_ab.selection import cap_note, default_max_tokens, select, selection_fingerprint
 from remap_ab.status import Status
@@ -63,7 +71,7 @@ class Sweep:
     def __init__(self, opts: SweepOptions):
         self.opts = opts
         self.phases = {"gen": 0.0, "kernels": 0.0, "compare": 0.0, "write": 0.0}
-        self.startup = None  # seconds until every worker had imported and started
+        self.startup: Optional[float] = None  # seconds until every worker had imported and started
         self.lock: Optional[RunLock] = None
 
     # -- setup: every check before anything is written
@@ -109,6 +117,10 @@ class Sweep:
             o.batch = GPU_BATCH if self.device == "cuda" else 1
         if o.batch < 1:
             raise UsageError(f"--batch {o.batch} must be at least 1")
+        # The settings resolved, as plain values.
+        self.workers: int = o.workers
+        self.batch: int = o.batch
+        self.case_timeout: float = o.case_timeout
 
         if o.resume:
             self.lock = RunLock(self.folder).acquire()
@@ -178,7 +190,7 @@ class Sweep:
             self.wall0 = time.perf_counter()
             try:
                 if self.todo:
-                    if self.opts.workers == 0:
+                    if self.workers == 0:
                         self._run_inline()
                     else:
                         self._run_workers()
@@ -213,7 +225,7 @@ class Sweep:
 
     def _batches(self) -> deque:
         pts = self.todo
-        size = self.opts.batch
+        size = self.batch
         return deque(pts[i : i + size] for i in range(0, len(pts), size))
 
     def _add_phases(self, secs: dict) -> None:
@@ -257,7 +269,7 @@ class Sweep:
 
         pool = Pool(
             Job(o.a, o.b, self.device, str(self.folder), o.memcheck),
-            gpus.worker_environments(o.workers, self.device, self.gpu_list),
-            o.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
+            gpus.worker_environments(self.workers, self.device, self.gpu_list),
+            self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )
         pool.run(self._batches())

@@ -4,7 +4,6 @@ implementation becomes a "crash" verdict; bad reports are one-line errors."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time

@@ -48,7 +48,8 @@ def add_arguments(p):
 
 
 def _list(args) -> int:
-    from remap_ab import backend, grid as gridmod
+    from remap_ab import backend
+    from remap_ab import grid as gridmod
     from remap_ab.selection import cap_note, default_max_tokens, select
 
     g = gridmod.load(args.grid)
@@ -68,8 +69,8 @@ def _list(args) -> int:
 
 def main(args) -> int:
     from remap_ab.errors import UsageError
-    from remap_ab.sweep import Sweep, SweepOptions
     from remap_ab.summary import format_summary
+    from remap_ab.sweep import Sweep, SweepOptions
 
     if args.list:
         return _list(args)
