@@ -38,6 +38,7 @@ from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs
 from remap_ab.runner import CaseResult, poisoned_empty, reference_batch, run_case, synchronize
+from remap_ab.status import Check, Status
 
 PHASES = ("gen", "kernels", "compare", "write")
 
@@ -247,7 +248,7 @@ def run_batch(
         if not fo:
             msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
             verdicts.append(
-                Verdict(c.case_id, "error", [Mismatch("error", "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
+                Verdict(c.case_id, Status.ERROR, [Mismatch(Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
             )
         elif fa and fb:
             verdicts.append(_pass_verdict(c, oa, ob, int(nd)))
@@ -329,7 +330,7 @@ def _paths_sampled(configs: list) -> list[int]:
 
 def _pass_verdict(c: CaseConfig, oa: Output, ob: Output, differing_rows: int) -> Verdict:
     """The verdict ``compare`` gives a passing case (same info line)."""
-    v = Verdict(case_id=c.case_id, status="pass")
+    v = Verdict(case_id=c.case_id, status=Status.PASS)
     if c.compacts:
         note_order_differs(v, oa, ob, differing_rows, c.tokens)
     return v
