@@ -417,3 +417,21 @@ def test_sweep_memcheck_end_to_end(tmp_path, capsys):
     assert cli_main(["sweep", *TWO, "--memcheck", "-j", "0", "--root", str(tmp_path), "--run", "m", "--no-progress"]) == 0
     assert json.loads((tmp_path / "m" / "run.json").read_text())["memcheck"] is True
     assert "memcheck: every case's loads and stores were checked" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ one-way flow
+
+
+def test_report_reads_the_run_without_the_sweep_and_the_batch_writes_no_report(done_run):
+    code = (
+        "import sys\n"
+        "from remap_ab.cli import main\n"
+        f"assert main(['report', {str(done_run)!r}]) == 0\n"
+        "print(sorted(m for m in ('remap_ab.sweep', 'remap_ab.pool', 'remap_ab.batch', 'remap_ab.progress',"
+        " 'remap_ab.recording') if m in sys.modules))\n"
+        "import remap_ab.batch\n"
+        "print(sorted(m for m in ('remap_ab.report', 'remap_ab.recording', 'remap_ab.sweep') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-2:] == ["[]", "[]"]
