@@ -114,7 +114,9 @@ class Sweep:
         if o.case_timeout is None:
             o.case_timeout = DEFAULT_CASE_TIMEOUT
         if o.batch is None:
-            o.batch = GPU_BATCH if self.device == "cuda" else 1
+            # --memcheck runs case by case anyway (and far slower): one case per batch
+            # keeps each under its own --case-timeout.
+            o.batch = GPU_BATCH if self.device == "cuda" and not o.memcheck else 1
         if o.batch < 1:
             raise UsageError(f"--batch {o.batch} must be at least 1")
         # The settings resolved, as plain values.
