@@ -112,27 +112,31 @@ def measure_cell(
         cell.status, cell.why = "refused", why
         return cell
 
-    graphs, results = {}, {}
-    for v in variants:
-        cell.shapes[v.name] = (tuple(v.grid), v.warps)
-        graphs[("warm", v.name)], results[v.name] = _capture_call(lambda x=inputs, v=v: v.call(x), calls)
-        if floors:
-            graphs[("floor", v.name)] = (capture(floor_fn(tuple(v.grid), v.warps), calls)[0], calls)
-    cold_results = {}
-    if cold:
-        per_set = cold_l2.input_bytes(inputs)
-        l2 = cold_l2.l2_bytes()
-        sets = cold_l2.sets_needed(per_set, l2)
-        copies = cold_l2.rotating_inputs(inputs, sets)
-        cell.cold_sets = sets
-        cell.cold_footprint_over_l2 = cold_l2.footprint_over_l2(per_set, sets, l2)
-        cold_calls = max(calls, sets)
+    try:
+        graphs, results = {}, {}
         for v in variants:
-            graph, cold_results[v.name] = _capture_call(cold_l2.rotating_call(v.call, copies), cold_calls)
-            graphs[("cold", v.name)] = graph
-    timed = time_graphs({k: g for k, g in graphs.items()}, repeats)
-    for (which, name), t in timed.items():
-        {"warm": cell.times, "floor": cell.floors, "cold": cell.cold}[which][name] = t
+            cell.shapes[v.name] = (tuple(v.grid), v.warps)
+            graphs[("warm", v.name)], results[v.name] = _capture_call(lambda x=inputs, v=v: v.call(x), calls)
+            if floors:
+                graphs[("floor", v.name)] = (capture(floor_fn(tuple(v.grid), v.warps), calls)[0], calls)
+        cold_results = {}
+        if cold:
+            per_set = cold_l2.input_bytes(inputs)
+            l2 = cold_l2.l2_bytes()
+            sets = cold_l2.sets_needed(per_set, l2)
+            copies = cold_l2.rotating_inputs(inputs, sets)
+            cell.cold_sets = sets
+            cell.cold_footprint_over_l2 = cold_l2.footprint_over_l2(per_set, sets, l2)
+            cold_calls = max(calls, sets)
+            for v in variants:
+                graph, cold_results[v.name] = _capture_call(cold_l2.rotating_call(v.call, copies), cold_calls)
+                graphs[("cold", v.name)] = graph
+        timed = time_graphs({k: g for k, g in graphs.items()}, repeats)
+        for (which, name), t in timed.items():
+            {"warm": cell.times, "floor": cell.floors, "cold": cell.cold}[which][name] = t
+    except Exception as exc:  # a capture or replay that fails costs this cell, not the run
+        cell.status, cell.why = "error", f"timing failed: {exception_line(exc)[:300]}"
+        return cell
 
     after = gate(config, inputs, variants, outputs=results)
     if after is None and cold_results:
