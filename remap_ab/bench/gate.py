@@ -21,6 +21,7 @@ from remap_ab.config import CaseConfig
 from remap_ab.errors import DisagreementError
 from remap_ab.inputs import CaseInputs
 from remap_ab.runner import reference, run_implementation
+from remap_ab.status import Status
 
 
 def _device_proof():
@@ -59,7 +60,7 @@ def judge(config: CaseConfig, inputs: CaseInputs, a: Output, b: Output, ref: Opt
         except Exception:  # a proof that cannot run decides nothing
             flags = [None, None]
         if all(f is not None for f in flags) and all(bool(f) for f in flags):
-            return Verdict(case_id=config.case_id, status="pass")
+            return Verdict(case_id=config.case_id, status=Status.PASS)
     return judge_on_cpu(config, inputs, a, b)
 
 

@@ -40,16 +40,19 @@ class Budget:
     Sections and cells ask ``allows(estimate)`` before starting work they cannot
     interrupt; what was measured before the allowance ran out is kept."""
 
-    def __init__(self, seconds: Optional[float], clock: Callable[[], float] = time.monotonic):
+    def __init__(self, seconds: Optional[float], clock: Callable[[], float] = time.monotonic, reserve_s: float = 0.0):
         self.seconds = seconds
         self.clock = clock
         self.start = clock()
+        # Kept back for what must follow the last measurement (writing the page).
+        self.reserve_s = reserve_s
 
     def elapsed(self) -> float:
         return self.clock() - self.start
 
     def left(self) -> float:
-        return float("inf") if self.seconds is None else self.seconds - self.elapsed()
+        """Seconds left for measuring (the reserve excluded)."""
+        return float("inf") if self.seconds is None else self.seconds - self.reserve_s - self.elapsed()
 
     def allows(self, estimate_s: float = 0.0) -> bool:
         return self.left() > estimate_s
