@@ -28,8 +28,10 @@ TOPK = 2048
 GROWTH_TOLERANCE_US = 0.1  # a gap must grow by more than this (µs) to count as growing
 
 
-def variant_name(tiles: int) -> str:
-    return "1 tile (new)" if tiles == 1 else f"{tiles} tiles"
+def variant_name(tiles: int, kernel: str = "old") -> str:
+    """"16 tiles" ... "2 tiles" for the old kernel's widths; "1 tile (new)" for the new
+    kernel's single tile ("1 tile (old)" if the old kernel is ever given BLOCK_N = K)."""
+    return f"1 tile ({kernel})" if tiles == 1 else f"{tiles} tiles"
 
 
 def variants(config: CaseConfig, widths: Sequence[int], old: registry.Implementation, new: registry.Implementation):
@@ -37,9 +39,9 @@ def variants(config: CaseConfig, widths: Sequence[int], old: registry.Implementa
     out = []
     for bn in widths:
         tiled = config.replace(block_n=bn)
-        out.append(wrapper_variant(old, tiled, variant_name(config.topk // bn)))
+        out.append(wrapper_variant(old, tiled, variant_name(config.topk // bn, "old")))
     single, _, tiles, _ = new.tiling(config)
-    out.append(wrapper_variant(new, config, variant_name(1) if single or tiles == 1 else f"new, {tiles} tiles"))
+    out.append(wrapper_variant(new, config, variant_name(1, "new") if single or tiles == 1 else f"new, {tiles} tiles"))
     return out
 
 

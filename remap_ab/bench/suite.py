@@ -228,7 +228,7 @@ class Suite:
         self.contention_rows = rows
         self._count_checks(rows)
         section.tables.append(Table("cells", "µs per call: total, floor of the same grid, and the rest", rows))
-        names = [contention.variant_name(contention.TOPK // w) for w in o.contention_widths] + [contention.variant_name(1)]
+        names = [contention.variant_name(contention.TOPK // w) for w in o.contention_widths] + [contention.variant_name(1, "new")]
         many = contention.variant_name(contention.TOPK // min(o.contention_widths))
         few = "4 tiles" if 512 in o.contention_widths else contention.variant_name(contention.TOPK // max(o.contention_widths))
         for path in ("counts", "dcp"):
@@ -256,7 +256,7 @@ class Suite:
         from remap_ab.bench import contention
 
         path = {1: "counts", 4: "dcp"}.get(dcp)
-        variant = {"old": contention.variant_name(self.opts.model.topk // 128), "new": contention.variant_name(1)}[impl]
+        variant = {"old": contention.variant_name(self.opts.model.topk // 128), "new": contention.variant_name(1, "new")}[impl]
         if path is None or self.opts.model.topk != contention.TOPK or self.opts.model.tokens_per_request != 1:
             return None
         for r in self.contention_rows:
