@@ -613,3 +613,107 @@ def test_every_gpu_section_runs_small(tmp_path):
 def test_nondet_runs_quiet_and_contended_on_the_gpu(tmp_path):
     rc = cli.main(["nondet", "--topk", "2048", "--tokens", "8", "--runs", "3", "--out", str(tmp_path)])
     assert rc == 0
+
+
+# ---------------------------------------------------------------- GPU sections, timing faked
+
+
+class _FakeGraph:
+    def __init__(self, calls):
+        self.calls = calls
+
+
+@pytest.fixture
+def fake_graph_timing(monkeypatch):
+    """The CUDA-graph capture and replay replaced: capture runs the calls eagerly,
+    timing hands out made-up µs (floors below kernels). Everything else of the GPU
+    sections (gates, cold rotation, tables, findings, the page) runs for real on the
+    interpreter."""
+    from remap_ab.bench import measure
+
+    captured = []
+
+    def capture(fn, calls, warmup=3):
+        result = None
+        for _ in range(calls):
+            result = fn()
+        captured.append(calls)
+        return _FakeGraph(calls), result
+
+    def time_graphs(graphs, repeats):
+        return {key: Timing([(0.5 if key[0] == "floor" else 2.0 + (0.7 if key[0] == "cold" else 0.0))] * repeats)
+                for key in graphs}
+
+    monkeypatch.setattr(measure, "capture", capture)
+    monkeypatch.setattr(measure, "time_graphs", time_graphs)
+    monkeypatch.setattr(measure, "floor_fn", lambda grid, warps: (lambda: None))
+    monkeypatch.setattr(cold_l2, "l2_bytes", lambda device=None: 16 * 1024)
+    return captured
+
+
+@needs_no_cuda
+def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_timing):
+    from remap_ab.bench.suite import Suite, SuiteOptions
+
+    backend.select("cpu")
+    opts = SuiteOptions(
+        sections=["pr", "contention", "decode", "width", "resources"], device="cuda", timing_device="cpu",
+        calls=2, repeats=2, pr_topk=(512,), pr_tokens=(1,), cold_l2=True, contention_tokens=(1,),
+        decode_batches=(1, 2), model=decode.DecodeModel(layers=78, topk=2048, dcp_sizes=(1,)),
+        scan_k=(256,), scan_warps=(8,), scan_tokens=(1,),
+    )
+    printed = []
+    sections = Suite(opts, tmp_path, {"device": "fake"}, say=printed.append).run()
+    status = {s.key: (s.status, s.note) for s in sections}
+    assert all(v[0] == "complete" for v in status.values()), status
+    by = {s.key: s for s in sections}
+
+    pr = by["pr"].tables[0].rows
+    assert [r["path"] for r in pr] == ["counts", "dcp"]
+    assert all(r["status"] == "timed" and r["verified_in_graph"] for r in pr)
+    assert all(r["a_us"] == 2.0 and r["a_cold_us"] == 2.7 and r["floor_a_us"] == 0.5 for r in pr)
+    assert pr[0]["cold_sets"] == cold_l2.sets_needed(4 * (512 + 1 + 2 * 64), 16 * 1024)
+    assert max(fake_graph_timing) >= pr[0]["cold_sets"]  # a cold graph covers every copy
+
+    cont = by["contention"].tables[0].rows
+    assert {r["variant"] for r in cont} == {"16 tiles", "8 tiles", "4 tiles", "2 tiles", "1 tile (new)"}
+    assert {r["grid"] for r in cont if r["variant"] == "16 tiles"} == {"1x16"}
+    assert all(r["above_floor_us"] == 1.5 for r in cont)
+    assert any("not enough timed token counts" in f for f in by["contention"].findings)
+
+    steps = {r["batch"]: r for r in by["decode"].tables[0].rows}
+    assert steps[1]["old_call_us"] == 2.0 and steps[2]["new_step_us"] == pytest.approx(78 * 2.0)
+    assert steps[1]["saved_step_us"] == 0.0  # equal made-up times: nothing saved, said as such
+
+    width = by["width"].tables[0].rows
+    assert [r["variant"] for r in width] == ["single tile, 8 warps", "tiled 128, 4 warps"]
+    assert [r["grid"] for r in width] == ["1x1", "1x2"]
+    assert by["resources"].findings[0].startswith("0 compiled variants")  # the interpreter compiles nothing
+    html = (tmp_path / "index.html").read_text()
+    assert "16 tiles" in html and "single tile, 8 warps" in html
+    assert any("pr counts K=512" in line for line in printed)
+
+
+@needs_no_cuda
+def test_a_cell_whose_graph_output_goes_wrong_after_timing_is_flagged(tmp_path, fake_graph_timing, monkeypatch):
+    """The post-timing check judges what the graph's last call returned: spoil it."""
+    from remap_ab.bench import measure
+
+    backend.select("cpu")
+    real_capture = measure.capture
+
+    def spoiling_capture(fn, calls, warmup=3):
+        graph, result = real_capture(fn, calls)
+        if result is None:  # a floor graph: nothing to spoil
+            return graph, result
+        out, counts = result
+        out = out.clone()
+        out[0, 0] = 12345
+        return graph, (out, counts)
+
+    monkeypatch.setattr(measure, "capture", spoiling_capture)
+    config = CaseConfig(mode="convert", topk=256, tokens=1, counts=True)
+    cell = bench.bench_cell(config, registry.get("old"), registry.get("new"), calls=2, repeats=1, device="cpu")
+    assert cell.status == "timed" and cell.verified_in_graph is False
+    assert "graph outputs fail the oracle after timing" in cell.why
+    assert bench.printable([cell]).loc[0, "check"] == "FAIL"

@@ -110,6 +110,7 @@ def run(
     seed: int = 0,
     budget=None,
     on_cell: Optional[Callable[[CellResult], None]] = None,
+    device: str = "cuda",
 ) -> tuple[list[dict], int]:
     """Rows for every (path, tokens, variant) measured, and how many cells were left
     unmeasured when the budget ran out."""
@@ -122,7 +123,7 @@ def run(
         if budget is not None and budget.exhausted:
             left = len(configs) - i
             break
-        inputs = generate_inputs(config, device="cuda")
+        inputs = generate_inputs(config, device=device)
         cell = measure_cell(config, inputs, variants(config, widths, old, new), calls=calls, repeats=repeats)
         rows += rows_of(cell)
         if on_cell:

@@ -84,7 +84,7 @@ def rows(model: DecodeModel, batches: Sequence[int], per_call: Callable[[int, in
 
 
 def measure(model: DecodeModel, batches: Sequence[int], *, calls: int, repeats: int, known=None, budget=None,
-            seed: int = 0) -> tuple[dict, int]:
+            seed: int = 0, device: str = "cuda") -> tuple[dict, int]:
     """Measured µs per call, (dcp, batch, impl) -> µs, for every cell ``known`` (the
     same lookup, e.g. from the contention section) lacks. Returns it and the number of
     cells the budget left unmeasured."""
@@ -109,7 +109,7 @@ def measure(model: DecodeModel, batches: Sequence[int], *, calls: int, repeats: 
             left = len(todo) - i
             break
         config = call_config(model, dcp, b, seed)
-        inputs = generate_inputs(config, device="cuda")
+        inputs = generate_inputs(config, device=device)
         cell = measure_cell(config, inputs, [wrapper_variant(old, config, "old"), wrapper_variant(new, config, "new")],
                             calls=calls, repeats=repeats, floors=False)
         if cell.status == "timed" and cell.verified_in_graph:

@@ -61,7 +61,8 @@ def lines(title: str, xlabel: str, ylabel: str, series: Mapping[str, Sequence[tu
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     return _png(fig)
 
 

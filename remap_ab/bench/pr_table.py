@@ -144,13 +144,14 @@ def bench_cell(
     calls: int,
     repeats: int,
     cold: bool = False,
+    device: str = "cuda",
 ) -> Cell:
     """Gate, capture, time (repeats interleaved so drift hits every variant alike),
     then check the graphs' own outputs (measure.measure_cell)."""
     from remap_ab.inputs import generate_inputs
 
     cell = Cell(config, a.name, b.name)
-    inputs = generate_inputs(config, device="cuda")
+    inputs = generate_inputs(config, device=device)
     variants = [wrapper_variant(a, config, "a"), wrapper_variant(b, config, "b")]
     result = measure_cell(config, inputs, variants, calls=calls, repeats=repeats, cold=cold)
     return cell_from(cell, result, config)
@@ -183,16 +184,19 @@ def run_bench(
     cold: bool = False,
     progress: Optional[Callable[[Cell], None]] = None,
     budget=None,
+    device: str = "cuda",
 ) -> list[Cell]:
     """Every cell in turn; with a ``budget`` (timing.Budget), cells left when it runs
-    out are not started (the caller says so)."""
-    require_cuda()
+    out are not started (the caller says so). ``device`` other than cuda is for tests
+    that replace the graph timing (measure.py) to run the rest on the interpreter."""
+    if device == "cuda":
+        require_cuda()
     impl_a, impl_b = registry.get(a), registry.get(b)
     cells = []
     for config in configs:
         if budget is not None and budget.exhausted:
             break
-        cell = bench_cell(config, impl_a, impl_b, calls=calls, repeats=repeats, cold=cold)
+        cell = bench_cell(config, impl_a, impl_b, calls=calls, repeats=repeats, cold=cold, device=device)
         cells.append(cell)
         if progress:
             progress(cell)

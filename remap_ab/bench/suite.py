@@ -98,6 +98,10 @@ class SuiteOptions:
     host_impls: tuple = ("old", "new")
     sweep_filters: tuple = ()
     sweep_fresh_process: bool = True
+    # Where the GPU sections put their inputs. Always "cuda" from the command line; the
+    # tests set "cpu" with the graph timing replaced, to run everything else of those
+    # sections (gates, tables, findings, charts) on the interpreter.
+    timing_device: str = "cuda"
 
 
 class Suite:
@@ -184,7 +188,7 @@ class Suite:
                          f"({r['speedup']:.2f}x){cold}; floors {r['floor_a_us']:.2f} / {r['floor_b_us']:.2f}")
 
         cells = pr_table.run_bench(configs, o.a, o.b, calls=o.calls, repeats=max(o.repeats, 1), cold=o.cold_l2,
-                                   progress=progress, budget=self.budget)
+                                   progress=progress, budget=self.budget, device=o.timing_device)
         rows = [c.row() for c in cells]
         self._count_checks(rows)
         section.tables.append(Table("cells", "µs per call (medians over repeats)", rows, caption=(
@@ -224,7 +228,8 @@ class Suite:
             self.say(f"  contention {'dcp' if cell.config.compacts else 'counts'} T={cell.config.tokens}: {parts} µs")
 
         rows, left = contention.run(tokens=o.contention_tokens, widths=o.contention_widths, calls=o.calls,
-                                    repeats=o.repeats, seed=o.seed, budget=self.budget, on_cell=on_cell)
+                                    repeats=o.repeats, seed=o.seed, budget=self.budget, on_cell=on_cell,
+                                    device=o.timing_device)
         self.contention_rows = rows
         self._count_checks(rows)
         section.tables.append(Table("cells", "µs per call: total, floor of the same grid, and the rest", rows))
@@ -270,7 +275,7 @@ class Suite:
 
         o = self.opts
         found, left = decode.measure(o.model, o.decode_batches, calls=o.calls, repeats=o.repeats,
-                                     known=self._known_call_us, budget=self.budget, seed=o.seed)
+                                     known=self._known_call_us, budget=self.budget, seed=o.seed, device=o.timing_device)
         refused = [(k, v) for k, v in found.items() if k[2] == "refused"]
         self.failed_checks += len(refused)
         rows = decode.rows(o.model, o.decode_batches, lambda d, b, i: found.get((d, b, i)))
@@ -307,7 +312,8 @@ class Suite:
             self.say(f"  width K={cell.config.topk} T={cell.config.tokens}: {parts}")
 
         rows, left = width_scan.run(widths=o.scan_k, warps=o.scan_warps, tokens=o.scan_tokens, calls=max(1, o.calls // 2),
-                                    repeats=o.repeats, seed=o.seed, budget=self.budget, on_cell=on_cell)
+                                    repeats=o.repeats, seed=o.seed, budget=self.budget, on_cell=on_cell,
+                                    device=o.timing_device)
         self._count_checks(rows)
         section.tables.append(Table("cells", "single tile at each width and warp count vs the tiled path", rows))
         section.findings += width_scan.findings(rows, o.scan_warps)

@@ -160,6 +160,7 @@ def run(
     seed: int = 0,
     budget=None,
     on_cell: Optional[Callable[[CellResult], None]] = None,
+    device: str = "cuda",
 ) -> tuple[list[dict], int]:
     """Rows for every (K, tokens, variant), and how many cells the budget left."""
     import kernels_new
@@ -182,7 +183,7 @@ def run(
               for w, n in zip(warps, names)]
         vs.append(direct_variant(kernel, config, single=False, block_n=TILED_BLOCK_N, warps=TILED_WARPS, name=names[-1],
                                  facts=facts.setdefault(k, {})))
-        inputs = generate_inputs(config, device="cuda")
+        inputs = generate_inputs(config, device=device)
         cell = measure_cell(config, inputs, vs, calls=calls, repeats=repeats)
         rows += rows_of(cell, facts.get(k, {}))
         if on_cell:
