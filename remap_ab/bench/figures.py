@@ -54,7 +54,10 @@ def lines(title: str, xlabel: str, ylabel: str, series: Mapping[str, Sequence[tu
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name, color=_COLOURS[i % len(_COLOURS)])
     if logx:
+        from matplotlib.ticker import ScalarFormatter
+
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ScalarFormatter())  # 256, not 2^8
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

@@ -339,11 +339,19 @@ class Suite:
         tokens = o.det_tokens or ((1, 8, 256) if on_gpu else (1, 2))
         runs = o.det_runs or (20 if on_gpu else 8)
 
+        pending: dict = {}
+
         def on_tally(t):
+            # One line per (condition, case, implementation), once every dtype is in.
             r = t.row()
-            self.say(f"  determinism {r['condition']:>10} K={r['topk']:<5} T={r['tokens']:<4} {r['impl']:>4} {r['dtype']:>8}: "
-                     f"{r['distinct_index_outputs']}/{r['runs']} index outputs, {r['distinct_attention_outputs']}/{r['runs']} "
-                     f"attention outputs, max |Δ| {r['max_abs_delta']:.3g}")
+            key = (r["condition"], r["topk"], r["tokens"], r["impl"])
+            pending.setdefault(key, []).append(r)
+            if len(pending[key]) < len(attention.DTYPES):
+                return
+            parts = "; ".join(f"{x['dtype']} {x['distinct_attention_outputs']}/{x['runs']} (max |Δ| {x['max_abs_delta']:.3g})"
+                              for x in pending.pop(key))
+            self.say(f"  determinism {r['condition']} K={r['topk']} T={r['tokens']} {r['impl']}: "
+                     f"{r['distinct_index_outputs']}/{r['runs']} index outputs; attention {parts}")
 
         rows, left = attention.run(device=o.device, topks=o.det_topk, tokens=tokens, runs=runs, budget=self.budget,
                                    on_tally=on_tally)

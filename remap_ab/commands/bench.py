@@ -42,6 +42,9 @@ SWEEP_PHASES = ("host", "sweep")
 
 
 def add_arguments(p):
+    import argparse
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the section list above keeps its layout
     options.add_implementations(p)
     options.add_device(p)
     options.add_root(p, "bench pages (written to ROOT/bench/<stamp>/)")
@@ -181,6 +184,12 @@ def main(args) -> int:
     suite = Suite(opts, folder, meta, say=lambda line: print(line, flush=True))
     sections = suite.run()
     files = suite.write()
+    # Every finding once more at the end, so the tail of a long printout holds them all.
+    print("\n=== findings ===")
+    for s in sections:
+        print(f"[{s.key}] {s.status}" + (f" — {s.note}" if s.note else ""))
+        for f in s.findings:
+            print(f"  - {f}")
     print("wrote " + ", ".join(str(f) for f in files))
     incomplete = [s for s in sections if s.status != "complete"]
     for s in incomplete:
