@@ -551,8 +551,12 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     suite = Suite(opts, tmp_path, {}, say=lambda line: None)
     (section,) = suite.run()
     assert section.status == "complete", section.note
-    (rows,) = [t.rows for t in section.tables]
+    tables = {t.key: t.rows for t in section.tables}
+    rows = tables["phases"]
     assert rows[0]["cases"] == 1 and rows[0]["rc"] == 0
+    breakdown = {r["way"]: r for r in tables["kernels-phase"]}
+    assert set(breakdown) == {"plain", "poisoned", "sweep call"}
+    assert all(r["cases"] == 1 and r["calls"] == 2 and r["total_s"] >= r["host_s"] > 0 for r in breakdown.values())
     assert all(rows[0][k] is not None and rows[0][k] >= 0 for k in ("gen_s", "kernels_s", "compare_s", "write_s"))
     assert rows[0]["wall_s"] >= rows[0]["phases_sum_s"]
     assert any("in-process" in f for f in section.findings)

@@ -152,7 +152,10 @@ def sweep_in_process(root: Path, name: str, filters: Sequence[str] = ()) -> dict
     buffer = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(buffer):
-        rc = cli.main(args)
+        try:
+            rc = cli.main(args)
+        except SystemExit as exc:  # argparse refusing an option: a result to report, not the end of the bench
+            rc = exc.code
     wall = time.perf_counter() - start
     return {"how": "in-process (-j 0)", "rc": rc, "wall_s": wall, **_read_session(root / name),
             "printout_tail": buffer.getvalue()[-600:]}
@@ -185,3 +188,71 @@ def phase_row(label: str, result: dict) -> dict:
         "phases_sum_s": sum(v for v in ph.values() if isinstance(v, (int, float))) if ph else None,
         "sweep_wall_s": result.get("sweep_wall_s"), "wall_s": result.get("wall_s"),
     }
+
+
+def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: int = 64,
+                            filters: Sequence[str] = (), budget=None) -> list[dict]:
+    """Where the sweep's kernels phase spends its time, case by case as batch.py runs
+    it: every grid case's inputs are generated per batch (untimed), then A and B run
+    on each case three ways, each timed over the whole grid with one sync per batch:
+
+      plain         the public wrappers, nothing else;
+      poisoned      the same inside poisoned_empty (every torch.empty is filled);
+      sweep call    batch.py's per-case call (timing events, order contract), poisoned,
+                    i.e. the kernels phase itself.
+
+    For each: host seconds (until the last call of a batch returns) and total seconds
+    (until the device has finished too). Compilation is paid in an untimed pass first."""
+    from remap_ab import grid as gridmod
+    from remap_ab import registry
+    from remap_ab.inputs import generate_inputs_batch
+    from remap_ab.runner import poisoned_empty
+
+    try:
+        from remap_ab import batch as batchmod
+    except ImportError:
+        batchmod = None
+    g = gridmod.load(None)
+    points = g.points()
+    if filters:
+        from remap_ab.sweep import select
+
+        points = select(g, list(filters), None)
+    configs = [p.config for p in points]
+    impls = [registry.get(a), registry.get(b)]
+    call = getattr(batchmod, "_call", None) if batchmod else None
+    clock = getattr(batchmod, "_Clock", None)(torch.device(device)) if call and getattr(batchmod, "_Clock", None) else None
+    ways = {
+        "plain": (lambda impl, c, x: impl(c, x), None),
+        "poisoned": (lambda impl, c, x: impl(c, x), poisoned_empty),
+    }
+    if call is not None and clock is not None:
+        ways["sweep call"] = (lambda impl, c, x: call(impl, c, x, clock), poisoned_empty)
+    totals = {w: {"host_s": 0.0, "total_s": 0.0, "calls": 0} for w in ways}
+    done = 0
+    for start in range(0, len(configs), batch):
+        if budget is not None and budget.exhausted:
+            break
+        chunk = configs[start : start + batch]
+        inputs = generate_inputs_batch(chunk, device=device)
+        with poisoned_empty():  # untimed: compiles what this batch needs
+            for c, x in zip(chunk, inputs):
+                for impl in impls:
+                    impl(c, x)
+        _sync(device)
+        for way, (fn, context) in ways.items():
+            t0 = time.perf_counter()
+            with (context() if context else contextlib.nullcontext()):
+                for c, x in zip(chunk, inputs):
+                    for impl in impls:
+                        fn(impl, c, x)
+                t1 = time.perf_counter()
+                _sync(device)
+            t2 = time.perf_counter()
+            totals[way]["host_s"] += t1 - t0
+            totals[way]["total_s"] += t2 - t0
+            totals[way]["calls"] += 2 * len(chunk)
+        done += len(chunk)
+    return [{"way": w, "cases": done, "calls": v["calls"], "host_s": v["host_s"], "total_s": v["total_s"],
+             "host_us_per_call": v["host_s"] / v["calls"] * 1e6 if v["calls"] else float("nan"),
+             "device_wait_s": v["total_s"] - v["host_s"]} for w, v in totals.items()]

@@ -424,6 +424,16 @@ class Suite:
             rows.append(host.phase_row("in-process, first", first))
             self.say(f"  sweep in-process: {first['wall_s']:.2f} s, phases {first.get('phase_seconds')}")
             if self.budget.left() > 3 * first["wall_s"] + 5:
+                breakdown = host.kernels_phase_breakdown(o.device, o.a, o.b, filters=o.sweep_filters, budget=self.budget)
+                section.tables.append(Table("kernels-phase", "the kernels phase decomposed (the whole grid, A and B)", breakdown,
+                                            caption="host_s: until the last call of each batch returned; total_s: until the "
+                                                    "device finished too (one sync per batch, as the sweep does)."))
+                by_way = {r["way"]: r for r in breakdown}
+                section.findings.append("kernels phase per call (host µs): " + ", ".join(
+                    f"{w} {r['host_us_per_call']:.1f}" for w, r in by_way.items()) + "; device wait after the last call: "
+                    + ", ".join(f"{w} {r['device_wait_s']:.2f} s" for w, r in by_way.items()))
+                self.say("  " + section.findings[-1])
+            if self.budget.left() > 3 * first["wall_s"] + 5:
                 second = host.sweep_in_process(scratch, "in-process-2", o.sweep_filters)
                 rows.append(host.phase_row("in-process, second (warm)", second))
                 self.say(f"  sweep in-process again: {second['wall_s']:.2f} s, phases {second.get('phase_seconds')}")
@@ -434,7 +444,7 @@ class Suite:
                 self.say(f"  sweep fresh process: {fresh['wall_s']:.2f} s end to end (rc {fresh['rc']})")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        section.tables.append(Table("phases", "sweep phase split (seconds)", rows, caption=(
+        section.tables.insert(0, Table("phases", "sweep phase split (seconds)", rows, caption=(
             "phases from the run's run.json (gen / kernels / compare / write); wall_s = the whole command; "
             "the first in-process run also pays Triton compilation when the cache is cold.")))
         warm = [r for r in rows if r["run"].startswith("in-process")]
