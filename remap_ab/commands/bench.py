@@ -107,7 +107,11 @@ def _output_folder(args) -> Path:
         return options.checked_output_dir(args.report, "--report")
     options.checked_output_dir(args.root, "--root")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return options.checked_output_dir(Path(args.root) / "bench" / stamp, "--root")
+    folder, n = Path(args.root) / "bench" / stamp, 1
+    while folder.exists():  # two runs in one second: never overwrite the first
+        n += 1
+        folder = Path(args.root) / "bench" / f"{stamp}-{n}"
+    return options.checked_output_dir(folder, "--root")
 
 
 def build_options(args, device: str):
