@@ -560,6 +560,8 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     assert all(rows[0][k] is not None and rows[0][k] >= 0 for k in ("gen_s", "kernels_s", "compare_s", "write_s"))
     assert rows[0]["wall_s"] >= rows[0]["phases_sum_s"]
     assert any("in-process" in f for f in section.findings)
+    assert [r["run"] for r in rows] == ["in-process, first", "in-process, second (warm)"]
+    assert any("per-process JIT work" in f for f in section.findings)
 
 
 @needs_no_cuda

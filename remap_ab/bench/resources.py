@@ -209,6 +209,18 @@ def jit_cache_variants(book: VariantBook, kernels: dict) -> None:
                     book.add(label, compiled, {"cache_key": str(cache_key)[:60]})
 
 
+def jit_variant_count(kernels: dict) -> int:
+    """How many compiled variants the kernels' in-memory JIT caches hold (each one was
+    compiled or loaded from Triton's disk cache in this process)."""
+    n = 0
+    for fn in kernels.values():
+        for entry in list((getattr(fn, "device_caches", None) or {}).values()):
+            cache = entry[0] if isinstance(entry, tuple) and entry and isinstance(entry[0], dict) else entry
+            if isinstance(cache, dict):
+                n += sum(1 for c in cache.values() if hasattr(c, "metadata"))
+    return n
+
+
 def bench_kernels() -> dict:
     """label -> JITFunction of the two vendored kernels."""
     import kernels_new

@@ -195,10 +195,9 @@ class Suite:
             "a = " + o.a + ", b = " + o.b + "; floor = empty Triton kernel on the same grid and warps; "
             "GBps = minimum bytes moved / time; cold columns: rotating input copies (cold_sets, footprint / L2).")))
         try:
-            printable = pr_table.printable(cells)
-            self.say(printable.to_string(index=False))
-        except Exception:
-            pass
+            self.say(pr_table.printable(cells).to_string(index=False))
+        except Exception as exc:  # the rows are already in the section; only the printout is lost
+            self.say(f"  (the table could not be printed: {exception_line(exc)[:200]})")
         groups = [f"{r['path']} K={r['topk']} T={r['tokens']}" for r in rows]
         series = {f"{o.a} warm": [r["a_us"] for r in rows], f"{o.b} warm": [r["b_us"] for r in rows]}
         if o.cold_l2:
@@ -417,11 +416,17 @@ class Suite:
         if self.budget.left() < SWEEP_MIN_S:
             section.note = f"{self.budget.left():.0f} s of the budget left, a sweep needs about {SWEEP_MIN_S:.0f} s"
             return
+        from remap_ab.bench import resources
+
+        kernels = resources.bench_kernels()
         scratch = Path(tempfile.mkdtemp(prefix="remap-ab-bench-sweep-"))
         rows = []
         try:
+            before = resources.jit_variant_count(kernels)
             first = host.sweep_in_process(scratch, "in-process-1", o.sweep_filters)
             rows.append(host.phase_row("in-process, first", first))
+            added = resources.jit_variant_count(kernels) - before
+            rows[-1]["jit_variants_added"] = added
             self.say(f"  sweep in-process: {first['wall_s']:.2f} s, phases {first.get('phase_seconds')}")
             if self.budget.left() > 3 * first["wall_s"] + 5:
                 breakdown = host.kernels_phase_breakdown(o.device, o.a, o.b, filters=o.sweep_filters, budget=self.budget)
@@ -454,6 +459,14 @@ class Suite:
                 f"in-process: {best['wall_s']:.2f} s for {best['cases']} cases (gen {best['gen_s'] or 0:.2f}, kernels "
                 f"{best['kernels_s'] or 0:.2f}, compare {best['compare_s'] or 0:.2f}, write {best['write_s'] or 0:.2f} s); "
                 f"goal ≤ 2 s: {'met' if best['wall_s'] <= 2 else 'not met'}")
+        firsts = [r for r in rows if r["run"] == "in-process, first"]
+        seconds = [r for r in rows if r["run"].startswith("in-process, second")]
+        if firsts and seconds and firsts[0]["kernels_s"] is not None and seconds[0]["kernels_s"] is not None:
+            f, s = firsts[0], seconds[0]
+            section.findings.append(
+                f"kernels phase {f['kernels_s']:.2f} s in the first run of this process, {s['kernels_s']:.2f} s in the "
+                f"second: {f['kernels_s'] - s['kernels_s']:.2f} s is per-process JIT work (the first run brought "
+                f"{f.get('jit_variants_added', '?')} kernel variants into memory, compiled or loaded from Triton's disk cache)")
         fresh_rows = [r for r in rows if r["run"].startswith("fresh")]
         if fresh_rows:
             f = fresh_rows[0]
