@@ -215,7 +215,7 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
     g = gridmod.load(None)
     points = g.points()
     if filters:
-        from remap_ab.sweep import select
+        from remap_ab.selection import select
 
         points = select(g, list(filters), None)
     configs = [p.config for p in points]
