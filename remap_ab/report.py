@@ -612,6 +612,22 @@ def _check_verdict_json(folder: Path, meta: dict) -> None:
             raise ReportError(f"report {folder}: {f} field {at[:-1]!r} has unknown keys {sorted(extra)}")
 
 
+def _check_config_types(folder: Path, fields: dict) -> None:
+    """config.json holds what ``CaseConfig.to_dict`` wrote: each field of its field's
+    type (a float field may hold an int). The command line's string coercion has no
+    place in a file remap-ab wrote itself: a string there is corruption."""
+    import dataclasses
+
+    from remap_ab.config import CaseConfig
+
+    for f in dataclasses.fields(CaseConfig):
+        if f.name not in fields or f.default is dataclasses.MISSING:
+            continue
+        kind = type(f.default)
+        kinds = (int, float) if kind is float else (kind,)
+        _expect("config.json", folder, fields, f.name, kinds, "config.")
+
+
 def load_report(path) -> Report:
     """Read a report folder (or a file inside one); ReportError, in one line naming the
     file and the field, when it is missing, incomplete or corrupt."""
@@ -632,6 +648,7 @@ def load_report(path) -> Report:
     cdata = _read_json(folder, "config.json")
     case_id = _expect("config.json", folder, cdata, "case_id", (str,))
     fields = _expect("config.json", folder, cdata, "config", (dict,))
+    _check_config_types(folder, fields)
     try:
         config = CaseConfig.from_dict(fields)
     except (ConfigError, TypeError, ValueError) as exc:

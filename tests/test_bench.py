@@ -86,16 +86,14 @@ def test_gate_passes_old_and_new_on_both_paths():
         assert bench.agreement_gate(config, inputs, registry.get("old"), registry.get("new")).passed
 
 
-def test_chart_falls_back_to_svg_without_matplotlib(tmp_path, monkeypatch):
+def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
     from remap_ab.charts import bar_chart
+    from remap_ab.commands.common import draw_chart
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    path = bar_chart(tmp_path / "c", "t", ["g1", "g2"], {"old": [2.0, 13.0], "new": [1.5, float("nan")]}, "µs", log=True)
-    assert path.suffix == ".svg"
-    import xml.dom.minidom
-
-    doc = xml.dom.minidom.parse(str(path))
-    assert len(doc.getElementsByTagName("rect")) >= 3
+    said = draw_chart(bar_chart, tmp_path / "c", "t", ["g1", "g2"], {"old": [2.0, 13.0], "new": [1.5, float("nan")]}, "µs")
+    assert "pip install 'remap-ab[plots]'" in said and "\n" not in said
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.gpu
