@@ -183,11 +183,16 @@ def lane_png(m: LaneMap) -> bytes:
             ax.axvline(x, color="#9a9a9a", linewidth=0.5)
     styles = {"oracle": ("black", "-"), m.label_a: (ONLY_A, "--"), m.label_b: (ONLY_B, ":")}
     ys = np.arange(t + 1)
+    oracle_counts = np.asarray(m.counts["oracle"])
     if m.compacted:
-        for label, ends in m.counts.items():
-            colour, dash = styles.get(label, ("black", "-"))
-            ends = np.clip(np.asarray(ends), 0, k)
-            ax.step(np.append(ends, ends[-1]), ys, where="post", color=colour, linestyle=dash, linewidth=1.2)
+        # The oracle's prefix end on every row; A's or B's only where theirs differs.
+        ends = np.clip(oracle_counts, 0, k)
+        ax.step(np.append(ends, ends[-1]), ys, where="post", color="black", linewidth=1.2)
+        for label, counts in m.counts.items():
+            if label != "oracle":
+                bad = np.nonzero(np.asarray(counts) != oracle_counts)[0]
+                ax.scatter(np.clip(np.asarray(counts)[bad], 0, k), bad + 0.5, marker="|", s=160, linewidths=2.5,
+                           color=styles.get(label, ("black", "-"))[0], zorder=4)
     marked = np.argwhere(cells >= 2)
     if 0 < len(marked) <= MARKED_CELLS:
         colours = [(ONLY_A, ONLY_B, BOTH)[cells[r, c] - 2] for r, c in marked]
@@ -209,17 +214,15 @@ def lane_png(m: LaneMap) -> bytes:
     # Each row's valid counts, beside its lanes: the oracle's, and A's or B's where
     # they returned other counts.
     cx = fig.add_subplot(grid[0, 1], sharey=ax)
-    oracle_counts = np.asarray(m.counts["oracle"])
+    if t == 1:
+        cx.plot([0, oracle_counts[0]], [0.5, 0.5], color="black", linewidth=2)
+    else:
+        cx.step(np.append(oracle_counts, oracle_counts[-1]), ys, where="post", color="black", linewidth=1.2)
     for label, counts in m.counts.items():
-        colour, dash = styles.get(label, ("black", "-"))
-        counts = np.asarray(counts)
-        if t == 1:
-            cx.plot([0, counts[0]], [0.5, 0.5], color=colour, linestyle=dash, linewidth=2)
-        else:
-            cx.step(np.append(counts, counts[-1]), ys, where="post", color=colour, linestyle=dash, linewidth=1.2)
         if label != "oracle":  # a dot on every row whose count is wrong, however many rows
-            bad = np.nonzero(counts != oracle_counts)[0]
-            cx.scatter(np.clip(counts[bad], 0, k), bad + 0.5, s=30, color=colour, zorder=3, clip_on=False)
+            bad = np.nonzero(np.asarray(counts) != oracle_counts)[0]
+            cx.scatter(np.clip(np.asarray(counts)[bad], 0, k), bad + 0.5, s=30, zorder=3, clip_on=False,
+                       color=styles.get(label, ("black", "-"))[0])
     cx.set_xlim(0, k)
     cx.set_xticks([0, k], ["0", str(k)])
     cx.set_xlabel("valid count", fontsize=9)
@@ -232,9 +235,13 @@ def lane_png(m: LaneMap) -> bytes:
     names = [f"only {m.label_a} differs", f"only {m.label_b} differs", "both differ",
              "valid lane (compacted prefix), equal" if m.compacted else "valid lane, equal"]
     for label in m.counts:
-        colour, dash = styles.get(label, ("black", "-"))
-        handles.append(plt.Line2D([], [], color=colour, linestyle=dash))
-        names.append(f"{label}'s valid count" + (" (prefix ends)" if m.compacted and label == "oracle" else ""))
+        colour = styles.get(label, ("black", "-"))[0]
+        if label == "oracle":
+            handles.append(plt.Line2D([], [], color=colour))
+            names.append("oracle's valid count" + (" (its prefix ends)" if m.compacted else ""))
+        else:
+            handles.append(plt.Line2D([], [], color=colour, marker="o", linestyle="none"))
+            names.append(f"{label}'s valid count, where it differs")
     # Below everything (bbox_inches="tight" keeps it in the picture), clear of the axes.
     fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 4),
                fontsize=8, frameon=False)
@@ -276,11 +283,12 @@ def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, styles) -> None:
             if x > clo:
                 zx.axvline(x, color="#555", linewidth=1.2)
     if m.compacted:
+        oracle_counts = np.asarray(m.counts["oracle"])
         for label, ends in m.counts.items():
             colour, dash = styles.get(label, ("black", "-"))
             ends = np.asarray(ends)
             for r in range(rlo, rhi):
-                if clo <= ends[r] <= chi:
+                if clo <= ends[r] <= chi and (label == "oracle" or ends[r] != oracle_counts[r]):
                     zx.plot([ends[r], ends[r]], [r, r + 1], color=colour, linestyle=dash, linewidth=2.5)
     if m.first is not None and m.first[1] >= 0:  # a lane is named (not a row's count)
         zx.add_patch(Rectangle((c0, r0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))

@@ -29,7 +29,7 @@ def main(args) -> int:
     from remap_ab import backend
     from remap_ab import grid as gridmod
     from remap_ab.errors import ImplementationError, ReportError
-    from remap_ab.report import find_report, load_report
+    from remap_ab.report import find_report, load_report, mismatch_line
     from remap_ab.runner import run_case
     from remap_ab.status import Status
 
@@ -81,7 +81,11 @@ def main(args) -> int:
     print(f"replay of case {config.case_id}: {a} vs {b} (oracle checked) on {device}, from {source}"
           + (" with memcheck" if args.memcheck else ""))
     print(f"  config: {config.cli_args() or '(defaults)'}")
-    print(v.describe())
+    print(f"case {v.case_id}: {Status(v.status).value.upper()}")
+    for m in v.failures:
+        print("  FAIL " + mismatch_line(m))
+    for i in v.info:
+        print("  info " + i)
     if report is not None:
         saved = report.verdict
         status = Status(saved.status)
@@ -89,7 +93,7 @@ def main(args) -> int:
             what = "did not crash" if status is Status.CRASH else "finished"
             print(f"  saved verdict: {status.value.upper()} ({saved.first.message if saved.first else ''}); this replay {what}")
         else:
-            print(f"  saved verdict: {status.value.upper()}" + (f" — {saved.first.line()}" if saved.first else ""))
+            print(f"  saved verdict: {status.value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
             same = _key(saved) == _key(v)
             print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
     return 0 if v.passed else 1
