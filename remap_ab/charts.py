@@ -135,6 +135,7 @@ def lane_png(m: LaneMap) -> bytes:
 
     plt = _pyplot()
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
 
     t, k = m.valid.shape
     da = np.zeros((t, k), bool) if m.differs_a is None else np.asarray(m.differs_a, bool)
@@ -165,9 +166,14 @@ def lane_png(m: LaneMap) -> bytes:
 
     over_h = min(6.0, max(1.1, 0.022 * rows + 0.9))
     zoom_h = 2.3 if zoom else 0.0
-    fig = plt.figure(figsize=(11.0, over_h + zoom_h + 0.9), dpi=100)
+    # Fixed margins in inches (title, axis labels, legend), not bbox_inches="tight":
+    # that draws the figure twice, and a sweep may write many reports.
+    top, bottom, gap = 0.45, 1.05, 0.75 if zoom else 0.0
+    height = top + over_h + gap + zoom_h + bottom
+    fig = plt.figure(figsize=(11.0, height), dpi=100)
     grid = fig.add_gridspec(2 if zoom else 1, 2, height_ratios=[over_h, zoom_h] if zoom else [1],
-                            width_ratios=[10, 1.4], hspace=0.9, wspace=0.04)
+                            width_ratios=[10, 1.4], hspace=gap / ((over_h + zoom_h) / (2 if zoom else 1)),
+                            wspace=0.04, left=0.085, right=0.985, top=1 - top / height, bottom=bottom / height)
     ax = fig.add_subplot(grid[0, 0])
     ax.imshow(rgb, aspect="auto", interpolation="nearest", extent=(0, cols * cw, rows * rh, 0))
     ax.set_xlim(0, k)
@@ -175,19 +181,19 @@ def lane_png(m: LaneMap) -> bytes:
     ax.set_xlabel(f"column (K={k})" + (f", one cell = {cw} columns" if cw > 1 else ""), fontsize=9)
     ax.set_ylabel(f"row (T={t})" + (f"\none cell = {rh} rows" if rh > 1 else ""), fontsize=9)
     ax.tick_params(labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if t <= 8:
         ax.set_yticks([r + 0.5 for r in range(t)], [str(r) for r in range(t)])
     tiles = k // m.block_n if m.block_n else 0
     if 1 < tiles <= 64:
-        for x in range(m.block_n, k, m.block_n):
-            ax.axvline(x, color="#9a9a9a", linewidth=0.5)
+        ax.vlines(range(m.block_n, k, m.block_n), 0, t, color="#9a9a9a", linewidth=0.5)
     styles = {"oracle": ("black", "-"), m.label_a: (ONLY_A, "--"), m.label_b: (ONLY_B, ":")}
     ys = np.arange(t + 1)
     oracle_counts = np.asarray(m.counts["oracle"])
     if m.compacted:
         # The oracle's prefix end on every row; A's or B's only where theirs differs.
-        ends = np.clip(oracle_counts, 0, k)
-        ax.step(np.append(ends, ends[-1]), ys, where="post", color="black", linewidth=1.2)
+        _count_line(ax, np.clip(oracle_counts, 0, k), ys)
         for label, counts in m.counts.items():
             if label != "oracle":
                 bad = np.nonzero(np.asarray(counts) != oracle_counts)[0]
@@ -202,10 +208,10 @@ def lane_png(m: LaneMap) -> bytes:
     if first_row is not None:
         # Marks beside and above the plot point at the row and column the verdict
         # names, however thin a row or column is drawn.
-        ax.plot([0.0], [first_row + 0.5], marker=">", markersize=10, color="black", clip_on=False,
+        ax.plot([-0.012], [first_row + 0.5], marker=">", markersize=10, color="black", clip_on=False,
                 transform=ax.get_yaxis_transform(), zorder=4)
         if first_col is not None:
-            ax.plot([first_col + 0.5], [1.0], marker="v", markersize=10, color="black", clip_on=False,
+            ax.plot([first_col + 0.5], [1.02], marker="v", markersize=10, color="black", clip_on=False,
                     transform=ax.get_xaxis_transform(), zorder=4)
         where = f"col {m.first[1]}" if m.first[1] >= 0 else "its valid count"
         title += f" — {'▼ ' if first_col is not None else ''}▶ the verdict's first mismatch: row {first_row}, {where}"
@@ -217,7 +223,7 @@ def lane_png(m: LaneMap) -> bytes:
     if t == 1:
         cx.plot([0, oracle_counts[0]], [0.5, 0.5], color="black", linewidth=2)
     else:
-        cx.step(np.append(oracle_counts, oracle_counts[-1]), ys, where="post", color="black", linewidth=1.2)
+        _count_line(cx, oracle_counts, ys)
     for label, counts in m.counts.items():
         if label != "oracle":  # a dot on every row whose count is wrong, however many rows
             bad = np.nonzero(np.asarray(counts) != oracle_counts)[0]
@@ -242,14 +248,13 @@ def lane_png(m: LaneMap) -> bytes:
         else:
             handles.append(plt.Line2D([], [], color=colour, marker="o", linestyle="none"))
             names.append(f"{label}'s valid count, where it differs")
-    # Below everything (bbox_inches="tight" keeps it in the picture), clear of the axes.
-    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 4),
+    fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.01), ncol=min(len(names), 4),
                fontsize=8, frameon=False)
 
     if zoom:
         _zoom(fig.add_subplot(grid[1, :]), codes, m, first_row, first_col, styles)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return buf.getvalue()
 
@@ -274,14 +279,11 @@ def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, styles) -> None:
                   [str(x) for x in range(clo, chi, max(1, (chi - clo) // 12))])
     zx.set_yticks([r + 0.5 for r in range(rlo, rhi)], [str(r) for r in range(rlo, rhi)])
     zx.tick_params(labelsize=8)
-    for x in range(clo, chi + 1):
-        zx.axvline(x, color="white", linewidth=0.5)
-    for y in range(rlo, rhi + 1):
-        zx.axhline(y, color="white", linewidth=0.5)
+    zx.vlines(range(clo, chi + 1), rlo, rhi, color="white", linewidth=0.5)
+    zx.hlines(range(rlo, rhi + 1), clo, chi, color="white", linewidth=0.5)
     if m.block_n:
-        for x in range(-(-clo // m.block_n) * m.block_n, chi, m.block_n):
-            if x > clo:
-                zx.axvline(x, color="#555", linewidth=1.2)
+        tile_edges = [x for x in range(-(-clo // m.block_n) * m.block_n, chi, m.block_n) if x > clo]
+        zx.vlines(tile_edges, rlo, rhi, color="#555", linewidth=1.2)
     if m.compacted:
         oracle_counts = np.asarray(m.counts["oracle"])
         for label, ends in m.counts.items():
@@ -294,6 +296,17 @@ def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, styles) -> None:
         zx.add_patch(Rectangle((c0, r0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
     zx.set_xlim(clo, chi)
     zx.set_ylim(rhi, rlo)
+
+
+def _count_line(axes, counts, ys) -> None:
+    """Each row's count: a step line while rows are several pixels tall, a dot per
+    row beyond (a step line over thousands of rows is a black smear)."""
+    if len(counts) <= MAX_CELL_ROWS:
+        import numpy as np
+
+        axes.step(np.append(counts, counts[-1]), ys, where="post", color="black", linewidth=1.2)
+    else:
+        axes.scatter(counts, ys[:-1] + 0.5, s=0.6, color="black", linewidths=0)
 
 
 def _rgb(colour: str):

@@ -248,9 +248,19 @@ CORRUPTIONS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def failing_report(tmp_path_factory):
+    """One failing report, written once; tests that damage it work on copies."""
+    return write_case_report(_result(CFG, _bump), tmp_path_factory.mktemp("written"))
+
+
+def _copy(report, tmp_path) -> Path:
+    return Path(shutil.copytree(report, tmp_path / report.name))
+
+
 @pytest.mark.parametrize("name, edit, needle", CORRUPTIONS, ids=[c[2] for c in CORRUPTIONS])
-def test_wrong_typed_fields_are_named(tmp_path, name, edit, needle):
-    folder = write_case_report(_result(CFG, _bump), tmp_path)
+def test_wrong_typed_fields_are_named(tmp_path, failing_report, name, edit, needle):
+    folder = _copy(failing_report, tmp_path)
     _edit_json(folder, name, edit)
     with pytest.raises(ReportError) as exc:
         load_report(folder)
@@ -259,8 +269,8 @@ def test_wrong_typed_fields_are_named(tmp_path, name, edit, needle):
 
 
 @pytest.mark.parametrize("missing", ["config.json", "verdict.json", "inputs.pt"])
-def test_missing_files_are_named(tmp_path, missing):
-    folder = write_case_report(_result(CFG), tmp_path)
+def test_missing_files_are_named(tmp_path, failing_report, missing):
+    folder = _copy(failing_report, tmp_path)
     (folder / missing).unlink()
     with pytest.raises(ReportError, match=f"{missing} is missing"):
         load_report(folder)
@@ -280,10 +290,11 @@ def test_load_report_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["path", "case-id"])
-def test_replay_of_a_corrupt_report_exits_2_naming_file_and_field(tmp_path, capsys, how):
+def test_replay_of_a_corrupt_report_exits_2_naming_file_and_field(tmp_path, failing_report, capsys, how):
     from remap_ab.cli import main as cli_main
 
-    folder = write_case_report(_result(CFG, _bump), tmp_path / "run1")
+    (tmp_path / "run1").mkdir()
+    folder = _copy(failing_report, tmp_path / "run1")
     _edit_json(folder, "verdict.json", lambda d: d["verdict"]["failures"][0].update(col=[1]))
     target = str(folder) if how == "path" else CFG.case_id
     assert cli_main(["replay", target, "--root", str(tmp_path)]) == 2
@@ -385,12 +396,13 @@ PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("kind", ["one-row", "crash"])
+@pytest.mark.parametrize("kind", ["one-row", "1024-rows", "crash"])
 def test_report_renders_in_headless_chromium(tmp_path, kind):
     browser = _browser()
-    if kind == "one-row":
+    if kind != "crash":
         _needs_matplotlib()
-        result = _result(CFG.replace(tokens=1, topk=2048), lambda o: o.out.__setitem__((0, 5), 12345))
+        tokens, row = (1, 0) if kind == "one-row" else (1024, 700)
+        result = _result(CFG.replace(tokens=tokens, topk=2048), lambda o: o.out.__setitem__((row, 5), 12345))
         # A long replay path, so that an unwrapped command would run off the page.
         folder = write_case_report(result, tmp_path / ("deep" * 40))
     else:
@@ -408,7 +420,7 @@ def test_report_renders_in_headless_chromium(tmp_path, kind):
     scroll_width, client_width = facts["page"]
     assert scroll_width <= client_width, "the page scrolls sideways"
     assert all(facts["pre"]), "a command runs off its box"
-    if kind == "one-row":
+    if kind != "crash":
         width, height, complete = facts["img"]
         assert complete and (width, height) == _png_size(_embedded_png(html.read_text()))
     else:
