@@ -13,8 +13,12 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from remap_ab.errors import PlotsUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 INSTALL = "pip install 'remap-ab[plots]'"
 MISSING = f"no picture: matplotlib is not installed ({INSTALL} draws one)"
@@ -108,13 +112,13 @@ class LaneMap:
                           per-row one; None when the verdict names no row
     """
 
-    differs_a: object
-    differs_b: object
-    valid: object
+    differs_a: np.ndarray | None
+    differs_b: np.ndarray | None
+    valid: np.ndarray
     label_a: str
     label_b: str
     block_n: int
-    counts: Mapping[str, object]
+    counts: Mapping[str, np.ndarray]
     compacted: bool
     first: tuple[int, int] | None
 
@@ -158,11 +162,15 @@ def lane_png(m: LaneMap) -> bytes:
     for code, colour in ((2, ONLY_A), (3, ONLY_B), (4, BOTH)):
         rgb[cells == code] = _rgb(colour)
 
-    first_row = m.first[0] if m.first is not None and 0 <= m.first[0] < t else None
-    first_col = m.first[1] if first_row is not None and 0 <= m.first[1] < k else None
+    first_row: int | None = None
+    first_col: int | None = None
+    if m.first is not None and 0 <= m.first[0] < t:
+        first_row = m.first[0]
+        first_col = m.first[1] if 0 <= m.first[1] < k else None
+    first_lane_named = first_col is not None  # else the verdict names a row's count
     if first_row is not None and first_col is None and m.compacted:
         first_col = min(k - 1, int(np.asarray(m.counts["oracle"])[first_row]))  # where its prefix ends
-    zoom = first_col is not None
+    zoom = first_row is not None and first_col is not None
 
     over_h = min(6.0, max(1.1, 0.022 * rows + 0.9))
     zoom_h = 2.3 if zoom else 0.0
@@ -213,7 +221,7 @@ def lane_png(m: LaneMap) -> bytes:
         if first_col is not None:
             ax.plot([first_col + 0.5], [1.02], marker="v", markersize=10, color="black", clip_on=False,
                     transform=ax.get_xaxis_transform(), zorder=4)
-        where = f"col {m.first[1]}" if m.first[1] >= 0 else "its valid count"
+        where = f"col {first_col}" if first_col is not None and first_lane_named else "its valid count"
         title += f" — {'▼ ' if first_col is not None else ''}▶ the verdict's first mismatch: row {first_row}, {where}"
     ax.set_title(title, fontsize=9, pad=10)
 
@@ -251,15 +259,15 @@ def lane_png(m: LaneMap) -> bytes:
     fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.01), ncol=min(len(names), 4),
                fontsize=8, frameon=False)
 
-    if zoom:
-        _zoom(fig.add_subplot(grid[1, :]), codes, m, first_row, first_col, styles)
+    if first_row is not None and first_col is not None:
+        _zoom(fig.add_subplot(grid[1, :]), codes, m, first_row, first_col, first_lane_named, styles)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return buf.getvalue()
 
 
-def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, styles) -> None:
+def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, lane_named: bool, styles) -> None:
     """Lane by lane, the rows and columns around (r0, c0), that lane boxed."""
     import numpy as np
     from matplotlib.colors import ListedColormap
@@ -273,7 +281,7 @@ def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, styles) -> None:
     cmap = ListedColormap([EMPTY, VALID, ONLY_A, ONLY_B, BOTH])
     zx.imshow(codes[rlo:rhi, clo:chi], cmap=cmap, vmin=0, vmax=4, aspect="auto", interpolation="nearest",
               extent=(clo, chi, rhi, rlo))
-    around = "the first mismatch" if m.first is not None and m.first[1] >= 0 else f"where row {r0}'s valid count ends"
+    around = "the first mismatch" if lane_named else f"where row {r0}'s valid count ends"
     zx.set_title(f"lane by lane around {around} (rows {rlo}-{rhi - 1}, columns {clo}-{chi - 1})", fontsize=9)
     zx.set_xticks([x + 0.5 for x in range(clo, chi, max(1, (chi - clo) // 12))],
                   [str(x) for x in range(clo, chi, max(1, (chi - clo) // 12))])
@@ -292,7 +300,7 @@ def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, styles) -> None:
             for r in range(rlo, rhi):
                 if clo <= ends[r] <= chi and (label == "oracle" or ends[r] != oracle_counts[r]):
                     zx.plot([ends[r], ends[r]], [r, r + 1], color=colour, linestyle=dash, linewidth=2.5)
-    if m.first is not None and m.first[1] >= 0:  # a lane is named (not a row's count)
+    if lane_named:  # a lane, not a row's count
         zx.add_patch(Rectangle((c0, r0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
     zx.set_xlim(clo, chi)
     zx.set_ylim(rhi, rlo)

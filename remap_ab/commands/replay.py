@@ -72,12 +72,14 @@ def main(args) -> int:
                 source += f", program schedule {policy}:{seed}"
             result = run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule, **run_options)
         else:
+            assert config is not None  # found in the grid above
             source = "the grid's configuration (inputs generated afresh)"
             result = run_case(config, a, b, device=device, **run_options)
     except ImplementationError as exc:
         hint = _path_hint(report, a, b, args)
         raise ImplementationError(f"{exc}{hint}") from None
     v = result.verdict
+    config = result.config
     print(f"replay of case {config.case_id}: {a} vs {b} (oracle checked) on {device}, from {source}"
           + (" with memcheck" if args.memcheck else ""))
     print(f"  config: {config.cli_args() or '(defaults)'}")
