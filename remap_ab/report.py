@@ -282,6 +282,9 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
         compacted=report.compacted,
         first=(first_row, first_lane[1] if first_lane else -1) if first_row is not None else None,
     )
+    if out_a is None and out_b is None:
+        report.picture_note = "No picture: neither implementation returned an output of the oracle's shape."
+        return report
     try:
         report.png = charts.lane_png(picture)
     except PlotsUnavailable as exc:

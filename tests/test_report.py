@@ -145,6 +145,25 @@ def test_a_per_row_first_mismatch_is_named_in_the_counts_table():
     assert "row 1's valid count" in md and "← the verdict's first mismatch" in md
 
 
+def test_an_implementation_error_renders_without_lanes(tmp_path):
+    def raised(o):
+        o.out, o.counts, o.error = None, None, "RuntimeError: boom"
+
+    result = _result(CFG, raised)
+    assert result.verdict.status == "error"
+    folder = write_case_report(result, tmp_path)
+    md = (folder / "diff.md").read_text()
+    assert "# case " + CFG.case_id + ": ERROR" in md and "[error] new: RuntimeError: boom" in md
+    oracle_0 = int(result.reference.counts[0])
+    assert f"| 0 | {oracle_0} | — | {oracle_0} | 0 | — |" in md  # B returned nothing: dashes, not zeros
+    assert "No output lane differs from the oracle's" in md
+    assert load_report(folder).status is Status.ERROR
+    # Neither returned an output: no picture, and the report says why.
+    result.a.out, result.a.error = None, "RuntimeError: boom"
+    model = build_case_report(result, tmp_path)
+    assert model.png is None and "neither implementation returned an output" in render(model, "md")
+
+
 def test_plurals_are_right():
     result = _result(CFG.replace(tokens=1, topk=128), lambda o: o.out.__setitem__((0, 5), 12345))
     model = build_case_report(result, Path("/nowhere"))
