@@ -20,7 +20,8 @@ A report is a folder ``<root>/<case-id>/`` (``root`` is a run folder such as
 One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, or from a
 crash or timeout, which have no outputs) and rendered through the Jinja2 templates in
 ``remap_ab/templates/``. What the report needs about implementations (their module and
-import path) is handed in by the caller; this module never looks it up.
+import path) is handed in by the caller; this module never looks it up. Reading a
+report back checks every JSON field against ``report_schema.py`` first.
 """
 
 from __future__ import annotations
@@ -533,104 +534,6 @@ class Report:
         return (s[0], s[1]) if s else None
 
 
-_OPTIONAL_STR = (str, type(None))
-_INT = (int,)  # bool is an int to Python: excluded by _expect
-
-
-def _expect(file: str, folder: Path, data: Any, key: str, kinds: tuple, where: str = "") -> Any:
-    """``data[key]``, checked to be one of ``kinds``; ReportError naming the file and
-    the field otherwise."""
-    name = f"{where}{key}"
-    if not isinstance(data, dict) or key not in data:
-        raise ReportError(f"report {folder}: {file} lacks the field {name!r}; the report is corrupt (write it again)")
-    value = data[key]
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        wanted = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
-        raise ReportError(
-            f"report {folder}: {file} field {name!r} is {type(value).__name__} {json.dumps(value)[:40]}, expected {wanted}; "
-            "the report is corrupt (write it again)"
-        )
-    return value
-
-
-def _read_json(folder: Path, name: str) -> dict:
-    try:
-        data = json.loads((folder / name).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"report {folder}: {name} is not valid JSON ({type(exc).__name__}); the report is corrupt") from None
-    except OSError as exc:
-        raise ReportError(f"report {folder}: {name} cannot be read ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise ReportError(f"report {folder}: {name} holds a {type(data).__name__}, not an object; the report is corrupt")
-    return data
-
-
-def _check_verdict_json(folder: Path, meta: dict) -> None:
-    """Every field replay and the readers use, with its type; the first wrong one named."""
-    f = "verdict.json"
-    for key in ("case_id", "status"):
-        _expect(f, folder, meta, key, (str,))
-    try:
-        Status(meta["status"])
-    except ValueError:
-        raise ReportError(f"report {folder}: {f} field 'status' is {meta['status']!r}, not one of "
-                          f"{', '.join(s.value for s in Status)}; the report is corrupt") from None
-    for role in ("a", "b"):
-        impl = _expect(f, folder, meta, role, (dict,))
-        _expect(f, folder, impl, "name", (str,), f"{role}.")
-        for key in ("module", "path_entry"):
-            if key in impl:
-                _expect(f, folder, impl, key, _OPTIONAL_STR, f"{role}.")
-    _expect(f, folder, meta, "device", (str,))
-    sha = _expect(f, folder, meta, "inputs_sha256", (dict,))
-    for key in sha:
-        _expect(f, folder, sha, key, (str,), "inputs_sha256.")
-    if meta.get("schedule") is not None:
-        s = _expect(f, folder, meta, "schedule", (list,))
-        if len(s) != 2 or not isinstance(s[0], str) or not isinstance(s[1], int) or isinstance(s[1], bool):
-            raise ReportError(f"report {folder}: {f} field 'schedule' is {json.dumps(s)[:40]}, expected [policy, seed]")
-    v = _expect(f, folder, meta, "verdict", (dict,))
-    _expect(f, folder, v, "case_id", (str,), "verdict.")
-    _expect(f, folder, v, "status", (str,), "verdict.")
-    for key in ("order_differs",):
-        if key in v:
-            _expect(f, folder, v, key, (bool,), "verdict.")
-    if "order_differs_rows" in v:
-        _expect(f, folder, v, "order_differs_rows", _INT, "verdict.")
-    for i, text in enumerate(_expect(f, folder, v, "info", (list,), "verdict.") if "info" in v else []):
-        if not isinstance(text, str):
-            raise ReportError(f"report {folder}: {f} field 'verdict.info[{i}]' is {type(text).__name__}, expected str")
-    failures = _expect(f, folder, v, "failures", (list,), "verdict.")
-    for i, m in enumerate(failures):
-        at = f"verdict.failures[{i}]."
-        if not isinstance(m, dict):
-            raise ReportError(f"report {folder}: {f} field {at[:-1]!r} is {type(m).__name__}, expected an object")
-        for key in ("check", "impl", "message"):
-            _expect(f, folder, m, key, (str,), at)
-        for key in ("row", "col", "lanes", "rows"):
-            _expect(f, folder, m, key, _INT, at)
-        _expect(f, folder, m, "values", (dict,), at)
-        extra = set(m) - {"check", "impl", "message", "row", "col", "lanes", "rows", "values"}
-        if extra:
-            raise ReportError(f"report {folder}: {f} field {at[:-1]!r} has unknown keys {sorted(extra)}")
-
-
-def _check_config_types(folder: Path, fields: dict) -> None:
-    """config.json holds what ``CaseConfig.to_dict`` wrote: each field of its field's
-    type (a float field may hold an int). The command line's string coercion has no
-    place in a file remap-ab wrote itself: a string there is corruption."""
-    import dataclasses
-
-    from remap_ab.config import CaseConfig
-
-    for f in dataclasses.fields(CaseConfig):
-        if f.name not in fields or f.default is dataclasses.MISSING:
-            continue
-        kind = type(f.default)
-        kinds = (int, float) if kind is float else (kind,)
-        _expect("config.json", folder, fields, f.name, kinds, "config.")
-
-
 def load_report(path) -> Report:
     """Read a report folder (or a file inside one); ReportError, in one line naming the
     file and the field, when it is missing, incomplete or corrupt."""
@@ -639,6 +542,12 @@ def load_report(path) -> Report:
     from remap_ab.config import CaseConfig
     from remap_ab.errors import ConfigError
     from remap_ab.inputs import CaseInputs, hash_inputs
+    from remap_ab.report_schema import (
+        check_config_fields,
+        check_verdict_json,
+        expect,
+        read_json,
+    )
 
     folder = Path(path)
     if folder.is_file():
@@ -648,18 +557,18 @@ def load_report(path) -> Report:
     for name in ("config.json", "verdict.json", "inputs.pt"):
         if not (folder / name).is_file():
             raise ReportError(f"report {folder} is incomplete: {name} is missing")
-    cdata = _read_json(folder, "config.json")
-    case_id = _expect("config.json", folder, cdata, "case_id", (str,))
-    fields = _expect("config.json", folder, cdata, "config", (dict,))
-    _check_config_types(folder, fields)
+    cdata = read_json(folder, "config.json")
+    case_id = expect("config.json", folder, cdata, "case_id", (str,))
+    fields = expect("config.json", folder, cdata, "config", (dict,))
+    check_config_fields(folder, fields)
     try:
         config = CaseConfig.from_dict(fields)
     except (ConfigError, TypeError, ValueError) as exc:
         raise ReportError(f"report {folder}: config.json field 'config' holds no valid configuration ({exc})") from None
     if case_id != config.case_id:
         raise ReportError(f"report {folder}: config.json says case {case_id} but its configuration is case {config.case_id}")
-    meta = _read_json(folder, "verdict.json")
-    _check_verdict_json(folder, meta)
+    meta = read_json(folder, "verdict.json")
+    check_verdict_json(folder, meta)
     if meta["case_id"] != config.case_id:
         raise ReportError(f"report {folder}: verdict.json field 'case_id' is {meta['case_id']} but config.json's case is {config.case_id}")
     try:
