@@ -214,15 +214,15 @@ def lane_png(m: LaneMap) -> bytes:
                    edgecolors=colours, linewidths=1.8, zorder=3)
     title = "all lanes"
     if first_row is not None:
-        # Marks beside and above the plot point at the row and column the verdict
-        # names, however thin a row or column is drawn.
-        ax.plot([-0.012], [first_row + 0.5], marker=">", markersize=10, color="black", clip_on=False,
+        # Marks beside (on the right, clear of the tick labels) and above the plot
+        # point at the row and column the verdict names, however thin they are drawn.
+        ax.plot([1.012], [first_row + 0.5], marker="<", markersize=10, color="black", clip_on=False,
                 transform=ax.get_yaxis_transform(), zorder=4)
         if first_col is not None:
             ax.plot([first_col + 0.5], [1.02], marker="v", markersize=10, color="black", clip_on=False,
                     transform=ax.get_xaxis_transform(), zorder=4)
         where = f"col {first_col}" if first_col is not None and first_lane_named else "its valid count"
-        title += f" — {'▼ ' if first_col is not None else ''}▶ the verdict's first mismatch: row {first_row}, {where}"
+        title += f" — {'▼ ' if first_col is not None else ''}◀ the verdict's first mismatch: row {first_row}, {where}"
     ax.set_title(title, fontsize=9, pad=10)
 
     # Each row's valid counts, beside its lanes: the oracle's, and A's or B's where
