@@ -1,19 +1,57 @@
-"""One grouped bar chart, written as PNG through matplotlib when it is importable and
-as a hand-written SVG otherwise.
+"""Pictures, drawn with matplotlib: the grouped bar charts of ``bench`` and ``nondet``,
+and the lane picture of a failing-case report.
 
-matplotlib is not a dependency of remap-ab (the GPU images have it, CPU CI may not),
-so the SVG path is what keeps ``nondet`` and ``bench`` able to draw everywhere.
+matplotlib is an optional extra (``pip install 'remap-ab[plots]'``): the GPU images
+have it, a bare CPU install need not. Without it nothing here draws; callers say so
+in one line (``MISSING``) and carry on, because a picture never outweighs the
+measurements or the verdict it illustrates.
 """
 
 from __future__ import annotations
 
-import html
-import math
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from remap_ab.errors import PlotsUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+INSTALL = "pip install 'remap-ab[plots]'"
+MISSING = f"no picture: matplotlib is not installed ({INSTALL} draws one)"
 
 # Colour-blind-safe (Okabe-Ito) colours, in series order.
 _COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+# The lane picture's colours: A's and B's departures, both, valid and invalid lanes.
+ONLY_A = "#D55E00"  # vermillion
+ONLY_B = "#0072B2"  # blue
+BOTH = "#CC79A7"  # reddish purple
+VALID = "#C8C8C8"  # a lane the oracle holds a valid value in (or a compacted prefix)
+EMPTY = "#FFFFFF"
+
+
+def _pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or PlotsUnavailable."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotsUnavailable(MISSING) from None
+    matplotlib.use("Agg")  # no display on the machines this runs on
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def available() -> bool:
+    try:
+        _pyplot()
+    except PlotsUnavailable:
+        return False
+    return True
 
 
 def bar_chart(
@@ -25,26 +63,16 @@ def bar_chart(
     *,
     log: bool = False,
 ) -> Path:
-    """Draw ``series`` (name -> one value per group) as bars grouped by ``groups``.
-
-    Writes ``stem`` + ".png" (matplotlib) or ".svg" and returns the path written.
-    NaN values leave a gap. With ``log``, the y axis is logarithmic (values <= 0 gap).
-    """
+    """Draw ``series`` (name -> one value per group) as bars grouped by ``groups`` into
+    ``stem`` + ".png" and return that path. NaN values leave a gap; with ``log`` the y
+    axis is logarithmic. PlotsUnavailable (one line, with the install hint) without
+    matplotlib."""
     stem = Path(stem)
     for name, values in series.items():
         if len(values) != len(groups):
             raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
-    try:
-        import matplotlib
-    except ImportError:
-        return _svg(stem.with_suffix(".svg"), title, groups, series, ylabel, log)
-    matplotlib.use("Agg")  # no display on the machines this runs on
-    return _png(stem.with_suffix(".png"), title, groups, series, ylabel, log)
-
-
-def _png(path: Path, title, groups, series, ylabel, log) -> Path:
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
+    path = stem.with_suffix(".png")
     n = max(len(series), 1)
     width = 0.8 / n
     fig, ax = plt.subplots(figsize=(min(16.0, max(8.0, 0.3 * len(groups) * n + 2)), 5.0))
@@ -65,83 +93,242 @@ def _png(path: Path, title, groups, series, ylabel, log) -> Path:
     return path
 
 
-def _svg(path: Path, title, groups, series, ylabel, log) -> Path:
-    n = max(len(series), 1)
-    bar_w, gap = 12, 14
-    group_w = n * bar_w + gap
-    left, right, top, bottom, plot_h = 70, 20, 40, 110, 300
-    width = left + right + max(len(groups), 1) * group_w
-    height = top + plot_h + bottom
+# --------------------------------------------------------------------------- lane picture
 
-    finite = [v for vs in series.values() for v in vs if _usable(v, log)]
-    if log:
-        lo = math.floor(math.log10(min(finite))) if finite else 0
-        hi = math.ceil(math.log10(max(finite))) if finite else 1
-        hi = max(hi, lo + 1)
 
-        def y_of(v):
-            return top + plot_h * (1 - (math.log10(v) - lo) / (hi - lo))
+@dataclass(frozen=True)
+class LaneMap:
+    """What the lane picture shows, as numpy arrays (no torch needed here).
 
-        ticks = [10.0**e for e in range(lo, hi + 1)]
-        y_base = top + plot_h
+    differs_a, differs_b  [T, K] bool: lanes whose output differs from the oracle's
+                          (None: that implementation returned no comparable output)
+    valid                 [T, K] bool: lanes shaded as valid (the oracle's valid lanes,
+                          or the compacted prefix)
+    counts                label -> [T] int: each row's valid count; "oracle" always,
+                          A's and B's when they returned counts that differ
+    compacted             the output is compacted: a row's count is where its prefix
+                          ends, drawn as a line across the lanes
+    first                 (row, col) of the verdict's first mismatch, or (row, -1) for a
+                          per-row one; None when the verdict names no row
+    """
+
+    differs_a: np.ndarray | None
+    differs_b: np.ndarray | None
+    valid: np.ndarray
+    label_a: str
+    label_b: str
+    block_n: int
+    counts: Mapping[str, np.ndarray]
+    compacted: bool
+    first: tuple[int, int] | None
+
+
+MAX_CELL_ROWS = 256  # the overview downsamples beyond these (any lane in a cell marks it)
+MAX_CELL_COLS = 512
+MARKED_CELLS = 400  # up to this many differing cells get a ring each, so one lane shows
+ZOOM_COLS = 48  # the zoom shows this many lanes around the first mismatch
+ZOOM_ROWS = 7
+
+
+def lane_png(m: LaneMap) -> bytes:
+    """The PNG of ``m``: an overview of all [T, K] lanes (downsampled when large, with
+    every differing cell ringed when there are few, so a single lane is visible at any
+    T and K), each row's valid counts beside it, and, when the verdict names a lane or
+    a compacted row, a lane-by-lane zoom around it. PlotsUnavailable without matplotlib."""
+    import numpy as np
+
+    plt = _pyplot()
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
+
+    t, k = m.valid.shape
+    da = np.zeros((t, k), bool) if m.differs_a is None else np.asarray(m.differs_a, bool)
+    db = np.zeros((t, k), bool) if m.differs_b is None else np.asarray(m.differs_b, bool)
+    valid = np.asarray(m.valid, bool)
+    codes = np.where(valid, 1, 0)  # 0 empty, 1 valid, 2 only A differs, 3 only B, 4 both
+    codes = np.where(da & ~db, 2, codes)
+    codes = np.where(db & ~da, 3, codes)
+    codes = np.where(da & db, 4, codes)
+
+    rh = -(-t // MAX_CELL_ROWS)  # lanes per cell, vertically and horizontally
+    cw = -(-k // MAX_CELL_COLS)
+    rows, cols = -(-t // rh), -(-k // cw)
+    padded = np.zeros((rows * rh, cols * cw), np.int8)
+    padded[:t, :k] = codes
+    # A cell shows its most telling lane (a difference beats the rest); a cell without
+    # difference is shaded by the share of its lanes that are valid.
+    cells = padded.reshape(rows, rh, cols, cw).max(axis=(1, 3))
+    rgb = _rgb(EMPTY) + _cell_share(valid, rows, rh, cols, cw)[..., None] * (_rgb(VALID) - _rgb(EMPTY))
+    for code, colour in ((2, ONLY_A), (3, ONLY_B), (4, BOTH)):
+        rgb[cells == code] = _rgb(colour)
+
+    first_row: int | None = None
+    first_col: int | None = None
+    if m.first is not None and 0 <= m.first[0] < t:
+        first_row = m.first[0]
+        first_col = m.first[1] if 0 <= m.first[1] < k else None
+    first_lane_named = first_col is not None  # else the verdict names a row's count
+    if first_row is not None and first_col is None and m.compacted:
+        first_col = min(k - 1, int(np.asarray(m.counts["oracle"])[first_row]))  # where its prefix ends
+    zoom = first_row is not None and first_col is not None
+
+    over_h = min(6.0, max(1.1, 0.022 * rows + 0.9))
+    zoom_h = 2.3 if zoom else 0.0
+    # Fixed margins in inches (title, axis labels, legend), not bbox_inches="tight":
+    # that draws the figure twice, and a sweep may write many reports.
+    top, bottom, gap = 0.45, 1.05, 0.75 if zoom else 0.0
+    height = top + over_h + gap + zoom_h + bottom
+    fig = plt.figure(figsize=(11.0, height), dpi=100)
+    grid = fig.add_gridspec(2 if zoom else 1, 2, height_ratios=[over_h, zoom_h] if zoom else [1],
+                            width_ratios=[10, 1.4], hspace=gap / ((over_h + zoom_h) / (2 if zoom else 1)),
+                            wspace=0.04, left=0.085, right=0.985, top=1 - top / height, bottom=bottom / height)
+    ax = fig.add_subplot(grid[0, 0])
+    ax.imshow(rgb, aspect="auto", interpolation="nearest", extent=(0, cols * cw, rows * rh, 0))
+    ax.set_xlim(0, k)
+    ax.set_ylim(t, 0)
+    ax.set_xlabel(f"column (K={k})" + (f", one cell = {cw} columns" if cw > 1 else ""), fontsize=9)
+    ax.set_ylabel(f"row (T={t})" + (f"\none cell = {rh} rows" if rh > 1 else ""), fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if t <= 8:
+        ax.set_yticks([r + 0.5 for r in range(t)], [str(r) for r in range(t)])
+    tiles = k // m.block_n if m.block_n else 0
+    if 1 < tiles <= 64:
+        ax.vlines(range(m.block_n, k, m.block_n), 0, t, color="#9a9a9a", linewidth=0.5)
+    styles = {"oracle": ("black", "-"), m.label_a: (ONLY_A, "--"), m.label_b: (ONLY_B, ":")}
+    ys = np.arange(t + 1)
+    oracle_counts = np.asarray(m.counts["oracle"])
+    if m.compacted:
+        # The oracle's prefix end on every row; A's or B's only where theirs differs.
+        _count_line(ax, np.clip(oracle_counts, 0, k), ys)
+        for label, counts in m.counts.items():
+            if label != "oracle":
+                bad = np.nonzero(np.asarray(counts) != oracle_counts)[0]
+                ax.scatter(np.clip(np.asarray(counts)[bad], 0, k), bad + 0.5, marker="|", s=160, linewidths=2.5,
+                           color=styles.get(label, ("black", "-"))[0], zorder=4)
+    marked = np.argwhere(cells >= 2)
+    if 0 < len(marked) <= MARKED_CELLS:
+        colours = [(ONLY_A, ONLY_B, BOTH)[cells[r, c] - 2] for r, c in marked]
+        ax.scatter((marked[:, 1] + 0.5) * cw, (marked[:, 0] + 0.5) * rh, s=120, facecolors="none",
+                   edgecolors=colours, linewidths=1.8, zorder=3)
+    title = "all lanes"
+    if first_row is not None:
+        # Marks beside (on the right, clear of the tick labels) and above the plot
+        # point at the row and column the verdict names, however thin they are drawn.
+        ax.plot([1.012], [first_row + 0.5], marker="<", markersize=10, color="black", clip_on=False,
+                transform=ax.get_yaxis_transform(), zorder=4)
+        if first_col is not None:
+            ax.plot([first_col + 0.5], [1.02], marker="v", markersize=10, color="black", clip_on=False,
+                    transform=ax.get_xaxis_transform(), zorder=4)
+        where = f"col {first_col}" if first_col is not None and first_lane_named else "its valid count"
+        title += f" — {'▼ ' if first_col is not None else ''}◀ the verdict's first mismatch: row {first_row}, {where}"
+    ax.set_title(title, fontsize=9, pad=10)
+
+    # Each row's valid counts, beside its lanes: the oracle's, and A's or B's where
+    # they returned other counts.
+    cx = fig.add_subplot(grid[0, 1], sharey=ax)
+    if t == 1:
+        cx.plot([0, oracle_counts[0]], [0.5, 0.5], color="black", linewidth=2)
     else:
-        vmax = max(finite, default=1.0) or 1.0
-        step = _nice_step(vmax / 5)
-        vmax = step * math.ceil(vmax / step)
+        _count_line(cx, oracle_counts, ys)
+    for label, counts in m.counts.items():
+        if label != "oracle":  # a dot on every row whose count is wrong, however many rows
+            bad = np.nonzero(np.asarray(counts) != oracle_counts)[0]
+            cx.scatter(np.clip(np.asarray(counts)[bad], 0, k), bad + 0.5, s=30, zorder=3, clip_on=False,
+                       color=styles.get(label, ("black", "-"))[0])
+    cx.set_xlim(0, k)
+    cx.set_xticks([0, k], ["0", str(k)])
+    cx.set_xlabel("valid count", fontsize=9)
+    cx.tick_params(labelsize=8, labelleft=False)
+    cx.grid(axis="x", alpha=0.3)
+    if first_row is not None and t > 1:
+        cx.axhspan(first_row, first_row + 1, color="#f5d000", alpha=0.5, zorder=0)
 
-        def y_of(v):
-            return top + plot_h * (1 - v / vmax)
+    handles = [Rectangle((0, 0), 1, 1, facecolor=f, edgecolor="#777") for f in (ONLY_A, ONLY_B, BOTH, VALID)]
+    names = [f"only {m.label_a} differs", f"only {m.label_b} differs", "both differ",
+             "valid lane (compacted prefix), equal" if m.compacted else "valid lane, equal"]
+    for label in m.counts:
+        colour = styles.get(label, ("black", "-"))[0]
+        if label == "oracle":
+            handles.append(plt.Line2D([], [], color=colour))
+            names.append("oracle's valid count" + (" (its prefix ends)" if m.compacted else ""))
+        else:
+            handles.append(plt.Line2D([], [], color=colour, marker="o", linestyle="none"))
+            names.append(f"{label}'s valid count, where it differs")
+    fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.01), ncol=min(len(names), 4),
+               fontsize=8, frameon=False)
 
-        ticks = [step * i for i in range(int(round(vmax / step)) + 1)]
-        y_base = y_of(0)
-
-    e = html.escape
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-        '<rect width="100%" height="100%" fill="white"/>',
-        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{e(title)}</text>',
-        f'<text transform="translate(16,{top + plot_h / 2}) rotate(-90)" text-anchor="middle">{e(ylabel)}</text>',
-    ]
-    for t in ticks:
-        y = y_of(t)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{t:g}</text>')
-    for gi, group in enumerate(groups):
-        x0 = left + gi * group_w + gap / 2
-        for si, (name, values) in enumerate(series.items()):
-            v = values[gi]
-            if not _usable(v, log):
-                continue
-            y = y_of(v)
-            parts.append(
-                f'<rect x="{x0 + si * bar_w:.1f}" y="{min(y, y_base):.1f}" width="{bar_w - 1}" '
-                f'height="{abs(y_base - y):.1f}" fill="{_COLOURS[si % len(_COLOURS)]}"><title>{e(name)}: {v:g}</title></rect>'
-            )
-        cx = x0 + n * bar_w / 2
-        parts.append(
-            f'<text transform="translate({cx:.1f},{top + plot_h + 12}) rotate(45)" font-size="9">{e(group)}</text>'
-        )
-    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y_base:.1f}" y2="{y_base:.1f}" stroke="black"/>')
-    for si, name in enumerate(series):
-        x = left + si * 130
-        y = height - 14
-        parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{_COLOURS[si % len(_COLOURS)]}"/>')
-        parts.append(f'<text x="{x + 14}" y="{y}">{e(name)}</text>')
-    parts.append("</svg>")
-    path.write_text("\n".join(parts) + "\n")
-    return path
+    if first_row is not None and first_col is not None:
+        _zoom(fig.add_subplot(grid[1, :]), codes, m, first_row, first_col, first_lane_named, styles)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
 
 
-def _usable(v, log: bool) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v)) and (v > 0 if log else True)
+def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, lane_named: bool, styles) -> None:
+    """Lane by lane, the rows and columns around (r0, c0), that lane boxed."""
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Rectangle
+
+    t, k = codes.shape
+    rlo = max(0, min(r0 - ZOOM_ROWS // 2, t - ZOOM_ROWS))
+    rhi = min(t, rlo + ZOOM_ROWS)
+    clo = max(0, min(c0 - ZOOM_COLS // 2, k - ZOOM_COLS))
+    chi = min(k, clo + ZOOM_COLS)
+    cmap = ListedColormap([EMPTY, VALID, ONLY_A, ONLY_B, BOTH])
+    zx.imshow(codes[rlo:rhi, clo:chi], cmap=cmap, vmin=0, vmax=4, aspect="auto", interpolation="nearest",
+              extent=(clo, chi, rhi, rlo))
+    around = "the first mismatch" if lane_named else f"where row {r0}'s valid count ends"
+    zx.set_title(f"lane by lane around {around} (rows {rlo}-{rhi - 1}, columns {clo}-{chi - 1})", fontsize=9)
+    zx.set_xticks([x + 0.5 for x in range(clo, chi, max(1, (chi - clo) // 12))],
+                  [str(x) for x in range(clo, chi, max(1, (chi - clo) // 12))])
+    zx.set_yticks([r + 0.5 for r in range(rlo, rhi)], [str(r) for r in range(rlo, rhi)])
+    zx.tick_params(labelsize=8)
+    zx.vlines(range(clo, chi + 1), rlo, rhi, color="white", linewidth=0.5)
+    zx.hlines(range(rlo, rhi + 1), clo, chi, color="white", linewidth=0.5)
+    if m.block_n:
+        tile_edges = [x for x in range(-(-clo // m.block_n) * m.block_n, chi, m.block_n) if x > clo]
+        zx.vlines(tile_edges, rlo, rhi, color="#555", linewidth=1.2)
+    if m.compacted:
+        oracle_counts = np.asarray(m.counts["oracle"])
+        for label, ends in m.counts.items():
+            colour, dash = styles.get(label, ("black", "-"))
+            ends = np.asarray(ends)
+            for r in range(rlo, rhi):
+                if clo <= ends[r] <= chi and (label == "oracle" or ends[r] != oracle_counts[r]):
+                    zx.plot([ends[r], ends[r]], [r, r + 1], color=colour, linestyle=dash, linewidth=2.5)
+    if lane_named:  # a lane, not a row's count
+        zx.add_patch(Rectangle((c0, r0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
+    zx.set_xlim(clo, chi)
+    zx.set_ylim(rhi, rlo)
 
 
-def _nice_step(raw: float) -> float:
-    """1, 2 or 5 times a power of ten, at least ``raw``."""
-    if raw <= 0:
-        return 1.0
-    power = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 5, 10):
-        if m * power >= raw:
-            return m * power
-    return 10 * power
+def _count_line(axes, counts, ys) -> None:
+    """Each row's count: a step line while rows are several pixels tall, a dot per
+    row beyond (a step line over thousands of rows is a black smear)."""
+    if len(counts) <= MAX_CELL_ROWS:
+        import numpy as np
+
+        axes.step(np.append(counts, counts[-1]), ys, where="post", color="black", linewidth=1.2)
+    else:
+        axes.scatter(counts, ys[:-1] + 0.5, s=0.6, color="black", linewidths=0)
+
+
+def _rgb(colour: str):
+    import numpy as np
+
+    return np.array([int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+
+
+def _cell_share(valid, rows: int, rh: int, cols: int, cw: int):
+    """The share of valid lanes in each rh x cw cell (lanes past T or K count as
+    invalid, so a cell half outside the picture is at most half shaded)."""
+    import numpy as np
+
+    t, k = valid.shape
+    padded = np.zeros((rows * rh, cols * cw))
+    padded[:t, :k] = valid
+    return padded.reshape(rows, rh, cols, cw).mean(axis=(1, 3))

@@ -62,6 +62,14 @@ class UsageError(RemapABError):
     (e.g. ``-j -1``, ``--timeout -1``). Remedy: the message names the allowed values."""
 
 
+class PlotsUnavailable(RemapABError):
+    """A picture was asked for but matplotlib, an optional extra, is not installed.
+
+    Cause: remap-ab installed without its ``plots`` extra. Remedy: ``pip install
+    'remap-ab[plots]'``. Callers that draw beside a result (reports, bench, nondet)
+    catch it and say in one line that there is no picture."""
+
+
 class InternalError(Exception):
     """remap-ab broke one of its own invariants. Not the user's fault: never exit 2.
 

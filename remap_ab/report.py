@@ -7,146 +7,429 @@ A report is a folder ``<root>/<case-id>/`` (``root`` is a run folder such as
   inputs.pt     the input tensors (torch.save of a dict of int32 CPU tensors)
   outputs.pt    each implementation's outputs: {"a"|"b"|"oracle": {"name", "out",
                 "counts", "error"}}, plus "reference": the oracle's direct result
-  verdict.json  the verdict (``Verdict.to_dict``), implementations, device, the inputs'
+                (empty for a crash or timeout: no outputs exist)
+  verdict.json  the verdict (``Verdict.to_dict``), implementations (name, module, the
+                sys.path entry a custom module was imported from), device, the inputs'
                 sha256 (checked on load), the replay command
-  diff.md       the readable diff: first mismatches with A/B/oracle values, mismatching
-                lanes per row, the replay command
-  diff.html     the same, self-contained, with a picture of where in [T, K] lanes differ
+  diff.md       the readable diff: verdict, first mismatching lanes with A/B/oracle
+                values, per-row valid counts, the replay command
+  diff.html     the same, self-contained, with the lane picture embedded
+  lanes.png     the lane picture (when matplotlib is installed: ``remap-ab[plots]``)
   replay.sh     the one command that replays it
 
-The sweep writes one for every case that does not pass; the pytest property suite writes
-the same thing for a failing example through ``write_case_report``.
+One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, or from a
+crash or timeout, which have no outputs) and rendered through the Jinja2 templates in
+``remap_ab/templates/``. What the report needs about implementations (their module and
+import path) is handed in by the caller; this module never looks it up. Reading a
+report back checks every JSON field against ``report_schema.py`` first.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
-import html
 import json
 import os
 import shlex
 import shutil
-import struct
-import sys
-import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
-from remap_ab.errors import ReportError
+from remap_ab.errors import PlotsUnavailable, ReportError
+from remap_ab.status import Check, Status
 
 REPORT_FORMAT = 1
-FIRST_MISMATCHES = 20
-ROWS_SHOWN = 20
+FIRST_MISMATCHES = 20  # lanes in the first-mismatch table
+WORST_ROWS = 20  # failing rows in the per-row table
+PASSING_ROWS = 3  # passing rows shown beside them, for contrast
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class ImplementationInfo:
+    """What a report records about one implementation: its name, the module it was
+    imported from, and the sys.path entry that import needs (None: importable as
+    installed). Built by the caller, which knows how it loaded the implementation."""
+
+    name: str
+    module: str | None = None
+    path_entry: str | None = None
+
+    @classmethod
+    def of(cls, impl: Any) -> ImplementationInfo:
+        """From an ``ImplementationInfo``, or a loaded implementation with ``name``,
+        ``module_path`` and ``module`` (``registry.Implementation``). An implementation
+        named by its own dotted path may live outside the installed packages: its
+        path entry is the folder its top-level package was imported from."""
+        if isinstance(impl, ImplementationInfo):
+            return impl
+        name, module_path = impl.name, impl.module_path
+        entry = None
+        file = getattr(impl.module, "__file__", None)
+        if file and name == module_path:
+            folder = Path(file).resolve().parent
+            if Path(file).name == "__init__.py":
+                folder = folder.parent
+            for _ in range(module_path.count(".")):
+                folder = folder.parent
+            entry = str(folder)
+        return cls(name, module_path, entry)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "module": self.module, "path_entry": self.path_entry}
+
+
+@dataclass(frozen=True)
+class LaneValues:
+    """One lane of the first-mismatch table: A's, B's and the oracle's value there."""
+
+    row: int
+    col: int
+    a: int | None
+    b: int | None
+    oracle: int
+    first: bool  # the lane the verdict's first mismatch names
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """One row of the per-row table: valid counts and lanes that differ."""
+
+    row: int
+    a_count: int | None  # None: not returned (or not comparable)
+    b_count: int | None
+    oracle_count: int
+    a_lanes: int | None  # lanes differing from the oracle; None: no comparable output
+    b_lanes: int | None
+    failing: bool
+    first: bool  # the row the verdict's first mismatch names
+
+
+@dataclass
+class CaseReport:
+    """Everything a report shows, built once; rendered to Markdown and HTML and
+    written as verdict.json (``meta``)."""
+
+    case_id: str
+    status: Status
+    verdict: Any  # compare.Verdict
+    config: Any  # config.CaseConfig
+    a: ImplementationInfo
+    b: ImplementationInfo
+    device: str
+    replay: str
+    run_command: str
+    inputs_sha256: dict
+    inputs_sha256_combined: str
+    written: str
+    seconds: dict = field(default_factory=dict)
+    schedule: tuple[str, int] | None = None
+    message: str | None = None  # crash or timeout: what happened (no outputs exist)
+    # The diff (case reports with outputs only).
+    shape: tuple[int, int] | None = None
+    compacted: bool = False
+    counts_returned: bool = False
+    lanes: list = field(default_factory=list)  # [LaneValues]
+    lanes_differing: int = 0
+    rows: list = field(default_factory=list)  # [RowCounts]
+    rows_differing: int = 0
+    png: bytes | None = None
+    picture_note: str | None = None  # why there is no picture
+
+    @property
+    def has_outputs(self) -> bool:
+        return self.shape is not None
+
+    @property
+    def png_base64(self) -> str | None:
+        return None if self.png is None else base64.b64encode(self.png).decode()
+
+    def meta(self) -> dict:
+        """The content of verdict.json."""
+        return {
+            "format": REPORT_FORMAT,
+            "case_id": self.case_id,
+            "status": self.status.value,
+            "verdict": self.verdict.to_dict(),
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "device": self.device,
+            "inputs_sha256": self.inputs_sha256,
+            "inputs_sha256_combined": self.inputs_sha256_combined,
+            "seconds": self.seconds,
+            "schedule": list(self.schedule) if self.schedule else None,
+            "replay": self.replay,
+            "run_command": self.run_command,
+            "written": self.written,
+        }
+
+
+def _header(config, a: ImplementationInfo, b: ImplementationInfo, folder: Path, inputs, schedule=None) -> dict:
+    """The fields every report shares, case or crash: identity, provenance, commands."""
+    from remap_ab.inputs import hash_inputs
+
+    per, combined = hash_inputs(inputs)
+    return {
+        "case_id": config.case_id,
+        "config": config,
+        "a": a,
+        "b": b,
+        "inputs_sha256": per,
+        "inputs_sha256_combined": combined,
+        "replay": replay_command(folder, a, b),
+        "run_command": run_command(config, a, b, schedule),
+        "schedule": tuple(schedule) if schedule else None,
+        "written": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def build_case_report(result, folder: Path, implementations: Sequence[Any] | None = None, schedule=None) -> CaseReport:
+    """The model of ``result`` (a ``runner.CaseResult``) as reported in ``folder``."""
+    import numpy as np
+    import torch
+
+    a_info, b_info = _infos(result, implementations)
+    cfg, ref, verdict = result.config, result.reference, result.verdict
+    report = CaseReport(
+        status=Status(verdict.status),
+        verdict=verdict,
+        device=str(result.inputs.device.type),
+        seconds={result.a.name: result.a.seconds, result.b.name: result.b.seconds},
+        **_header(cfg, a_info, b_info, folder, _host_inputs(result.inputs), schedule),
+    )
+    t, k = ref.out.shape
+    report.shape = (t, k)
+    report.compacted = bool(cfg.compacts)
+    report.counts_returned = bool(cfg.counts_returned)
+    ref_out, ref_counts = ref.out.cpu(), ref.counts.cpu().to(torch.int64)
+
+    def comparable(o):
+        ok = o.error is None and isinstance(o.out, torch.Tensor) and tuple(o.out.shape) == (t, k)
+        return o.out.cpu() if ok else None
+
+    def counts_of(o):
+        ok = isinstance(o.counts, torch.Tensor) and tuple(o.counts.shape) == (t,)
+        return o.counts.cpu().to(torch.int64) if ok else None
+
+    out_a, out_b = comparable(result.a), comparable(result.b)
+    cnt_a, cnt_b = counts_of(result.a), counts_of(result.b)
+    diff_a = None if out_a is None else out_a != ref_out
+    diff_b = None if out_b is None else out_b != ref_out
+    zeros = torch.zeros((t, k), dtype=torch.bool)
+    union = (zeros if diff_a is None else diff_a) | (zeros if diff_b is None else diff_b)
+    lanes_a = None if diff_a is None else diff_a.sum(dim=1)
+    lanes_b = None if diff_b is None else diff_b.sum(dim=1)
+    counts_bad = torch.zeros(t, dtype=torch.bool)
+    for c in (cnt_a, cnt_b):
+        if c is not None:
+            counts_bad |= c != ref_counts
+    row_bad = union.any(dim=1) | counts_bad
+    report.lanes_differing = int(union.sum())
+    report.rows_differing = int(row_bad.sum())
+
+    first = verdict.first
+    first_row = first.row if first is not None and 0 <= first.row < t else None
+    first_lane = (first.row, first.col) if first_row is not None and 0 <= first.col < k else None
+
+    def value(out, r, c):
+        return None if out is None else int(out[r, c])
+
+    # The lane the verdict names comes first, then the other differing lanes in order.
+    picked = [first_lane] if first_lane is not None else []
+    for r, c in torch.nonzero(union)[: FIRST_MISMATCHES + 1].tolist():
+        if (r, c) != first_lane and len(picked) < FIRST_MISMATCHES:
+            picked.append((r, c))
+    report.lanes = [
+        LaneValues(r, c, value(out_a, r, c), value(out_b, r, c), int(ref_out[r, c]), (r, c) == first_lane)
+        for r, c in picked
+    ]
+
+    # Rows: the verdict's, the worst failing ones, and a few passing ones for contrast.
+    weight = union.sum(dim=1) + counts_bad.to(torch.int64)
+    failing = [r for r in torch.nonzero(row_bad).flatten().tolist()]
+    worst = sorted(failing, key=lambda r: (-int(weight[r]), r))[:WORST_ROWS]
+    passing = [r for r in range(t) if not bool(row_bad[r])][:PASSING_ROWS]
+    chosen = sorted(set(worst + passing + ([first_row] if first_row is not None else [])))
+
+    def num(x, r):
+        return None if x is None else int(x[r])
+
+    report.rows = [
+        RowCounts(r, num(cnt_a, r), num(cnt_b, r), int(ref_counts[r]), num(lanes_a, r), num(lanes_b, r),
+                  bool(row_bad[r]), r == first_row)
+        for r in chosen
+    ]
+
+    from remap_ab import charts
+
+    cols = torch.arange(k).expand(t, k)
+    valid = cols < ref_counts.view(t, 1) if report.compacted else ref.valid.cpu()
+    counts = {"oracle": ref_counts.numpy()}
+    for info, c in ((a_info, cnt_a), (b_info, cnt_b)):
+        if c is not None and not torch.equal(c, ref_counts):
+            counts[info.name] = c.numpy()
+    picture = charts.LaneMap(
+        differs_a=None if diff_a is None else diff_a.numpy(),
+        differs_b=None if diff_b is None else diff_b.numpy(),
+        valid=np.asarray(valid.numpy(), bool),
+        label_a=a_info.name,
+        label_b=b_info.name if b_info.name != a_info.name else f"B ({b_info.name})",
+        block_n=int(cfg.block_n),
+        counts=counts,
+        compacted=report.compacted,
+        first=(first_row, first_lane[1] if first_lane else -1) if first_row is not None else None,
+    )
+    if out_a is None and out_b is None:
+        report.picture_note = "No picture: neither implementation returned an output of the oracle's shape."
+        return report
+    try:
+        report.png = charts.lane_png(picture)
+    except PlotsUnavailable as exc:
+        report.picture_note = str(exc)
+    return report
+
+
+def build_crash_report(config, a, b, message: str, folder: Path, device: str, status: Status, inputs) -> CaseReport:
+    """The model of a case that produced no outputs: its worker died (``CRASH``) or it
+    ran past its time limit (``TIMEOUT``)."""
+    from remap_ab.compare import Mismatch, Verdict
+
+    status = Status(status)
+    if status not in (Status.CRASH, Status.TIMEOUT):
+        raise ValueError(f"a crash report's status is crash or timeout, not {status}")
+    a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
+    check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
+    verdict = Verdict(config.case_id, status.value,
+                      [Mismatch(check.value, f"{a_info.name}/{b_info.name}", -1, -1, {}, 0, 0, message)])
+    return CaseReport(
+        status=status, verdict=verdict, device=str(device), message=message,
+        **_header(config, a_info, b_info, folder, inputs),
+    )
+
+
+def _named(x):
+    return ImplementationInfo(x) if isinstance(x, str) else x
+
+
+def _infos(result, implementations) -> tuple[ImplementationInfo, ImplementationInfo]:
+    if implementations is None:
+        return ImplementationInfo(result.a.name), ImplementationInfo(result.b.name)
+    a, b = implementations
+    return ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 lane"``, ``"2 lanes"``, ``"0 rows"``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def differ(n: int) -> str:
+    """The verb after a count of lanes or rows: "1 lane differs", "2 lanes differ"."""
+    return "differs" if n == 1 else "differ"
+
+
+def mismatch_line(m) -> str:
+    """One verdict failure as a line (``Mismatch.line``'s layout, plurals right)."""
+    if m.check in (Check.CRASH, Check.TIMEOUT, Check.ERROR, Check.SHAPE):
+        return f"[{m.check}] {m.impl}: {m.message}"
+    where = f"row {m.row}" + (f", col {m.col}" if m.col >= 0 else "")
+    vals = ", ".join(f"{k}={v}" for k, v in m.values.items())
+    return f"[{m.check}] {m.impl}: {m.message} at {where} ({vals}); {plural(m.lanes, 'lane')} in {plural(m.rows, 'row')} {differ(m.lanes)}"
+
+
+def _environment():
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("remap_ab", "templates"),
+        autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
+        undefined=StrictUndefined,  # a misspelt field fails the test suite, not a reader
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["plural"] = plural
+    env.filters["differ"] = differ
+    env.filters["mismatch_line"] = mismatch_line
+    env.filters["dash"] = lambda v: "—" if v is None else v
+    env.globals.update(FIRST_MISMATCHES=FIRST_MISMATCHES, WORST_ROWS=WORST_ROWS, Status=Status)
+    return env
+
+
+def render(report: CaseReport, fmt: str) -> str:
+    """``report`` as ``"md"`` (Markdown) or ``"html"`` (self-contained HTML)."""
+    return _environment().get_template(f"case.{fmt}.j2").render(r=report, cfg=report.config)
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def write_case_report(result, root, *, schedule=None) -> Path:
+def write_case_report(result, root, *, schedule=None, implementations: Sequence[Any] | None = None) -> Path:
     """Write the report of ``result`` (a ``runner.CaseResult``) to ``root/<case-id>/``
     and return that folder.
 
     ``root`` is the folder that collects reports (a sweep's run folder, or any folder a
     test chooses); it is created if needed. An existing report of the same case there is
     replaced. The folder appears complete or not at all (written aside, then renamed).
-    Call it for any result, passing or not; the pytest property suite calls it for a
-    failing example, and ``remap-ab replay <folder>`` replays what it wrote.
+    Call it for any result, passing or not; ``remap-ab replay <folder>`` replays it.
 
     ``schedule``: optional ``(policy, seed)`` of schedule.py under which the result was
     produced (CPU interpreter); it is recorded and replay runs under it again.
+    ``implementations``: optional ``(a, b)``, each an ``ImplementationInfo`` or a loaded
+    ``registry.Implementation``; without it the report knows A and B by name only (a
+    module on a custom path then gets no PYTHONPATH hint in the replay command).
     """
     import torch
 
-    from remap_ab.inputs import CaseInputs, hash_inputs
-
-    cfg = result.config
-    case = cfg.case_id
-    final, tmp = _begin(root, case)
-    host_inputs = CaseInputs(**{k: _host(v) for k, v in result.inputs.tensors().items()})
-    _write_config_and_inputs(tmp, cfg, host_inputs)
-
+    final, tmp = _begin(root, result.config.case_id)
+    report = build_case_report(result, final, implementations, schedule)
+    _write_config_and_inputs(tmp, result.config, _host_inputs(result.inputs))
     outputs = {}
     for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)):
-        if o is None:
-            continue
-        outputs[role] = {
-            "name": o.name,
-            "out": _host(o.out),
-            "counts": _host(o.counts),
-            "error": o.error,
-        }
+        if o is not None:
+            outputs[role] = {"name": o.name, "out": _host(o.out), "counts": _host(o.counts), "error": o.error}
     ref = result.reference
     outputs["reference"] = {"out": _host(ref.out), "counts": _host(ref.counts), "lanes": _host(ref.lanes), "valid": _host(ref.valid)}
     torch.save(outputs, tmp / "outputs.pt")
-
-    per, combined = hash_inputs(host_inputs)
-    replay = replay_command(final, result.a.name, result.b.name)
-    meta = {
-        "format": REPORT_FORMAT,
-        "case_id": case,
-        "status": result.verdict.status,
-        "verdict": result.verdict.to_dict(),
-        "a": _impl_meta(result.a.name),
-        "b": _impl_meta(result.b.name),
-        "device": str(result.inputs.device.type),
-        "inputs_sha256": per,
-        "inputs_sha256_combined": combined,
-        "seconds": {result.a.name: result.a.seconds, result.b.name: result.b.seconds},
-        "schedule": list(schedule) if schedule else None,
-        "replay": replay,
-        "run_command": run_command(cfg, result.a.name, result.b.name),
-        "written": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-    (tmp / "verdict.json").write_text(json.dumps(meta, indent=2) + "\n")
-    diff = DiffData.from_result(result)
-    (tmp / "diff.md").write_text(render_markdown(meta, cfg, diff))
-    (tmp / "diff.html").write_text(render_html(meta, cfg, diff))
-    _write_replay_script(tmp, "# Replays this case from its saved inputs; extra options go to remap-ab replay.\n" + replay)
+    _write_rendered(tmp, report)
     return _commit(tmp, final)
 
 
-def write_crash_report(config, a: str, b: str, message: str, root, device: str = "cpu") -> Path:
-    """The report of a case whose worker process died (no outputs exist): config,
-    inputs (regenerated: they are a function of the config), verdict "crash"."""
+def write_crash_report(config, a, b, message: str, root, device: str = "cpu", status: Status = Status.CRASH) -> Path:
+    """The report of a case whose worker process died (``status`` CRASH) or that ran
+    past its time limit (TIMEOUT): no outputs exist, so it holds the config, the
+    inputs (regenerated: they are a function of the config) and the verdict.
+    ``a`` and ``b``: names, ``ImplementationInfo``s or loaded implementations."""
     import torch
 
-    from remap_ab.compare import Mismatch, Verdict
-    from remap_ab.inputs import generate_inputs, hash_inputs
+    from remap_ab.inputs import generate_inputs
 
-    case = config.case_id
-    final, tmp = _begin(root, case)
+    final, tmp = _begin(root, config.case_id)
     inputs = generate_inputs(config, device="cpu")
+    report = build_crash_report(config, a, b, message, final, device, status, inputs)
     _write_config_and_inputs(tmp, config, inputs)
     torch.save({}, tmp / "outputs.pt")
-    verdict = Verdict(case, "crash", [Mismatch("crash", f"{a}/{b}", -1, -1, {}, 0, 0, message)])
-    per, combined = hash_inputs(inputs)
-    replay = replay_command(final, a, b)
-    meta = {
-        "format": REPORT_FORMAT,
-        "case_id": case,
-        "status": "crash",
-        "verdict": verdict.to_dict(),
-        "a": _impl_meta(a),
-        "b": _impl_meta(b),
-        "device": device,
-        "inputs_sha256": per,
-        "inputs_sha256_combined": combined,
-        "seconds": {},
-        "replay": replay,
-        "run_command": run_command(config, a, b),
-        "written": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-    (tmp / "verdict.json").write_text(json.dumps(meta, indent=2) + "\n")
-    text = (
-        f"# case {case}: CRASH\n\nThe worker process running this case died: {message}\n\n"
-        f"No outputs exist. Configuration: `{meta['run_command']}`\n\nReplay (in this process; it may crash):\n\n    {replay}\n"
-    )
-    (tmp / "diff.md").write_text(text)
-    (tmp / "diff.html").write_text(
-        f"<!doctype html><meta charset='utf-8'><title>case {case}: CRASH</title><pre>{html.escape(text)}</pre>\n"
-    )
-    _write_replay_script(tmp, replay)
+    _write_rendered(tmp, report)
     return _commit(tmp, final)
+
+
+def _write_rendered(tmp: Path, report: CaseReport) -> None:
+    (tmp / "verdict.json").write_text(json.dumps(report.meta(), indent=2) + "\n")
+    if report.png is not None:
+        (tmp / "lanes.png").write_bytes(report.png)
+    (tmp / "diff.md").write_text(render(report, "md"))
+    (tmp / "diff.html").write_text(render(report, "html"))
+    script = tmp / "replay.sh"
+    script.write_text("#!/bin/sh\n# Replays this case from its saved inputs; extra options go to remap-ab replay.\n"
+                      + report.replay + ' "$@"\n')
+    script.chmod(0o755)
 
 
 def _begin(root, case: str) -> tuple[Path, Path]:
@@ -177,283 +460,42 @@ def _write_config_and_inputs(tmp: Path, config, inputs) -> None:
     torch.save(inputs.tensors(), tmp / "inputs.pt")
 
 
-def _write_replay_script(tmp: Path, body: str) -> None:
-    script = tmp / "replay.sh"
-    script.write_text("#!/bin/sh\n" + body + ' "$@"\n')
-    script.chmod(0o755)
-
-
 def _host(t):
     return None if t is None else t.detach().cpu().contiguous()
 
 
-def _impl_meta(name: str) -> dict:
-    """Name, module and the sys.path folder it was imported from (for replay)."""
-    from remap_ab import registry
+def _host_inputs(inputs):
+    from remap_ab.inputs import CaseInputs
 
-    path = registry.BUILTIN.get(name, name)
-    meta = {"name": name, "module": path, "path_entry": None}
-    mod = sys.modules.get(path)
-    file = getattr(mod, "__file__", None)
-    if file and name not in registry.BUILTIN:
-        folder = Path(file).resolve().parent
-        if Path(file).name == "__init__.py":
-            folder = folder.parent
-        for _ in range(path.count(".")):
-            folder = folder.parent
-        meta["path_entry"] = str(folder)
-    return meta
+    return CaseInputs(**{k: _host(v) for k, v in inputs.tensors().items()})
 
 
-def _env_prefix(names) -> str:
+def _env_prefix(infos: Sequence[ImplementationInfo]) -> str:
     entries = []
-    for n in names:
-        entry = _impl_meta(n)["path_entry"]
-        if entry and entry not in entries:
-            entries.append(entry)
+    for info in infos:
+        if info.path_entry and info.path_entry not in entries:
+            entries.append(info.path_entry)
     if not entries:
         return ""
-    joined = os.pathsep.join(entries)
-    return f"PYTHONPATH={shlex.quote(joined)}${{PYTHONPATH:+:$PYTHONPATH}} "
+    return f"PYTHONPATH={shlex.quote(os.pathsep.join(entries))}${{PYTHONPATH:+:$PYTHONPATH}} "
 
 
-def replay_command(folder: Path, a: str, b: str) -> str:
-    """The ``remap-ab replay`` line for the report in ``folder`` of ``a`` vs ``b``."""
-    return f"{_env_prefix([a, b])}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}"
+def replay_command(folder: Path, a, b) -> str:
+    """The ``remap-ab replay`` line for the report in ``folder`` of ``a`` vs ``b``
+    (names or ``ImplementationInfo``s: a recorded path entry becomes a PYTHONPATH)."""
+    infos = [ImplementationInfo.of(_named(x)) for x in (a, b)]
+    return f"{_env_prefix(infos)}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}"
 
 
-def run_command(config, a: str, b: str, schedule: Optional[tuple[str, int]] = None) -> str:
+def run_command(config, a, b, schedule: tuple[str, int] | None = None) -> str:
     """The ``remap-ab run`` line that reruns ``config`` through ``a`` and ``b`` (under
-    ``schedule`` = (policy, seed) when given), with the PYTHONPATH a dotted module needs."""
-    parts = [f"{_env_prefix([a, b])}remap-ab run --a {a} --b {b}", config.cli_args()]
+    ``schedule`` = (policy, seed) when given), with the PYTHONPATH a custom module needs."""
+    infos = [ImplementationInfo.of(_named(x)) for x in (a, b)]
+    parts = [f"{_env_prefix(infos)}remap-ab run --a {shlex.quote(infos[0].name)} --b {shlex.quote(infos[1].name)}",
+             config.cli_args()]
     if schedule is not None:
         parts.append(f"--schedule {schedule[0]}:{schedule[1]}")
     return " ".join(p for p in parts if p)
-
-
-# --------------------------------------------------------------------------- the diff
-
-
-class DiffData:
-    """Where and how the outputs depart from the oracle's, as plain Python data."""
-
-    def __init__(self):
-        self.shape = (0, 0)
-        self.block_n = 0
-        self.names: list = []  # [(role, name)] for a and b
-        self.first: list = []  # rows of the first-mismatch table
-        self.per_row: list = []  # (row, lanes differing per implementation...)
-        self.masks: dict = {}  # role -> [T, K] bool tensor (CPU)
-        self.counts_rows: dict = {}  # role -> rows whose count differs
-
-    @classmethod
-    def from_result(cls, result) -> "DiffData":
-        import torch
-
-        d = cls()
-        ref = result.reference
-        t, k = ref.out.shape
-        d.shape = (t, k)
-        d.block_n = result.config.block_n
-        ref_out = ref.out.cpu()
-        named = [("a", result.a), ("b", result.b)]
-        d.names = [(role, o.name) for role, o in named]
-        outs = {}
-        for role, o in named:
-            if o.error is None and isinstance(o.out, torch.Tensor) and tuple(o.out.shape) == (t, k):
-                outs[role] = o.out.cpu()
-                d.masks[role] = outs[role] != ref_out
-            else:
-                d.masks[role] = None
-            if isinstance(o.counts, torch.Tensor) and tuple(o.counts.shape) == (t,):
-                bad = torch.nonzero(o.counts.cpu() != ref.counts.cpu()).flatten().tolist()
-                d.counts_rows[role] = bad
-        # First mismatching lanes, in (row, col) order over both implementations.
-        union = None
-        for m in d.masks.values():
-            if m is not None:
-                union = m if union is None else union | m
-        if union is not None and bool(union.any()):
-            idx = torch.nonzero(union)[:FIRST_MISMATCHES].tolist()
-            for r, c in idx:
-                row = {"row": r, "col": c}
-                for role, o in named:
-                    row[o.name if o.name not in row else f"{role}:{o.name}"] = int(outs[role][r, c]) if role in outs else None
-                row["oracle"] = int(ref_out[r, c])
-                d.first.append(row)
-            per = [m.sum(dim=1) if m is not None else torch.zeros(t, dtype=torch.int64) for m in d.masks.values()]
-            total = sum(per)
-            rows = torch.nonzero(total).flatten()
-            order = sorted(rows.tolist(), key=lambda r: (-int(total[r]), r))[:ROWS_SHOWN]
-            d.per_row = [(r, *[int(p[r]) for p in per]) for r in sorted(order)]
-            d.rows_differing = int(rows.numel())
-        else:
-            d.rows_differing = 0
-        return d
-
-
-def _cfg_line(cfg) -> str:
-    return cfg.cli_args() or "(defaults)"
-
-
-def render_markdown(meta: dict, cfg, diff: DiffData) -> str:
-    from remap_ab.compare import Verdict
-
-    v = Verdict.from_dict(meta["verdict"])
-    a, b = meta["a"]["name"], meta["b"]["name"]
-    lines = [
-        f"# case {meta['case_id']}: {v.status.upper()}",
-        "",
-        f"A = `{a}` ({meta['a']['module']}), B = `{b}` ({meta['b']['module']}), checked against the oracle on {meta['device']}.",
-        "",
-        f"Configuration: `{_cfg_line(cfg)}` (T={cfg.tokens}, K={cfg.topk}, BLOCK_N={cfg.block_n}).",
-        "",
-        "## Verdict",
-        "",
-    ]
-    lines += [f"- **FAIL** {m.line()}" for m in v.failures] or ["- pass"]
-    lines += [f"- info: {i}" for i in v.info]
-    lines += ["", f"## First mismatching lanes (up to {FIRST_MISMATCHES}, output vs the oracle's)", ""]
-    if diff.first:
-        cols = list(diff.first[0].keys())
-        lines.append("| " + " | ".join(cols) + " |")
-        lines.append("|" + "---|" * len(cols))
-        for row in diff.first:
-            lines.append("| " + " | ".join("—" if row[c] is None else str(row[c]) for c in cols) + " |")
-    else:
-        lines.append("No output lane differs from the oracle's (see the verdict: counts, error or shape).")
-    for role, name in diff.names:
-        if diff.counts_rows.get(role):
-            rows = diff.counts_rows[role]
-            lines.append(f"\nvalid counts of `{name}` differ in {len(rows)} rows: {', '.join(map(str, rows[:20]))}")
-    if diff.per_row:
-        lines += ["", f"## Mismatching lanes per row ({diff.rows_differing} rows differ; the {len(diff.per_row)} worst)", ""]
-        lines.append("| row | " + " | ".join(n for _, n in diff.names) + " |")
-        lines.append("|---|" + "---|" * len(diff.names))
-        for entry in diff.per_row:
-            lines.append("| " + " | ".join(map(str, entry)) + " |")
-    lines += ["", "## Replay", "", "    " + meta["replay"], "", "or run the configuration afresh:", "", "    " + meta["run_command"], ""]
-    return "\n".join(lines)
-
-
-def render_html(meta: dict, cfg, diff: DiffData) -> str:
-    from remap_ab.compare import Verdict
-
-    e = html.escape
-    v = Verdict.from_dict(meta["verdict"])
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>case {e(meta['case_id'])}: {e(v.status.upper())}</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-        "code,pre{background:#f4f4f4;padding:2px 4px}.fail{color:#b00}.k{display:inline-block;width:1em;height:1em;"
-        "vertical-align:middle;border:1px solid #999}img{image-rendering:pixelated;border:1px solid #999}</style>",
-        "</head><body>",
-        f"<h1>case {e(meta['case_id'])}: <span class='fail'>{e(v.status.upper())}</span></h1>",
-        f"<p>A = <code>{e(meta['a']['name'])}</code>, B = <code>{e(meta['b']['name'])}</code>, checked against the "
-        f"oracle on {e(meta['device'])}.<br>Configuration: <code>{e(_cfg_line(cfg))}</code> "
-        f"(T={cfg.tokens}, K={cfg.topk}, BLOCK_N={cfg.block_n})</p>",
-        "<h2>Verdict</h2><ul>",
-    ]
-    parts += [f"<li class='fail'>{e(m.line())}</li>" for m in v.failures] or ["<li>pass</li>"]
-    parts += [f"<li>info: {e(i)}</li>" for i in v.info]
-    parts.append("</ul>")
-    parts.append(f"<h2>First mismatching lanes (up to {FIRST_MISMATCHES})</h2>")
-    if diff.first:
-        cols = list(diff.first[0].keys())
-        parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>")
-        for row in diff.first:
-            parts.append("<tr>" + "".join(f"<td>{'—' if row[c] is None else e(str(row[c]))}</td>" for c in cols) + "</tr>")
-        parts.append("</table>")
-    else:
-        parts.append("<p>No output lane differs from the oracle's (see the verdict).</p>")
-    for role, name in diff.names:
-        if diff.counts_rows.get(role):
-            rows = diff.counts_rows[role]
-            parts.append(f"<p>valid counts of <code>{e(name)}</code> differ in {len(rows)} rows: {e(', '.join(map(str, rows[:20])))}</p>")
-    if diff.per_row:
-        parts.append(f"<h2>Mismatching lanes per row</h2><p>{diff.rows_differing} rows differ; the {len(diff.per_row)} worst:</p>")
-        parts.append("<table><tr><th>row</th>" + "".join(f"<th>{e(n)}</th>" for _, n in diff.names) + "</tr>")
-        for entry in diff.per_row:
-            parts.append("<tr>" + "".join(f"<td>{x}</td>" for x in entry) + "</tr>")
-        parts.append("</table>")
-    picture = lane_picture(diff)
-    if picture:
-        uri, legend = picture
-        (ra, na), (rb, nb) = diff.names
-        parts.append(
-            "<h2>Where lanes differ from the oracle</h2>"
-            f"<p>Rows (T={diff.shape[0]}) top to bottom, columns (K={diff.shape[1]}) left to right; {e(legend)}. "
-            f"<span class='k' style='background:#dc2828'></span> only {e(na)} "
-            f"<span class='k' style='background:#2850dc'></span> only {e(nb)} "
-            "<span class='k' style='background:#800080'></span> both "
-            "<span class='k' style='background:#f0f0f0'></span> equal; grey lines: BLOCK_N tiles. "
-            "In compacted rows an allowed reordering also shows here; the verdict says whether it is allowed.</p>"
-            f"<img alt='lane differences' src='{uri}'>"
-        )
-    parts.append(f"<h2>Replay</h2><pre>{e(meta['replay'])}</pre><p>or run the configuration afresh:</p><pre>{e(meta['run_command'])}</pre>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
-
-
-def lane_picture(diff: DiffData, max_rows: int = 256, max_cols: int = 1024):
-    """A data-URI PNG of the [T, K] lanes that differ (downsampled: a cell is marked
-    when any lane in it differs), and a phrase saying how much each pixel covers."""
-    import torch
-
-    masks = [diff.masks.get(role) for role, _ in diff.names]
-    if all(m is None for m in masks):
-        return None
-    t, k = diff.shape
-    if t == 0 or k == 0:
-        return None
-    rh = -(-t // max_rows)  # lanes per cell, vertically and horizontally
-    cw = -(-k // max_cols)
-    rows, cols = -(-t // rh), -(-k // cw)
-
-    def reduce(m):
-        if m is None:
-            return torch.zeros(rows, cols, dtype=torch.bool)
-        padded = torch.zeros(rows * rh, cols * cw, dtype=torch.bool)
-        padded[:t, :k] = m
-        return padded.view(rows, rh, cols, cw).any(dim=3).any(dim=1)
-
-    ma, mb = reduce(masks[0]), reduce(masks[1])
-    sx = max(1, min(8, 1024 // cols))
-    sy = max(1, min(16, 256 // rows))
-    tile_cells = max(1, diff.block_n // cw) if diff.block_n else 0
-    raw = bytearray()
-    for r in range(rows):
-        line = bytearray()
-        ra, rb = ma[r].tolist(), mb[r].tolist()
-        for c in range(cols):
-            if ra[c] and rb[c]:
-                px = b"\x80\x00\x80"
-            elif ra[c]:
-                px = b"\xdc\x28\x28"
-            elif rb[c]:
-                px = b"\x28\x50\xdc"
-            else:
-                px = b"\xf0\xf0\xf0"
-            cell = px * sx
-            if tile_cells and c % tile_cells == 0 and c and px == b"\xf0\xf0\xf0":
-                cell = b"\xb0\xb0\xb0" + px * (sx - 1)
-            line += cell
-        for _ in range(sy):
-            raw += b"\x00" + line
-    png = _png(cols * sx, rows * sy, bytes(raw))
-    import base64
-
-    legend = f"one pixel block = {rh} row(s) x {cw} column(s)"
-    return "data:image/png;base64," + base64.b64encode(png).decode(), legend
-
-
-def _png(width: int, height: int, raw: bytes) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
 
 
 # --------------------------------------------------------------------------- reading
@@ -462,7 +504,7 @@ def _png(width: int, height: int, raw: bytes) -> bytes:
 class Report:
     """A report folder, read back and checked."""
 
-    def __init__(self, folder: Path, config, meta: dict, inputs: dict):
+    def __init__(self, folder: Path, config, meta: dict, inputs):
         self.folder = folder
         self.config = config
         self.meta = meta
@@ -474,15 +516,38 @@ class Report:
 
         return Verdict.from_dict(self.meta["verdict"])
 
+    @property
+    def status(self) -> Status:
+        return Status(self.meta["status"])
+
+    @property
+    def a(self) -> ImplementationInfo:
+        return ImplementationInfo(**self.meta["a"])
+
+    @property
+    def b(self) -> ImplementationInfo:
+        return ImplementationInfo(**self.meta["b"])
+
+    @property
+    def schedule(self) -> tuple[str, int] | None:
+        s = self.meta.get("schedule")
+        return (s[0], s[1]) if s else None
+
 
 def load_report(path) -> Report:
-    """Read a report folder (or a file inside one); ReportError, in one line, when it is
-    missing, incomplete or corrupt."""
+    """Read a report folder (or a file inside one); ReportError, in one line naming the
+    file and the field, when it is missing, incomplete or corrupt."""
     import torch
 
     from remap_ab.config import CaseConfig
     from remap_ab.errors import ConfigError
     from remap_ab.inputs import CaseInputs, hash_inputs
+    from remap_ab.report_schema import (
+        check_config_fields,
+        check_verdict_json,
+        expect,
+        read_json,
+    )
 
     folder = Path(path)
     if folder.is_file():
@@ -492,40 +557,39 @@ def load_report(path) -> Report:
     for name in ("config.json", "verdict.json", "inputs.pt"):
         if not (folder / name).is_file():
             raise ReportError(f"report {folder} is incomplete: {name} is missing")
+    cdata = read_json(folder, "config.json")
+    case_id = expect("config.json", folder, cdata, "case_id", (str,))
+    fields = expect("config.json", folder, cdata, "config", (dict,))
+    check_config_fields(folder, fields)
     try:
-        cdata = json.loads((folder / "config.json").read_text())
-        config = CaseConfig.from_dict(cdata["config"])
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"report {folder}: config.json is corrupt ({type(exc).__name__})") from None
-    except ConfigError as exc:
-        raise ReportError(f"report {folder}: config.json holds no valid configuration ({exc})") from None
-    if cdata.get("case_id") != config.case_id:
-        raise ReportError(
-            f"report {folder}: config.json says case {cdata.get('case_id')} but its configuration is case {config.case_id}"
-        )
-    try:
-        meta = json.loads((folder / "verdict.json").read_text())
-        meta["verdict"]["status"]
-        meta["a"]["name"], meta["b"]["name"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"report {folder}: verdict.json is corrupt ({type(exc).__name__})") from None
+        config = CaseConfig.from_dict(fields)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise ReportError(f"report {folder}: config.json field 'config' holds no valid configuration ({exc})") from None
+    if case_id != config.case_id:
+        raise ReportError(f"report {folder}: config.json says case {case_id} but its configuration is case {config.case_id}")
+    meta = read_json(folder, "verdict.json")
+    check_verdict_json(folder, meta)
+    if meta["case_id"] != config.case_id:
+        raise ReportError(f"report {folder}: verdict.json field 'case_id' is {meta['case_id']} but config.json's case is {config.case_id}")
     try:
         tensors = torch.load(folder / "inputs.pt", map_location="cpu", weights_only=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — torch.load raises many kinds on a damaged file; each is a corrupt report
         raise ReportError(f"report {folder}: inputs.pt cannot be read ({type(exc).__name__}); the report is corrupt") from None
     if not isinstance(tensors, dict) or not {"req_id", "block_table", "token_indices"} <= set(tensors):
         raise ReportError(f"report {folder}: inputs.pt does not hold the input tensors")
+    if not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+        raise ReportError(f"report {folder}: inputs.pt holds something other than tensors")
     try:
         inputs = CaseInputs(**tensors)
     except TypeError:
         raise ReportError(f"report {folder}: inputs.pt holds unexpected tensors ({', '.join(sorted(tensors))})") from None
     per, _ = hash_inputs(inputs)
-    if per != meta.get("inputs_sha256"):
+    if per != meta["inputs_sha256"]:
         raise ReportError(f"report {folder}: inputs.pt does not match the sha256 recorded in verdict.json (corrupt or edited)")
     return Report(folder, config, meta, inputs)
 
 
-def find_report(case_id: str, root) -> Optional[Path]:
+def find_report(case_id: str, root) -> Path | None:
     """The newest report of ``case_id`` under ``root/*/``."""
     root = Path(root)
     if not root.is_dir():

@@ -723,3 +723,13 @@ def test_a_cell_whose_graph_output_goes_wrong_after_timing_is_flagged(tmp_path, 
     assert cell.status == "timed" and cell.verified_in_graph is False
     assert "graph outputs fail the oracle after timing" in cell.why
     assert bench.printable([cell]).loc[0, "check"] == "FAIL"
+
+
+def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
+    from remap_ab.charts import bar_chart
+    from remap_ab.commands.common import draw_chart
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    said = draw_chart(bar_chart, tmp_path / "c", "t", ["g1", "g2"], {"old": [2.0, 13.0], "new": [1.5, float("nan")]}, "µs")
+    assert "pip install 'remap-ab[plots]'" in said and "\n" not in said
+    assert not list(tmp_path.iterdir())

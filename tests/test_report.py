@@ -1,9 +1,17 @@
-"""Failing-case reports (write_case_report, the API the property suite uses), and the
-batched proof of passing that lets the sweep skip compare() for passing cases."""
+"""Failing-case reports (write_case_report, the API the property suite uses; crash and
+timeout reports; reading them back; replay), and the batched proof of passing that lets
+the sweep skip compare() for passing cases."""
 
+import ast
+import base64
+import io
 import json
+import shutil
 import struct
-import zlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,10 +19,17 @@ import torch
 from remap_ab.batch import proof_of_pass
 from remap_ab.compare import OrderContract, Output, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import ReportError
+from remap_ab.errors import PlotsUnavailable, ReportError
 from remap_ab.inputs import generate_inputs
-from remap_ab.report import lane_picture, load_report, write_case_report, write_crash_report
+from remap_ab.report import (
+    build_case_report,
+    load_report,
+    render,
+    write_case_report,
+    write_crash_report,
+)
 from remap_ab.runner import CaseResult, reference
+from remap_ab.status import Status
 
 CFG = CaseConfig(mode="dcp", tokens=3, topk=512, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)
 
@@ -39,6 +54,52 @@ def _bump(o):
     o.counts[2] += 1
 
 
+def _needs_matplotlib():
+    pytest.importorskip("matplotlib", reason="pictures need the plots extra: pip install 'remap-ab[plots]'")
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def _embedded_png(html: str) -> bytes:
+    return base64.b64decode(html.split("data:image/png;base64,")[1].split('"')[0])
+
+
+# A real implementation module on a custom path: kernels_new, wrong in one lane.
+BROKEN = """
+import kernels_new as _real
+from kernels_new import _remap_tiling  # noqa: F401
+
+def _break(res):
+    out, counts = res if isinstance(res, tuple) else (res, None)
+    out = out.clone()
+    out[0, 5] += 1
+    return (out, counts) if counts is not None else out
+
+def triton_convert_req_index_to_global_index(*args, **kwargs):
+    return _break(_real.triton_convert_req_index_to_global_index(*args, **kwargs))
+
+def triton_filter_and_convert_dcp_index(*args, **kwargs):
+    return _break(_real.triton_filter_and_convert_dcp_index(*args, **kwargs))
+"""
+
+
+@pytest.fixture
+def broken_impl(tmp_path, monkeypatch):
+    """(module name, folder): a broken implementation importable from ``folder``."""
+    folder = tmp_path / "impls"
+    folder.mkdir()
+    (folder / "brk_lane5.py").write_text(BROKEN)
+    monkeypatch.syspath_prepend(str(folder))
+    yield "brk_lane5", folder
+    from remap_ab import registry
+
+    registry._cache.pop("brk_lane5", None)
+    sys.modules.pop("brk_lane5", None)
+
+
 def test_write_case_report_round_trip(tmp_path):
     result = _result(CFG, _bump)
     assert result.verdict.status == "fail"
@@ -51,7 +112,9 @@ def test_write_case_report_round_trip(tmp_path):
     first = rep.verdict.first
     md = (folder / "diff.md").read_text()
     assert f"at row {first.row}, col {first.col}" in md or f"at row {first.row}" in md
-    assert "valid counts of `new` differ in 1 rows: 2" in md
+    # Per-row valid counts of A, B and the oracle: row 2's B count is one too many.
+    oracle_2 = int(result.reference.counts[2])
+    assert f"| 2 | {oracle_2} | {oracle_2 + 1} | {oracle_2} |" in md
     outs = torch.load(folder / "outputs.pt", weights_only=True)
     assert set(outs) == {"a", "b", "oracle", "reference"}
     assert torch.equal(outs["b"]["out"], result.b.out)
@@ -60,49 +123,334 @@ def test_write_case_report_round_trip(tmp_path):
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [CFG.case_id]
 
 
-def test_html_is_self_contained_with_a_valid_png(tmp_path):
+def test_tables_agree_with_the_verdicts_first_mismatch():
+    result = _result(CFG.replace(tokens=2, topk=128), lambda o: o.out.__setitem__((1, 9), 12345))
+    first = result.verdict.first
+    assert (first.row, first.col) == (1, 9)
+    model = build_case_report(result, Path("/nowhere"))
+    lane = model.lanes[0]
+    assert (lane.row, lane.col, lane.b, lane.first) == (1, 9, 12345, True)
+    assert lane.a == lane.oracle == int(result.reference.out[1, 9])
+    assert [(r.row, r.failing, r.first, r.b_lanes) for r in model.rows] == [(0, False, False, 0), (1, True, True, 1)]
+    assert model.rows[1].oracle_count == int(result.reference.counts[1])
+
+
+def test_a_per_row_first_mismatch_is_named_in_the_counts_table():
+    result = _result(CFG, lambda o: o.counts.__setitem__(1, o.counts[1] + 2))
+    assert (result.verdict.first.check, result.verdict.first.row) == ("counts", 1)
+    model = build_case_report(result, Path("/nowhere"))
+    assert model.lanes == []  # no lane differs
+    assert [r.row for r in model.rows if r.first] == [1]
+    md = render(model, "md")
+    assert "row 1's valid count" in md and "← the verdict's first mismatch" in md
+
+
+def test_an_implementation_error_renders_without_lanes(tmp_path):
+    def raised(o):
+        o.out, o.counts, o.error = None, None, "RuntimeError: boom"
+
+    result = _result(CFG, raised)
+    assert result.verdict.status == "error"
+    folder = write_case_report(result, tmp_path)
+    md = (folder / "diff.md").read_text()
+    assert "# case " + CFG.case_id + ": ERROR" in md and "[error] new: RuntimeError: boom" in md
+    oracle_0 = int(result.reference.counts[0])
+    assert f"| 0 | {oracle_0} | — | {oracle_0} | 0 | — |" in md  # B returned nothing: dashes, not zeros
+    assert "No output lane differs from the oracle's" in md
+    assert load_report(folder).status is Status.ERROR
+    # Neither returned an output: no picture, and the report says why.
+    result.a.out, result.a.error = None, "RuntimeError: boom"
+    model = build_case_report(result, tmp_path)
+    assert model.png is None and "neither implementation returned an output" in render(model, "md")
+
+
+def test_plurals_are_right():
+    result = _result(CFG.replace(tokens=1, topk=128), lambda o: o.out.__setitem__((0, 5), 12345))
+    model = build_case_report(result, Path("/nowhere"))
+    for text in (render(model, "md"), render(model, "html")):
+        assert "1 lane in 1 row differs" in text and "1 lane differs from" in text
+        assert "1 lanes" not in text and "1 rows" not in text
+
+
+def test_html_is_self_contained_with_a_decodable_picture(tmp_path):
+    _needs_matplotlib()
+    from matplotlib import image
+
     folder = write_case_report(_result(CFG, _bump), tmp_path)
     html = (folder / "diff.html").read_text()
-    assert "http://" not in html and "https://" not in html and "<script" not in html
-    import base64
-
-    data = base64.b64decode(html.split("data:image/png;base64,")[1].split("'")[0])
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    assert width > 0 and height > 0
-    # The IDAT decompresses to height rows of 1 + 3 * width bytes.
-    idat_len = struct.unpack(">I", data[33:37])[0]
-    raw = zlib.decompress(data[41 : 41 + idat_len])
-    assert len(raw) == height * (1 + 3 * width)
+    assert "http://" not in html.replace('http://www.w3.org', '') and "https://" not in html and "<script" not in html
+    data = _embedded_png(html)
+    pixels = image.imread(io.BytesIO(data), format="png")
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 500
+    assert (folder / "lanes.png").read_bytes() == data
+    assert "![where lanes differ from the oracle](lanes.png)" in (folder / "diff.md").read_text()
 
 
-def test_picture_marks_the_differing_lane():
-    result = _result(CFG.replace(tokens=1, topk=128), lambda o: o.out.__setitem__((0, 5), 12345))
-    from remap_ab.report import DiffData
-
-    d = DiffData.from_result(result)
-    assert d.first[0]["row"] == 0 and d.first[0]["col"] == 5 and d.first[0]["new"] == 12345
-    assert d.per_row == [(0, 0, 1)]
-    uri, legend = lane_picture(d)
-    assert "1 row(s) x 1 column(s)" in legend
+def test_a_one_row_case_is_drawn_tall_enough_to_see(tmp_path):
+    _needs_matplotlib()
+    result = _result(CFG.replace(tokens=1, topk=2048), lambda o: o.out.__setitem__((0, 5), 12345))
+    model = build_case_report(result, tmp_path)
+    width, height = _png_size(model.png)
+    # Overview and zoom: a single differing lane is ringed and shown lane by lane.
+    assert width >= 800 and height >= 250
 
 
-def test_passing_result_and_crash_report(tmp_path):
+def test_without_matplotlib_the_report_says_so_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    folder = write_case_report(_result(CFG, _bump), tmp_path)
+    html = (folder / "diff.html").read_text()
+    md = (folder / "diff.md").read_text()
+    assert "data:image/png" not in html and not (folder / "lanes.png").exists()
+    for text in (__import__("html").unescape(html), md):
+        line = next(x for x in text.splitlines() if "no picture" in x)
+        assert "matplotlib is not installed" in line and "pip install 'remap-ab[plots]'" in line
+
+
+def test_bar_chart_without_matplotlib_gives_the_install_hint(tmp_path, monkeypatch):
+    from remap_ab.charts import bar_chart
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(PlotsUnavailable, match=r"pip install 'remap-ab\[plots\]'"):
+        bar_chart(tmp_path / "c", "t", ["g"], {"old": [1.0]}, "µs")
+    assert not list(tmp_path.iterdir())
+
+
+def test_passing_result_crash_and_timeout_reports(tmp_path):
     folder = write_case_report(_result(CFG), tmp_path)
     assert load_report(folder).verdict.status == "pass"
     crash = write_crash_report(CFG, "old", "new", "worker killed by signal SIGSEGV", tmp_path / "c")
     rep = load_report(crash)
-    assert rep.verdict.status == "crash" and "SIGSEGV" in rep.verdict.first.message
+    assert rep.verdict.status == Status.CRASH and "SIGSEGV" in rep.verdict.first.message
+    assert "The worker process running this case died" in (crash / "diff.html").read_text()
+    timeout = write_crash_report(CFG, "old", "new", "no verdict within 30 s", tmp_path / "t", "cpu", status=Status.TIMEOUT)
+    rep = load_report(timeout)
+    assert rep.status is Status.TIMEOUT and rep.verdict.first.check == "timeout"
+    md = (timeout / "diff.md").read_text()
+    assert "# case " + CFG.case_id + ": TIMEOUT" in md and "did not finish within its time limit" in md
+    # Crash and case reports share one header: the same keys in verdict.json.
+    assert set(json.loads((crash / "verdict.json").read_text())) == set(json.loads((folder / "verdict.json").read_text()))
+    with pytest.raises(ValueError):
+        write_crash_report(CFG, "old", "new", "x", tmp_path / "p", status=Status.PASS)
+
+
+def test_report_does_not_reach_up_into_the_registry_or_sys_modules():
+    from remap_ab import report
+
+    tree = ast.parse(Path(report.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not {"sys", "remap_ab.registry", "remap_ab.runner", "remap_ab.batch", "remap_ab.sweep"} & imported
+
+
+# --- corrupt reports: one line naming the file and the field, exit 2 -------------------
+
+
+def _edit_json(folder, name, edit):
+    data = json.loads((folder / name).read_text())
+    edit(data)
+    (folder / name).write_text(json.dumps(data))
+
+
+CORRUPTIONS = [
+    ("verdict.json", lambda d: d.update(status=5), "'status' is int"),
+    ("verdict.json", lambda d: d.update(status="maybe"), "'status' is 'maybe'"),
+    ("verdict.json", lambda d: d["b"].update(name=None), "'b.name' is NoneType"),
+    ("verdict.json", lambda d: d["a"].update(path_entry=7), "'a.path_entry' is int"),
+    ("verdict.json", lambda d: d.pop("a"), "lacks the field 'a'"),
+    ("verdict.json", lambda d: d.update(inputs_sha256=[]), "'inputs_sha256' is list"),
+    ("verdict.json", lambda d: d.update(schedule="abc"), "'schedule' is str"),
+    ("verdict.json", lambda d: d["verdict"]["failures"][0].update(row="0"), "'verdict.failures[0].row' is str"),
+    ("verdict.json", lambda d: d["verdict"]["failures"][0].update(lanes=True), "'verdict.failures[0].lanes' is bool"),
+    ("verdict.json", lambda d: d["verdict"].update(failures={}), "'verdict.failures' is dict"),
+    ("verdict.json", lambda d: d["verdict"].update(info=[3]), "'verdict.info[0]' is int"),
+    ("config.json", lambda d: d.update(case_id=5), "'case_id' is int"),
+    ("config.json", lambda d: d.update(config=[]), "'config' is list"),
+    ("config.json", lambda d: d["config"].update(tokens="3"), "'config.tokens' is str"),
+    ("config.json", lambda d: d["config"].update(compact=1), "'config.compact' is int"),
+    ("config.json", lambda d: d["config"].update(invalid_ratio=None), "'config.invalid_ratio' is NoneType"),
+    ("config.json", lambda d: d["config"].update(mode="sideways"), "config.json field 'config' holds no valid configuration"),
+]
+
+
+@pytest.fixture(scope="module")
+def failing_report(tmp_path_factory):
+    """One failing report, written once; tests that damage it work on copies."""
+    return write_case_report(_result(CFG, _bump), tmp_path_factory.mktemp("written"))
+
+
+def _copy(report, tmp_path) -> Path:
+    return Path(shutil.copytree(report, tmp_path / report.name))
+
+
+@pytest.mark.parametrize("name, edit, needle", CORRUPTIONS, ids=[c[2] for c in CORRUPTIONS])
+def test_wrong_typed_fields_are_named(tmp_path, failing_report, name, edit, needle):
+    folder = _copy(failing_report, tmp_path)
+    _edit_json(folder, name, edit)
+    with pytest.raises(ReportError) as exc:
+        load_report(folder)
+    message = str(exc.value)
+    assert name in message and needle in message and "\n" not in message
+
+
+@pytest.mark.parametrize("missing", ["config.json", "verdict.json", "inputs.pt"])
+def test_missing_files_are_named(tmp_path, failing_report, missing):
+    folder = _copy(failing_report, tmp_path)
+    (folder / missing).unlink()
+    with pytest.raises(ReportError, match=f"{missing} is missing"):
+        load_report(folder)
 
 
 def test_load_report_errors_are_one_line(tmp_path):
     folder = write_case_report(_result(CFG), tmp_path)
+    (folder / "verdict.json").write_text("{not json")
+    with pytest.raises(ReportError, match="verdict.json is not valid JSON"):
+        load_report(folder)
     (folder / "config.json").write_text(json.dumps({"case_id": "000000000000", "config": CFG.to_dict()}))
     with pytest.raises(ReportError, match="config.json says case 000000000000") as exc:
         load_report(folder)
     assert "\n" not in str(exc.value)
     with pytest.raises(ReportError, match="no report"):
         load_report(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("how", ["path", "case-id"])
+def test_replay_of_a_corrupt_report_exits_2_naming_file_and_field(tmp_path, failing_report, capsys, how):
+    from remap_ab.cli import main as cli_main
+
+    (tmp_path / "run1").mkdir()
+    folder = _copy(failing_report, tmp_path / "run1")
+    _edit_json(folder, "verdict.json", lambda d: d["verdict"]["failures"][0].update(col=[1]))
+    target = str(folder) if how == "path" else CFG.case_id
+    assert cli_main(["replay", target, "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "verdict.json" in err and "'verdict.failures[0].col' is list" in err
+
+
+def test_replay_root_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    from remap_ab.cli import main as cli_main
+
+    (tmp_path / "afile").write_text("x")
+    assert cli_main(["replay", CFG.case_id, "--root", str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err
+    assert "--root" in err and "is a file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
+    import inspect
+
+    from remap_ab import runner
+    from remap_ab.cli import main as cli_main
+
+    if "memcheck" not in inspect.signature(runner.run_case).parameters:
+        pytest.skip("runner.run_case has no memcheck parameter in this build (the memcheck helper adds it)")
+    seen = {}
+    real = runner.run_case
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_case", spy)
+    folder = write_case_report(_result(CFG.replace(tokens=1, topk=128)), tmp_path)
+    assert cli_main(["replay", str(folder), "--device", "cpu", "--memcheck"]) == 0
+    assert seen.get("memcheck") is True and "with memcheck" in capsys.readouterr().out
+
+
+# --- a real broken implementation on a custom path -----------------------------------
+
+
+def test_custom_path_is_recorded_and_replay_suggests_it(tmp_path, broken_impl, capsys):
+    from remap_ab import backend, registry
+    from remap_ab.cli import main as cli_main
+    from remap_ab.runner import run_case
+
+    name, folder = broken_impl
+    config = CaseConfig(mode="dcp", tokens=1, topk=128, dcp_size=2, compact=False)
+    result = run_case(config, "old", name, device=backend.select(None))
+    assert result.verdict.status == "fail" and (result.verdict.first.row, result.verdict.first.col) == (0, 5)
+    report = write_case_report(result, tmp_path / "run", implementations=(registry.get("old"), registry.get(name)))
+    meta = json.loads((report / "verdict.json").read_text())
+    assert meta["b"] == {"name": name, "module": name, "path_entry": str(folder.resolve())}
+    assert meta["a"]["path_entry"] is None and meta["a"]["module"] == "kernels_old"
+    assert meta["replay"].startswith(f"PYTHONPATH={folder.resolve()}")
+    assert (report / "replay.sh").read_text().count("PYTHONPATH=") == 1
+    # In a process that does not have the folder on its path, replay by case ID says
+    # which PYTHONPATH entry the report recorded.
+    sys.path.remove(str(folder))
+    registry._cache.pop(name, None)
+    sys.modules.pop(name, None)
+    assert cli_main(["replay", config.case_id, "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"PYTHONPATH={folder.resolve()}" in err and f"remap-ab replay {config.case_id} --root {tmp_path}" in err
+
+
+# --- the HTML report in a real browser --------------------------------------------------
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def _browser():
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip(f"no headless browser ({', '.join(BROWSERS)}) on PATH: apt-get install chromium")
+
+
+def _chromium(browser, *args, timeout=120):
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+             "--hide-scrollbars"]
+    # No check=True: a failing browser is reported by the assertions on what it wrote.
+    return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# Appended to a copy of the report: the browser's own measure of the page and image.
+PROBE = textwrap.dedent("""
+    <script>
+    window.addEventListener("load", () => {
+      const img = document.querySelector("img");
+      const pres = [...document.querySelectorAll("pre")];
+      document.title = JSON.stringify({
+        img: img ? [img.naturalWidth, img.naturalHeight, img.complete] : null,
+        page: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+        pre: pres.map(p => p.scrollWidth <= p.clientWidth + 1),
+      });
+    });
+    </script>
+""")
+
+
+@pytest.mark.parametrize("kind", ["one-row", "1024-rows", "crash"])
+def test_report_renders_in_headless_chromium(tmp_path, kind):
+    browser = _browser()
+    if kind != "crash":
+        _needs_matplotlib()
+        tokens, row = (1, 0) if kind == "one-row" else (1024, 700)
+        result = _result(CFG.replace(tokens=tokens, topk=2048), lambda o: o.out.__setitem__((row, 5), 12345))
+        # A long replay path, so that an unwrapped command would run off the page.
+        folder = write_case_report(result, tmp_path / ("deep" * 40))
+    else:
+        folder = write_crash_report(CFG, "old", "new", "worker killed by signal SIGSEGV " + "x" * 300, tmp_path)
+    html = folder / "diff.html"
+    shot = tmp_path / "shot.png"
+    run = _chromium(browser, f"--screenshot={shot}", "--window-size=1280,1400", html.as_uri())
+    assert shot.is_file(), run.stderr[-2000:]
+    assert _png_size(shot.read_bytes()) == (1280, 1400)
+
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.read_text().replace("</body>", PROBE + "</body>"))
+    dom = _chromium(browser, "--dump-dom", "--virtual-time-budget=5000", "--window-size=1280,1400", probe.as_uri()).stdout
+    facts = json.loads(__import__("html").unescape(dom.split("<title>")[1].split("</title>")[0]))
+    scroll_width, client_width = facts["page"]
+    assert scroll_width <= client_width, "the page scrolls sideways"
+    assert all(facts["pre"]), "a command runs off its box"
+    if kind != "crash":
+        width, height, complete = facts["img"]
+        assert complete and (width, height) == _png_size(_embedded_png(html.read_text()))
+    else:
+        assert facts["img"] is None
 
 
 # --- the batched proof of passing ----------------------------------------------------

@@ -2,79 +2,145 @@
 (the newest report of that case under --root, else the grid's configuration with
 freshly generated inputs), and print the verdict beside the saved one.
 
-Exit status: 0 the case passes now, 1 it fails, 2 bad input (missing or corrupt report).
+Exit status: 0 the case passes now, 1 it fails, 2 bad input (missing or corrupt report,
+an implementation that cannot be imported: the message names the PYTHONPATH entry the
+report recorded for it).
 """
 
 from __future__ import annotations
 
+import inspect
 import re
+import shlex
 from pathlib import Path
+
+from remap_ab import options
 
 
 def add_arguments(p):
     p.add_argument("target", metavar="PATH-OR-CASE-ID", help="a report folder (or a file in it), or a 12-hex-digit case ID")
-    p.add_argument("--a", default=None, help="implementation A (default: the report's)")
-    p.add_argument("--b", default=None, help="implementation B (default: the report's)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default: cuda when present")
-    p.add_argument("--root", default="reports", help="where to look for a case ID's report (default reports)")
+    options.add_implementations(p, default_a=None, default_b=None)
+    options.add_device(p)
+    options.add_root(p, "runs whose reports a case ID is looked up in")
+    options.add_memcheck(p)
 
 
 def main(args) -> int:
     from remap_ab import backend
     from remap_ab import grid as gridmod
-    from remap_ab.errors import ReportError
-    from remap_ab.report import find_report, load_report
+    from remap_ab.errors import ImplementationError, ReportError
+    from remap_ab.report import find_report, load_report, mismatch_line
     from remap_ab.runner import run_case
+    from remap_ab.status import Status
 
     target = args.target
+    root = _readable_root(args.root)
     report = None
     config = None
     if Path(target).exists():
         report = load_report(target)
     elif re.fullmatch(r"[0-9a-f]{12}", target):
-        found = find_report(target, args.root)
+        found = find_report(target, root)
         if found is not None:
             report = load_report(found)
         else:
             by_id = {p.case_id: p for p in gridmod.load().points()}
             if target not in by_id:
-                raise ReportError(f"no report of case {target} under {args.root}/ and it is not a case of the grid")
+                raise ReportError(f"no report of case {target} under {root}/ and it is not a case of the grid")
             config = by_id[target].config
     else:
         raise ReportError(f"{target} is neither a report folder nor a case ID (12 hex digits)")
 
-    a = args.a or (report.meta["a"]["name"] if report else "old")
-    b = args.b or (report.meta["b"]["name"] if report else "new")
+    a = args.a or (report.a.name if report else "old")
+    b = args.b or (report.b.name if report else "new")
     device = backend.select(args.device)
-    if report is not None:
-        config = report.config
-        source = f"saved inputs of {report.folder}"
-        schedule = None
-        if report.meta.get("schedule"):
-            policy, seed = report.meta["schedule"]
-            if device != "cpu":
-                raise ReportError(f"report {report.folder} was produced under program schedule {policy}:{seed}; replay it with --device cpu")
-            from remap_ab.schedule import interpreter_schedule
+    run_options = _memcheck_option(args.memcheck)
+    try:
+        if report is not None:
+            config = report.config
+            source = f"saved inputs of {report.folder}"
+            schedule = None
+            if report.schedule:
+                policy, seed = report.schedule
+                if device != "cpu":
+                    raise ReportError(f"report {report.folder} was produced under program schedule {policy}:{seed}; replay it with --device cpu")
+                from remap_ab.schedule import interpreter_schedule
 
-            schedule = lambda: interpreter_schedule(policy, int(seed))  # noqa: E731
-            source += f", program schedule {policy}:{seed}"
-        result = run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule)
-    else:
-        source = "the grid's configuration (inputs generated afresh)"
-        result = run_case(config, a, b, device=device)
+                def schedule():
+                    return interpreter_schedule(policy, int(seed))
+
+                source += f", program schedule {policy}:{seed}"
+            result = run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule, **run_options)
+        else:
+            assert config is not None  # found in the grid above
+            source = "the grid's configuration (inputs generated afresh)"
+            result = run_case(config, a, b, device=device, **run_options)
+    except ImplementationError as exc:
+        hint = _path_hint(report, a, b, args)
+        raise ImplementationError(f"{exc}{hint}") from None
     v = result.verdict
-    print(f"replay of case {config.case_id}: {a} vs {b} (oracle checked) on {device}, from {source}")
+    config = result.config
+    print(f"replay of case {config.case_id}: {a} vs {b} (oracle checked) on {device}, from {source}"
+          + (" with memcheck" if args.memcheck else ""))
     print(f"  config: {config.cli_args() or '(defaults)'}")
-    print(v.describe())
+    print(f"case {v.case_id}: {Status(v.status).value.upper()}")
+    for m in v.failures:
+        print("  FAIL " + mismatch_line(m))
+    for i in v.info:
+        print("  info " + i)
     if report is not None:
         saved = report.verdict
-        same = _key(saved) == _key(v)
-        if saved.status == "crash":
-            print(f"  saved verdict: CRASH ({saved.first.message if saved.first else ''}); this replay did not crash")
+        status = Status(saved.status)
+        if status in (Status.CRASH, Status.TIMEOUT):
+            what = "did not crash" if status is Status.CRASH else "finished"
+            print(f"  saved verdict: {status.value.upper()} ({saved.first.message if saved.first else ''}); this replay {what}")
         else:
-            print(f"  saved verdict: {saved.status.upper()}" + (f" — {saved.first.line()}" if saved.first else ""))
+            print(f"  saved verdict: {status.value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
+            same = _key(saved) == _key(v)
             print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
     return 0 if v.passed else 1
+
+
+def _readable_root(root: str) -> Path:
+    """--root is only read here: it may be missing (nothing found), not a file."""
+    from remap_ab.errors import UsageError
+
+    path = Path(root)
+    for parent in (path, *path.parents):
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"--root {path}: {parent} is a file, not a folder; give the folder holding the runs")
+    return path
+
+
+def _memcheck_option(wanted: bool) -> dict:
+    """``{"memcheck": True}`` for run_case when --memcheck is given and this build's
+    runner supports it; UsageError when it does not."""
+    from remap_ab.errors import UsageError
+    from remap_ab.runner import run_case
+
+    if not wanted:
+        return {}
+    if "memcheck" not in inspect.signature(run_case).parameters:
+        raise UsageError("--memcheck: this build's runner cannot check memory accesses (no memcheck support installed)")
+    return {"memcheck": True}
+
+
+def _path_hint(report, a: str, b: str, args) -> str:
+    """The replay line with the PYTHONPATH the report recorded for a custom module."""
+    if report is None:
+        return ""
+    entries = []
+    for info in (report.a, report.b):
+        if info.name in (a, b) and info.path_entry and info.path_entry not in entries:
+            entries.append(info.path_entry)
+    if not entries:
+        return ""
+    rest = [shlex.quote(args.target)]
+    if args.root != options.DEFAULT_ROOT:
+        rest.append(f"--root {shlex.quote(args.root)}")
+    joined = ":".join(entries)
+    return (f"; the report recorded it as imported from {joined}: "
+            f"PYTHONPATH={shlex.quote(joined)}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay {' '.join(rest)}")
 
 
 def _key(v):
