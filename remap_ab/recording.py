@@ -6,7 +6,6 @@ process with ``-j 0``), so the tensors a report needs never cross a process boun
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -42,7 +41,7 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
     for o in outcomes:
         report = ""
         if not o.verdict.passed and o.result is not None and folder is not None:
-            report = write_case_report(o.result, folder).name
+            report = write_case_report(o.result, folder, implementations=_implementations(o.result)).name
         rows.append(outcome_row(o, report))
     return rows
 
@@ -73,12 +72,18 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
 
 
 def _write_lost_report(config, a, b, message, folder, device, status: Status) -> Path:
+    from remap_ab import registry
     from remap_ab.report import write_crash_report
 
-    if "status" in inspect.signature(write_crash_report).parameters:
-        return write_crash_report(config, a, b, message, folder, device, status=status)
-    # report.py before its status parameter (the report helper adds it): a crash report.
-    return write_crash_report(config, a, b, message, folder, device)
+    # The registry knows where each implementation was imported from (a custom module's
+    # folder goes into the replay hint); the report is handed that, never looks it up.
+    return write_crash_report(config, registry.get(a), registry.get(b), message, folder, device, status=status)
+
+
+def _implementations(result) -> tuple:
+    from remap_ab import registry
+
+    return registry.get(result.a.name), registry.get(result.b.name)
 
 
 def reference_max_row_valid(config) -> int | str:
