@@ -89,6 +89,7 @@ class Finding:
     bytes_before_start: int  # start - address (> 0), or -1 when after its end
     nearest_numel: int
     nearest_itemsize: int
+    note: str = ""  # extra words from the tool (a GPU thread id); the whole message for a non-access error
 
     @property
     def elements_past_last(self) -> int:
@@ -113,12 +114,15 @@ class Finding:
         )
 
     def describe(self) -> str:
+        if self.kind not in KINDS:
+            return self.note
         x, y, z = self.program
         col = f", column {self.col}" if self.col >= 0 else ""
-        return (
+        text = (
             f"{self.kind} of {self.itemsize} bytes outside every argument tensor in kernel {self.kernel} "
             f"(program ({x}, {y}, {z}): row {self.row}{col}) at address {self.address:#x}, {self.where()}"
         )
+        return f"{text}; {self.note}" if self.note else text
 
 
 @dataclass
@@ -133,12 +137,17 @@ class MemcheckReport:
     bad_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> lanes
     rows_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> set of rows
     findings: list = field(default_factory=list)  # the first DETAILED_FINDINGS, in order
+    source: str = "interpreter"  # or "compute-sanitizer" (sanitizer.py)
+    detail: str = ""  # the sanitizer's own summary, e.g. "ERROR SUMMARY: 0 errors"
 
     @property
     def clean(self) -> bool:
         return self.bad_lanes == 0
 
     def summary(self) -> str:
+        if self.source != "interpreter":
+            state = "clean" if self.clean else f"{self.bad_lanes} invalid accesses in {len(self.bad_rows)} rows"
+            return f"memcheck {self.label} ({self.source}): {state} ({self.detail})"
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
         state = "clean" if self.clean else f"{self.bad_lanes} lanes out of bounds in {len(self.bad_rows)} rows"
