@@ -97,11 +97,11 @@ def _convert_req_index_to_global_index_kernel(
     val = tl.where(invalid, -1, val)
 
     valid = ~invalid
-    n_valid = tl.sum(valid.to(tl.int32), axis=0)
     out_row = out_ptr + row * out_stride0
     if COMPACT_TO_FRONT:
         # §5: lanes land at base + e, e the exclusive prefix sum within the tile.
         excl = tl.cumsum(valid.to(tl.int32), axis=0) - valid.to(tl.int32)
+        n_valid = tl.sum(valid.to(tl.int32), axis=0)
         if SINGLE_TILE:
             # The program owns the row: it starts at slot 0 and stores the count.
             slot_base = 0
@@ -112,6 +112,9 @@ def _convert_req_index_to_global_index_kernel(
     else:
         tl.store(out_row + cols * out_stride1, val)
         if COUNT_VALID:
+            # The row is stored first and reduced after, as in the kernel this models:
+            # emitted before the store, the reduction delays it (measured on an H200).
+            n_valid = tl.sum(valid.to(tl.int32), axis=0)
             if SINGLE_TILE:
                 tl.store(valid_counts_ptr + row, n_valid)
             else:
