@@ -6,8 +6,10 @@ torch.cuda.synchronize at the end):
     python3 scripts/host_overhead.py                      # old and new
     python3 scripts/host_overhead.py --impl vllm.v1.attention.backends.mla.sparse_utils
 
-On a CPU there is no launch to time: --stub-launch replaces the Triton kernel by a
-no-op, so what is left is the wrapper's own Python and tensor-allocation cost.
+On a CPU there is no launch to time: --stub-launch replaces the launch by what Triton
+does on the host before the driver call (bind the arguments, specialise each one,
+look up the compiled kernel's key), so what is timed is the wrapper's own Python and
+tensor allocations plus Triton's per-argument work; the driver's launch is left out.
 """
 
 import argparse
@@ -17,11 +19,28 @@ import sys
 import time
 
 
-class _NoLaunch:
-    """Stands in for a @triton.jit kernel: kernel[grid](*args, **kwargs) does nothing."""
+class _HostSideOnly:
+    """Stands in for a @triton.jit kernel: kernel[grid](*args, **kwargs) does Triton's
+    host-side work for the call (bind, specialise, cache key) and launches nothing."""
+
+    def __init__(self, jit_function):
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler.compiler import make_backend
+        from triton.runtime.jit import compute_cache_key, create_function_from_signature
+
+        backend = make_backend(GPUTarget("cuda", 90, 32))
+        self._binder = create_function_from_signature(jit_function.signature, jit_function.params, backend)
+        self._key = compute_cache_key
+        self._cache = {}
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: None
+        def launch(*args, **kwargs):
+            kwargs["debug"] = False
+            kwargs["instrumentation_mode"] = ""
+            _, specialization, options = self._binder(*args, **kwargs)
+            return self._key(self._cache, specialization, options)
+
+        return launch
 
 
 def main() -> None:
@@ -50,7 +69,7 @@ def main() -> None:
         module = importlib.import_module(name)
         remap = importlib.import_module(name + "._remap") if args.stub_launch else None
         if remap is not None:
-            remap._convert_req_index_to_global_index_kernel = _NoLaunch()
+            remap._convert_req_index_to_global_index_kernel = _HostSideOnly(remap._convert_req_index_to_global_index_kernel)
         fn = module.triton_convert_req_index_to_global_index
 
         def call():
@@ -68,7 +87,7 @@ def main() -> None:
             if device == "cuda":
                 torch.cuda.synchronize()
             best = min(best, (time.perf_counter() - start) / args.calls)
-        mode = "wrapper only, no launch" if args.stub_launch else "host per call incl. launch"
+        mode = "wrapper + Triton binding, no driver launch" if args.stub_launch else "host per call incl. launch"
         print(f"{name:>24}: {best * 1e6:6.2f} µs per call ({mode}; T={t}, K={k}, counts={not args.no_counts}, {args.calls} calls)")
 
 

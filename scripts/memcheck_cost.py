@@ -1,5 +1,5 @@
 """Wall time of run_case with and without --memcheck on the CPU, over the default CPU
-sweep's cases selected by --filter (default tokens=1), every --every-th of them.
+sweep's cases (tokens <= 3) selected by --filter, every --every-th of them.
 
     python3 scripts/memcheck_cost.py --filter tokens=1 --every 4
 Each case runs once without memcheck, then once with it (same process, warm)."""
@@ -20,8 +20,21 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--filter", action="append", default=None)
     p.add_argument("--every", type=int, default=1)
+    p.add_argument("--only-memcheck", action="store_true", help="run each case once, with memcheck (is everything clean?)")
     args = p.parse_args()
-    points = select(grid.load(), args.filter or ["tokens=1"], default_max_tokens("cpu"))[:: args.every]
+    points = select(grid.load(), args.filter or [], default_max_tokens("cpu"))[:: args.every]
+    if args.only_memcheck:
+        start, bad = time.perf_counter(), []
+        for i, p_ in enumerate(points, 1):
+            r = run_case(p_.config, memcheck=True)
+            if not r.verdict.passed:
+                bad.append(r.verdict.summary())
+            if i % 50 == 0:
+                print(f"{i}/{len(points)} cases, {time.perf_counter() - start:.0f} s, not passing {len(bad)}", flush=True)
+        print(f"{len(points)} cases with memcheck in {time.perf_counter() - start:.0f} s; not passing: {len(bad)}")
+        for line in bad[:10]:
+            print("  ", line)
+        return
     plain = checked = 0.0
     failed = []
     run_case(points[0].config, memcheck=True)  # warm the interpreter's rewrites
