@@ -189,3 +189,20 @@ def test_unchecked_outputs_are_said_so():
     outs[1].memcheck = memcheck.MemcheckReport("b", launches=1, lanes_checked=10)
     memcheck.judge(v, outs, "remap-ab run --memcheck")
     assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active lanes in 1 launches checked)"]
+
+
+@cpu_only
+def test_findings_follow_the_program_under_a_permuted_schedule(tmp_path, monkeypatch):
+    from remap_ab.runner import run_case
+    from remap_ab.schedule import interpreter_schedule
+
+    oob = oob_implementation(tmp_path, monkeypatch, "next_block")
+    config = CaseConfig(mode="convert", tokens=2, topk=256, num_reqs=1, blocks_per_req=4, block_size=16, seed=3)
+    plain = run_case(config, oob, "new", device="cpu", memcheck=True).a.memcheck
+    result = run_case(config, oob, "new", device="cpu", memcheck=True, schedule=lambda: interpreter_schedule("reversed"))
+    flipped = result.a.memcheck
+    assert plain.bad_lanes == flipped.bad_lanes > 0 and plain.bad_rows == flipped.bad_rows == {0, 1}
+    # Reversed, the last program runs first: the first finding is in the last row.
+    assert plain.findings[0].row == 0 and flipped.findings[0].row == 1
+    for f in flipped.findings:
+        assert int(result.inputs.token_indices[f.row, f.col]) // config.block_size == config.blocks_per_req - 1
