@@ -72,6 +72,9 @@ class Region:
         return self.names[0]
 
 
+_NO_TENSOR = Region(("no tensor argument",), 0, 0, 1, 0)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One lane that touched memory outside every argument tensor."""
@@ -100,6 +103,8 @@ class Finding:
 
     def where(self) -> str:
         """Where the address lies relative to the nearest tensor, in elements and bytes."""
+        if self.nearest == _NO_TENSOR.name:
+            return "and the launch has no tensor argument"
         if self.bytes_after_end >= 0:
             n = self.elements_past_last
             return (
@@ -173,11 +178,14 @@ class Session:
         rather than the kernel's ``block_table_ptr``."""
         launch = _regions({k: v for k, v in named_args.items() if _is_tensor(v)}, strip_ptr=True)
         by_span = {(r.start, r.end): r for r in launch}
-        for r in self._caller_regions:
+        for r in self._caller_regions:  # names only: the bounds are the launch's
             held = by_span.get((r.start, r.end))
-            names = r.names if held is None else r.names + tuple(n for n in held.names if n not in r.names)
-            by_span[(r.start, r.end)] = Region(names, r.start, r.end, r.itemsize, r.numel)
-        self._regions = sorted(by_span.values(), key=lambda r: (r.start, r.end))
+            if held is not None:
+                names = r.names + tuple(n for n in held.names if n not in r.names)
+                by_span[(r.start, r.end)] = Region(names, r.start, r.end, r.itemsize, r.numel)
+        # A launch without tensor arguments has nothing to be inside: every access is
+        # out of bounds, reported against a placeholder region.
+        self._regions = sorted(by_span.values(), key=lambda r: (r.start, r.end)) or [_NO_TENSOR]
         self._starts = np.array([r.start for r in self._regions], dtype=np.int64)
         self._ends = np.array([r.end for r in self._regions], dtype=np.int64)
         self._kernel = kernel
@@ -210,44 +218,48 @@ class Session:
         return active & inside
 
     def _record(self, kind: str, addr: np.ndarray, bad: np.ndarray, programs: np.ndarray, itemsize: int) -> None:
+        """Count every bad lane (vectorised: a batched launch may bring millions) and
+        keep the first ``DETAILED_FINDINGS`` in full."""
         rep = self.report
         progs = np.broadcast_to(programs, addr.shape + (3,))
-        idx = np.argwhere(bad) if addr.ndim else np.zeros((1, 0), dtype=np.int64)
-        rep.bad_lanes += len(idx)
+        where = np.argwhere(bad) if addr.ndim else np.zeros((1, 0), dtype=np.int64)
+        lanes = tuple(where.T) if addr.ndim else ()
+        bad_addr = addr[lanes].reshape(-1)
+        bad_progs = progs[lanes].reshape(-1, 3)
+        # Distance of each bad address to each region (0 when it starts inside one and
+        # runs over its end); the nearest region names the finding.
+        starts, ends = self._starts[None, :], self._ends[None, :]
+        a = bad_addr[:, None]
+        gap = np.where(a >= ends, a - ends, np.where(a < starts, starts - a, 0))
+        nearest = gap.argmin(axis=1)
+        rep.bad_lanes += len(bad_addr)
+        rep.bad_rows.update(np.unique(bad_progs[:, 0]).tolist())
+        for j in np.unique(nearest).tolist():
+            key = (kind, self._kernel, self._regions[j].name)
+            hits = nearest == j
+            rep.bad_by_group[key] = rep.bad_by_group.get(key, 0) + int(hits.sum())
+            rep.rows_by_group.setdefault(key, set()).update(np.unique(bad_progs[hits, 0]).tolist())
+
+        room = DETAILED_FINDINGS - len(rep.findings)
+        if room <= 0:
+            return
         width = addr.shape[-1] if addr.ndim else 1
         # A last axis of several lanes of one program is a block of columns (module doc).
         lanes_are_columns = width > 1 and bool((progs == progs[..., :1, :]).all())
-        for i in idx:
-            i = tuple(int(v) for v in i)
-            program = tuple(int(v) for v in progs[i])
-            rep.bad_rows.add(program[0])
-            nearest, after, before = self._nearest(int(addr[i]), itemsize)
-            key = (kind, self._kernel, nearest.name)
-            rep.bad_by_group[key] = rep.bad_by_group.get(key, 0) + 1
-            rep.rows_by_group.setdefault(key, set()).add(program[0])
-            if len(rep.findings) < DETAILED_FINDINGS:
-                col = program[1] * width + i[-1] if lanes_are_columns else -1
-                rep.findings.append(
-                    Finding(rep.label, self._kernel, kind, program[0], col, program, int(addr[i]), itemsize,
-                            nearest.name, after, before, nearest.numel, nearest.itemsize)
-                )
-
-    def _nearest(self, address: int, itemsize: int) -> tuple[Region, int, int]:
-        """The region closest to ``address``, with (bytes after its end, bytes before
-        its start), -1 for the side that does not apply."""
-        best = None
-        for r in self._regions:
-            if address >= r.end:
-                gap, after, before = address - r.end, address - r.end, -1
-            elif address < r.start:
-                gap, after, before = r.start - address, -1, r.start - address
+        for n in range(min(room, len(bad_addr))):
+            program = tuple(int(v) for v in bad_progs[n])
+            address, region = int(bad_addr[n]), self._regions[int(nearest[n])]
+            if address >= region.end:
+                after, before = address - region.end, -1
+            elif address < region.start:
+                after, before = -1, region.start - address
             else:  # starts inside, runs over the end
-                gap, after, before = 0, 0, -1
-            if best is None or gap < best[0]:
-                best = (gap, r, after, before)
-        if best is None:
-            raise InternalError("memcheck: a launch without any tensor argument made a memory access")
-        return best[1], best[2], best[3]
+                after, before = 0, -1
+            col = program[1] * width + int(where[n][-1]) if lanes_are_columns else -1
+            rep.findings.append(
+                Finding(rep.label, self._kernel, kind, program[0], col, program, address, itemsize,
+                        region.name, after, before, region.numel, region.itemsize)
+            )
 
 
 _active: Optional[Session] = None

@@ -206,3 +206,24 @@ def test_findings_follow_the_program_under_a_permuted_schedule(tmp_path, monkeyp
     assert plain.findings[0].row == 0 and flipped.findings[0].row == 1
     for f in flipped.findings:
         assert int(result.inputs.token_indices[f.row, f.col]) // config.block_size == config.blocks_per_req - 1
+
+
+def test_many_bad_lanes_are_all_counted_and_grouped_by_nearest_tensor():
+    t = torch.zeros(8, dtype=torch.int32)
+    u = torch.zeros(8, dtype=torch.int32)
+    s = _session(t_ptr=t, u_ptr=u)
+    n = 100_000
+    below_both = min(t.data_ptr(), u.data_ptr()) - 4096 - 4 * (np.arange(n) % 16)
+    programs = np.zeros((n, 3), dtype=np.int64)
+    programs[:, 0] = np.arange(n) % 7
+    s.access("store", below_both, np.ones(n, dtype=bool), programs, itemsize=4)
+    r = s.report
+    assert r.bad_lanes == n and r.bad_rows == set(range(7)) and len(r.findings) == memcheck.DETAILED_FINDINGS
+    assert r.bad_by_group == {("store", "k", "t" if t.data_ptr() < u.data_ptr() else "u"): n}
+
+
+def test_a_launch_without_tensors_reports_every_access():
+    s = memcheck.Session("impl")
+    s.begin_launch("k", {"n": 3})
+    s.access("load", np.array([1234]), np.array([True]), np.zeros((1, 3), dtype=np.int64), itemsize=4)
+    assert s.report.bad_lanes == 1 and "no tensor argument" in s.report.findings[0].describe()
