@@ -2,11 +2,6 @@
 every output check and fails memcheck, naming the tensor and the distance; the real
 kernels are clean; the batched entry point (Session.access) checks what it is given."""
 
-import itertools
-import shutil
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -15,35 +10,9 @@ from remap_ab import backend, memcheck
 from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError
 from remap_ab.status import Check, Status
+from memcheck_support import oob_implementation
 
-ROOT = Path(__file__).resolve().parents[1]
 cpu_only = pytest.mark.skipif(backend.default_device() != "cpu", reason="memcheck of interpreted launches needs the CPU interpreter")
-
-# The line of kernels_old that reads the block table; the out-of-bounds variants add a
-# second read right after it whose value nothing uses.
-BASE_LOAD = "    base = tl.load(block_table_ptr + req * bt_stride0 + blk * bt_stride1, mask=load_mask, other=0)\n"
-OOB_READS = {
-    # The entry just after the row's last block: past the table's end for the last request.
-    "row_end": "    past_end = tl.load(block_table_ptr + req * bt_stride0 + max_num_blocks_per_req * bt_stride1, volatile=True)\n",
-    # Every loaded lane also reads the next block: off the end where blk == W - 1.
-    "next_block": "    past_end = tl.load(block_table_ptr + req * bt_stride0 + (blk + 1) * bt_stride1, mask=load_mask, volatile=True)\n",
-}
-_counter = itertools.count()
-
-
-def oob_implementation(tmp_path, monkeypatch, variant: str) -> str:
-    """A copy of kernels_old with one discarded out-of-bounds read; returns its module name."""
-    name = f"oob_remap_{variant}_{next(_counter)}"
-    package = tmp_path / name
-    shutil.copytree(ROOT / "kernels_old", package, ignore=shutil.ignore_patterns("__pycache__"))
-    source = (package / "_remap.py").read_text()
-    assert source.count(BASE_LOAD) == 1
-    (package / "_remap.py").write_text(source.replace(BASE_LOAD, BASE_LOAD + OOB_READS[variant]))
-    init = (package / "__init__.py").read_text()
-    (package / "__init__.py").write_text(init.replace("kernels_old", name))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return name
-
 
 def _run(config, a, b, memcheck_on):
     from remap_ab.runner import run_case

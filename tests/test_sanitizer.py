@@ -134,3 +134,84 @@ def test_the_child_runs_without_the_caching_allocator():
     cmd = sanitizer.command("/usr/local/cuda/bin/compute-sanitizer", "p.pt")
     assert cmd[:3] == ["/usr/local/cuda/bin/compute-sanitizer", "--tool", "memcheck"]
     assert cmd[-2:] == ["remap_ab.sanitizer", "p.pt"]
+
+
+FAKE_SANITIZER = """#!/bin/sh
+# Stands in for compute-sanitizer: checks how it was called, reads the payload the
+# child would run, and answers in the tool's format.
+[ "$1 $2" = "--tool memcheck" ] || { echo "called without --tool memcheck"; exit 9; }
+for last in "$@"; do :; done
+exec "$PYTHON" - "$last" <<'PY'
+import os, sys, torch
+d = torch.load(sys.argv[1], weights_only=False)
+assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
+for k, (config, tensors) in enumerate(d["cases"]):
+    print("REMAP-AB-SANITIZER-CASE", k, d["impl"], sorted(tensors))
+    print("REMAP-AB-SANITIZER-TENSOR block_table", hex(0x1000 * (k + 1)), tensors["block_table"].numel() * 4)
+    if str(config["seed"]) == os.environ.get("FAKE_OOB_SEED"):
+        print("========= Invalid __global__ read of size 4 bytes")
+        print("=========     at _convert_req_index_to_global_index_kernel+0x10 in _remap.py:80")
+        print("=========     by thread (3,0,0) in block (1,2,0)")
+        end = 0x1000 * (k + 1) + tensors["block_table"].numel() * 4
+        print(f"=========     Address {hex(end)} is out of bounds")
+        print(f"=========     and is 0 bytes after the nearest allocation at {hex(0x1000 * (k + 1))} of size {tensors['block_table'].numel() * 4} bytes")
+        print("=========")
+print("REMAP-AB-SANITIZER-DONE", len(d["cases"]))
+errors = sum(str(c["seed"]) == os.environ.get("FAKE_OOB_SEED") for c, _ in d["cases"])
+print(f"========= ERROR SUMMARY: {errors} errors")
+PY
+"""
+
+
+def test_check_cases_runs_one_child_then_one_per_case_to_attribute(tmp_path, monkeypatch):
+    import sys
+
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir()
+    tool.write_text(FAKE_SANITIZER)
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHON", sys.executable)
+    configs = [CaseConfig(mode="convert", tokens=1, topk=128, seed=s) for s in range(2)]
+    inputs = [generate_inputs(c) for c in configs]
+
+    clean = sanitizer.check_cases("new", configs, inputs)  # one child for both
+    assert [r.clean for r in clean] == [True, True] and clean[0].detail == "ERROR SUMMARY: 0 errors"
+
+    monkeypatch.setenv("FAKE_OOB_SEED", "1")  # the "kernel" reads past the table in case 1 only
+    reports = sanitizer.check_cases("new", configs, inputs)  # one child for both, then one each
+    assert [r.clean for r in reports] == [True, False]
+    (f,) = reports[1].findings
+    assert (f.nearest, f.row, f.program, f.bytes_after_end, f.kind) == ("block_table", 1, (1, 2, 0), 0, "load")
+
+
+def _sanitizer_available() -> bool:
+    try:
+        sanitizer.find_sanitizer()
+    except SanitizerError:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _sanitizer_available(), reason="needs a CUDA GPU and compute-sanitizer")
+def test_on_the_gpu_the_read_past_the_table_fails_and_the_real_kernels_are_clean(tmp_path, monkeypatch):
+    from memcheck_support import oob_implementation
+
+    from remap_ab.config import CaseConfig
+    from remap_ab.runner import run_case
+
+    oob = oob_implementation(tmp_path, monkeypatch, "row_end")
+    config = CaseConfig(mode="convert", tokens=2, topk=256, num_reqs=1, blocks_per_req=8, block_size=16)
+    assert run_case(config, "old", oob, device="cuda").verdict.passed
+    v = run_case(config, "old", oob, device="cuda", memcheck=True).verdict
+    assert v.status == "fail" and v.first.check == Check.MEMCHECK and v.first.impl == oob
+    assert "block_table" in v.first.message and "--memcheck" in v.first.message
+    for real in (config, CaseConfig(), CaseConfig(mode="convert", counts=True, prefill_fraction=0.5)):
+        result = run_case(real, "old", "new", device="cuda", memcheck=True)
+        assert result.verdict.passed, result.verdict.describe()
+        assert result.a.memcheck.source == "compute-sanitizer" and result.b.memcheck.clean
