@@ -160,6 +160,11 @@ def reports_from_output(text: str, impl_name: str, n_cases: int) -> list[Memchec
     if not done and errors == 0:
         last = next((ln.strip() for ln in reversed(lines) if ln.strip() and not _SUMMARY.search(ln)), "no output")
         raise SanitizerError(f"the sanitized run stopped before finishing its cases ({last[:200]}); nothing was checked")
+    raised = next((ln for ln in lines if ln.startswith(CASE_MARK) and " raised: " in ln), None)
+    if raised is not None and errors == 0:
+        # The kernel did not run to the end, and the sanitizer saw nothing: not clean.
+        what = raised.split(" raised: ", 1)[1]
+        raise SanitizerError(f"{impl_name} raised in the sanitized run ({what[:200]}); nothing was checked")
 
     tensors = {}  # allocation address -> (name, bytes)
     for ln in lines:

@@ -100,6 +100,7 @@ def test_errors_without_an_access_report_still_fail():
         ("Traceback (most recent call last):\nImportError: no torch\n", "without its error summary"),
         ("REMAP-AB-SANITIZER-CASE 0 a\nRuntimeError: CUDA error\n========= ERROR SUMMARY: 0 errors\n", "stopped before finishing"),
         ("", "without its error summary"),
+        ("REMAP-AB-SANITIZER-CASE 0 raised: AssertionError: x\nREMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n", "raised in the sanitized run"),
     ],
 )
 def test_nothing_checked_is_an_error_never_clean(text, words):
