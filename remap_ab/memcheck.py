@@ -334,25 +334,23 @@ def _builder_hooks(builder, session: Session) -> dict:
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         return session.access(kind, addr, mask, programs_of(addr.shape), itemsize=size)
 
-    def masked(ok, mask_data):
-        if np.array_equal(ok, np.broadcast_to(mask_data, ok.shape)):
-            return None
+    def narrowed(ok, mask):
+        # Compare with `is`, never truth: a TensorHandle's bool() is "all lanes true".
+        if np.array_equal(ok, np.broadcast_to(mask.data, ok.shape)):
+            return mask
         return TensorHandle(ok, tl.int1)
 
     def create_masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
         ok = check("load", ptrs, mask.data)
-        mask = masked(ok, mask.data) or mask
-        return load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        return load(ptrs, narrowed(ok, mask), other, cache_modifier, eviction_policy, is_volatile)
 
     def create_masked_store(ptrs, value, mask, cache_modifier, eviction_policy):
         ok = check("store", ptrs, mask.data)
-        mask = masked(ok, mask.data) or mask
-        return store(ptrs, value, mask, cache_modifier, eviction_policy)
+        return store(ptrs, value, narrowed(ok, mask), cache_modifier, eviction_policy)
 
     def create_atomic_rmw(rmwOp, ptr, val, mask, sem, scope):
         ok = check("atomic", ptr, mask.data)
-        mask = masked(ok, mask.data) or mask
-        return rmw(rmwOp, ptr, val, mask, sem, scope)
+        return rmw(rmwOp, ptr, val, narrowed(ok, mask), sem, scope)
 
     def create_atomic_cas(ptr, cmp, val, sem, scope):
         ok = check("atomic", ptr, np.ones(ptr.data.shape, dtype=bool))

@@ -196,3 +196,31 @@ def test_a_launch_without_tensors_reports_every_access():
     s.begin_launch("k", {"n": 3})
     s.access("load", np.array([1234]), np.array([True]), np.zeros((1, 3), dtype=np.int64), itemsize=4)
     assert s.report.bad_lanes == 1 and "no tensor argument" in s.report.findings[0].describe()
+
+
+@cpu_only
+def test_out_of_bounds_lanes_are_masked_off_before_the_access_runs():
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    class RecordingBuilder:
+        grid_idx = (2, 1, 0)
+        seen = []
+
+        def create_masked_load(self, ptrs, mask, other, *rest):
+            self.seen.append(mask.data.tolist())
+
+        create_masked_store = create_atomic_rmw = create_atomic_cas = None
+
+    t = torch.zeros(4, dtype=torch.int32)
+    s = _session(t_ptr=t)
+    builder = RecordingBuilder()
+    load = memcheck._builder_hooks(builder, s)["create_masked_load"]
+    pointer = tl.pointer_type(tl.int32)
+    inside, past = t.data_ptr() + 12, t.data_ptr() + 16
+    load(TensorHandle(np.array([inside, past], dtype=np.uint64), pointer), TensorHandle(np.array([True, True]), tl.int1), None, None, None, False)
+    load(TensorHandle(np.array([past], dtype=np.uint64), pointer), TensorHandle(np.array([True]), tl.int1), None, None, None, False)
+    load(TensorHandle(np.array([inside], dtype=np.uint64), pointer), TensorHandle(np.array([True]), tl.int1), None, None, None, False)
+    assert builder.seen == [[True, False], [False], [True]]
+    assert s.report.bad_lanes == 2 and s.report.findings[0].program == (2, 1, 0)
+    assert s.report.findings[0].col == 1 * 2 + 1  # program_id 1 x width 2 + lane 1
