@@ -23,7 +23,7 @@ _TILED_NUM_WARPS = 4
 _SINGLE_TILE_NUM_WARPS = 8
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _remap_tiling(NUM_TOPK_TOKENS, BLOCK_N, count_valid):
     """Return ``(single_tile, block_n, tiles_per_row, num_warps)`` for a launch
     (cached: it depends only on these three values and runs on every call)."""

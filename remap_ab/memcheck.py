@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import numpy as np
 
@@ -163,10 +163,10 @@ class Session:
     """The checker of one watched run. ``access`` is the entry point for every memory
     operation, sequential or batched."""
 
-    def __init__(self, label: str, tensors: Optional[dict] = None):
+    def __init__(self, label: str, tensors: dict | None = None):
         self.report = MemcheckReport(label)
         self._caller_regions = _regions(tensors or {})
-        self._kernel: Optional[str] = None
+        self._kernel: str | None = None
         self._regions: list[Region] = []
         self._starts = self._ends = np.zeros(0, dtype=np.int64)
 
@@ -262,16 +262,16 @@ class Session:
             )
 
 
-_active: Optional[Session] = None
+_active: Session | None = None
 
 
-def active() -> Optional[Session]:
+def active() -> Session | None:
     """The session checking accesses now, or None when memcheck is off."""
     return _active
 
 
 @contextlib.contextmanager
-def watching(tensors: Optional[dict] = None, kernel_label: str = "kernel") -> Iterator[Session]:
+def watching(tensors: dict | None = None, kernel_label: str = "kernel") -> Iterator[Session]:
     """Within this block every interpreted launch is memory-checked; yields the
     ``Session`` whose ``report`` holds what was seen.
 
@@ -319,9 +319,8 @@ _MISSING = object()
 def _builder_hooks(builder, session: Session) -> dict:
     """Replacements for the builder's memory operations that check, then mask off the
     out-of-bounds lanes and run the original."""
-    from triton.runtime.interpreter import TensorHandle
-
     import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
 
     load, store = builder.create_masked_load, builder.create_masked_store
     rmw, cas = builder.create_atomic_rmw, builder.create_atomic_cas

@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 from remap_ab.errors import SanitizerError
 from remap_ab.memcheck import DETAILED_FINDINGS, Finding, MemcheckReport
@@ -107,7 +106,7 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) ->
         )
         cmd = command(sanitizer, payload)
         try:
-            proc = subprocess.run(cmd, env=child_environment(), capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(cmd, env=child_environment(), capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise SanitizerError(f"compute-sanitizer did not finish within {timeout_s:.0f} s; nothing was checked") from None
     text = (proc.stdout or "") + "\n" + (proc.stderr or "")

@@ -72,7 +72,7 @@ def main() -> None:
             remap._convert_req_index_to_global_index_kernel = _HostSideOnly(remap._convert_req_index_to_global_index_kernel)
         fn = module.triton_convert_req_index_to_global_index
 
-        def call():
+        def call(fn=fn):
             return fn(req_id, block_table, tokens, NUM_TOPK_TOKENS=k, return_valid_counts=not args.no_counts)
 
         for _ in range(50):  # compile and warm

@@ -11,9 +11,9 @@ from remap_ab import backend
 
 backend.select("cpu")
 
-from remap_ab import grid  # noqa: E402
-from remap_ab.runner import run_case  # noqa: E402
-from remap_ab.sweep import default_max_tokens, select  # noqa: E402
+from remap_ab import grid
+from remap_ab.runner import run_case
+from remap_ab.sweep import default_max_tokens, select
 
 
 def main() -> None:

@@ -5,12 +5,12 @@ kernels are clean; the batched entry point (Session.access) checks what it is gi
 import numpy as np
 import pytest
 import torch
+from memcheck_support import oob_implementation
 
 from remap_ab import backend, memcheck
 from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError
 from remap_ab.status import Check, Status
-from memcheck_support import oob_implementation
 
 cpu_only = pytest.mark.skipif(backend.default_device() != "cpu", reason="memcheck of interpreted launches needs the CPU interpreter")
 
@@ -205,7 +205,9 @@ def test_out_of_bounds_lanes_are_masked_off_before_the_access_runs():
 
     class RecordingBuilder:
         grid_idx = (2, 1, 0)
-        seen = []
+
+        def __init__(self):
+            self.seen = []
 
         def create_masked_load(self, ptrs, mask, other, *rest):
             self.seen.append(mask.data.tolist())
