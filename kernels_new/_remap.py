@@ -13,6 +13,8 @@ Each statement that encodes one rule of the SPEC stands on its own line: the mut
 catalogue (``remap_ab.mutants``) edits this source line by line.
 """
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -21,8 +23,10 @@ _TILED_NUM_WARPS = 4
 _SINGLE_TILE_NUM_WARPS = 8
 
 
+@functools.cache
 def _remap_tiling(NUM_TOPK_TOKENS, BLOCK_N, count_valid):
-    """Return ``(single_tile, block_n, tiles_per_row, num_warps)`` for a launch."""
+    """Return ``(single_tile, block_n, tiles_per_row, num_warps)`` for a launch
+    (cached: it depends only on these three values and runs on every call)."""
     is_pow2 = NUM_TOPK_TOKENS > 0 and (NUM_TOPK_TOKENS & (NUM_TOPK_TOKENS - 1)) == 0
     if count_valid and is_pow2:
         return True, NUM_TOPK_TOKENS, 1, _SINGLE_TILE_NUM_WARPS
@@ -35,9 +39,9 @@ def _convert_req_index_to_global_index_kernel(
     block_table_ptr,  # [Rq, W] int32
     token_indices_ptr,  # [T, K] int32
     out_ptr,  # [T, K] int32
-    valid_counts_ptr,  # [T] int32 when COUNT_VALID (empty if SINGLE_TILE, else zeros)
-    prefill_request_id_ptr,  # [T] int32 when HAS_PREFILL, else unused
-    workspace_starts_ptr,  # [P] int32 when HAS_PREFILL, else unused
+    valid_counts_ptr,  # [T] int32 when COUNT_VALID (empty if SINGLE_TILE, else zeros), else None
+    prefill_request_id_ptr,  # [T] int32 when HAS_PREFILL, else None
+    workspace_starts_ptr,  # [P] int32 when HAS_PREFILL, else None
     bt_stride0,
     bt_stride1,
     ti_stride0,
@@ -97,11 +101,11 @@ def _convert_req_index_to_global_index_kernel(
     val = tl.where(invalid, -1, val)
 
     valid = ~invalid
-    n_valid = tl.sum(valid.to(tl.int32), axis=0)
     out_row = out_ptr + row * out_stride0
     if COMPACT_TO_FRONT:
         # §5: lanes land at base + e, e the exclusive prefix sum within the tile.
         excl = tl.cumsum(valid.to(tl.int32), axis=0) - valid.to(tl.int32)
+        n_valid = tl.sum(valid.to(tl.int32), axis=0)
         if SINGLE_TILE:
             # The program owns the row: it starts at slot 0 and stores the count.
             slot_base = 0
@@ -112,6 +116,9 @@ def _convert_req_index_to_global_index_kernel(
     else:
         tl.store(out_row + cols * out_stride1, val)
         if COUNT_VALID:
+            # The row is stored first and reduced after, as in the kernel this models:
+            # emitted before the store, the reduction delays it (measured on an H200).
+            n_valid = tl.sum(valid.to(tl.int32), axis=0)
             if SINGLE_TILE:
                 tl.store(valid_counts_ptr + row, n_valid)
             else:
@@ -136,27 +143,29 @@ def _launch(
     DCP_RANK,
     CP_INTERLEAVE,
 ):
-    num_tokens = token_indices.shape[0]
     single_tile, block_n, tiles_per_row, num_warps = _remap_tiling(NUM_TOPK_TOKENS, BLOCK_N, COUNT_VALID)
-    # Unused pointer arguments still need a tensor; `out` is a harmless stand-in.
-    counts_arg = valid_counts if valid_counts is not None else out
-    prefill_ids_arg = prefill_request_ids if prefill_request_ids is not None else out
-    starts_arg = workspace_starts if workspace_starts is not None else out
-    grid = (num_tokens, tiles_per_row)
+    # Host cost per launch matters (a decode step launches this once per layer):
+    # one stride() call per tensor, and an unused pointer argument passed as None,
+    # which Triton specialises away instead of inspecting a stand-in tensor each
+    # launch; no branch that reads it is compiled (its constexpr flag is off).
+    bt_stride0, bt_stride1 = block_table.stride()
+    ti_stride0, ti_stride1 = token_indices.stride()
+    out_stride0, out_stride1 = out.stride()
+    grid = (token_indices.shape[0], tiles_per_row)
     _convert_req_index_to_global_index_kernel[grid](
         req_id,
         block_table,
         token_indices,
         out,
-        counts_arg,
-        prefill_ids_arg,
-        starts_arg,
-        block_table.stride(0),
-        block_table.stride(1),
-        token_indices.stride(0),
-        token_indices.stride(1),
-        out.stride(0),
-        out.stride(1),
+        valid_counts,
+        prefill_request_ids,
+        workspace_starts,
+        bt_stride0,
+        bt_stride1,
+        ti_stride0,
+        ti_stride1,
+        out_stride0,
+        out_stride1,
         max_num_blocks_per_req=block_table.shape[1],
         BLOCK_SIZE=BLOCK_SIZE,
         NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,

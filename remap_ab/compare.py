@@ -50,6 +50,7 @@ class Output:
     contract: OrderContract
     error: Optional[str] = None
     seconds: float = 0.0
+    memcheck: Optional[object] = None  # --memcheck: a memcheck.MemcheckReport; None = not checked
 
 
 @dataclass(frozen=True)

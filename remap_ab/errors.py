@@ -86,3 +86,11 @@ def exception_line(exc: BaseException) -> str:
     """``"TypeName: message"`` on one line: how a caught exception is recorded in a
     verdict, a results row or a crash report."""
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+class SanitizerError(RemapABError):
+    """GPU ``--memcheck`` could not check anything: compute-sanitizer is not installed
+    (neither on PATH nor under $CUDA_HOME/bin or /usr/local/cuda/bin), refuses this GPU
+    ("Device not supported"), or stopped before the case finished. Never reported as
+    clean. Remedy: install CUDA's compute-sanitizer or put it on PATH, use a GPU it
+    supports, or run ``--memcheck --device cpu`` (the interpreter's exact check)."""

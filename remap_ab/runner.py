@@ -53,26 +53,39 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-_sync = synchronize
-
-
-def run_implementation(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, schedule=None) -> Output:
+def run_implementation(
+    impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, schedule=None, memcheck: bool = False
+) -> Output:
     """One implementation on one case; an exception becomes an ``error`` output.
 
     ``schedule`` is an optional context manager factory (see ``schedule.py``) that
-    wraps the call, e.g. to permute the interpreter's programs."""
+    wraps the call, e.g. to permute the interpreter's programs. ``memcheck``: check
+    every memory access (CPU: in the interpreter; GPU: a compute-sanitizer run in a
+    subprocess); what it saw is ``Output.memcheck``."""
     contract = impl.order_contract(config)
     device = inputs.device
+    watch = contextlib.nullcontext()
+    if memcheck and device.type != "cuda":
+        from remap_ab import memcheck as memcheck_module
+
+        watch = memcheck_module.watching(inputs.tensors(), impl.name)
+    session = None
     try:
-        with poisoned_empty(), (schedule() if schedule else contextlib.nullcontext()):
-            _sync(device)
+        with poisoned_empty(), (schedule() if schedule else contextlib.nullcontext()), watch as session:
+            synchronize(device)
             start = time.perf_counter()
             out, counts = impl(config, inputs)
-            _sync(device)
+            synchronize(device)
             seconds = time.perf_counter() - start
     except Exception as exc:  # a broken implementation is a verdict, not a crash
-        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500])
-    return Output(impl.name, out, counts, contract, seconds=seconds)
+        report = session.report if session is not None else None
+        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500], memcheck=report)
+    report = session.report if session is not None else None
+    if memcheck and device.type == "cuda":
+        from remap_ab import sanitizer
+
+        report = sanitizer.check_case(impl.name, config, inputs)
+    return Output(impl.name, out, counts, contract, seconds=seconds, memcheck=report)
 
 
 def reference(config: CaseConfig, inputs: CaseInputs) -> Reference:
@@ -211,9 +224,12 @@ def run_case(
     device: Optional[str] = None,
     inputs: Optional[CaseInputs] = None,
     schedule=None,
+    memcheck: bool = False,
 ) -> CaseResult:
     """Run ``config`` through implementations ``a`` and ``b`` and judge them against
-    the oracle (SPEC §7). ``inputs`` defaults to the case's generated inputs."""
+    the oracle (SPEC §7). ``inputs`` defaults to the case's generated inputs.
+    ``memcheck``: also check every memory access of ``a`` and ``b`` (memcheck.py);
+    an access outside every argument tensor fails the case."""
     dev = backend.select(device)
     if inputs is None:
         inputs = generate_inputs(config, device=dev)
@@ -221,8 +237,8 @@ def run_case(
         check_inputs(config, inputs)
         inputs = inputs.to(dev)
     impl_a, impl_b = registry.get(a), registry.get(b)
-    out_a = run_implementation(impl_a, config, inputs, schedule)
-    out_b = run_implementation(impl_b, config, inputs, schedule)
+    out_a = run_implementation(impl_a, config, inputs, schedule, memcheck=memcheck)
+    out_b = run_implementation(impl_b, config, inputs, schedule, memcheck=memcheck)
     ref = reference(config, inputs)
     # The oracle also runs through its public API, so the wrappers' plumbing
     # (delegation, return shapes) is checked against the direct reference too.
@@ -230,6 +246,10 @@ def run_case(
     verdict = compare(
         config.case_id, out_a, out_b, ref, compacted=config.compacts, counts_returned=config.counts_returned
     )
+    if memcheck:
+        from remap_ab import memcheck as memcheck_module
+
+        memcheck_module.judge(verdict, (out_a, out_b), memcheck_module.replay_command(config, a, b, dev))
     if out_o.error is None and (not torch.equal(out_o.out, ref.out)):
         raise RemapABError(f"internal: the oracle's API disagrees with its reference on case {config.case_id}; please file a bug")
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)

@@ -11,6 +11,7 @@ import json
 import sys
 
 from remap_ab.cli import add_config_arguments, config_from_args
+from remap_ab.options import add_memcheck
 
 
 def add_arguments(p):
@@ -24,6 +25,7 @@ def add_arguments(p):
         help="CPU only: run the interpreter's programs in this order (row_major, reversed, random, tiles_reversed, tiles_rotated)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    add_memcheck(p)
     add_config_arguments(p)
 
 
@@ -35,7 +37,7 @@ def main(args) -> int:
     device = backend.select(args.device)
     inputs = _load_inputs(args.inputs) if args.inputs else None
     schedule = _schedule(args.schedule, device) if args.schedule else None
-    result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule)
+    result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule, memcheck=args.memcheck)
     v = result.verdict
     if args.json:
         json.dump(

@@ -1,0 +1,291 @@
+"""Memory checking on a GPU: the implementations run under ``compute-sanitizer --tool
+memcheck`` in a child process, and its findings become the same ``Check.MEMCHECK``
+verdict as the CPU check (memcheck.py).
+
+Why a child process: the sanitizer instruments a whole process from its start. Why
+``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` in it: with PyTorch's caching allocator on, a small
+tensor lives inside a larger cached block, so a read one element past its end lands in
+memory the process owns and the sanitizer sees nothing (measured on an H200: a 4-byte
+read past a 16-byte block table is reported only with caching off). With caching off
+every tensor is its own allocation and the sanitizer's "nearest allocation" is the
+tensor itself; the child prints each tensor's address so that findings can name it.
+
+What the sanitizer cannot give: the column. It reports a thread of a block, and how a
+Triton kernel spreads a row's lanes over threads depends on the compiled layout; the
+row is the block's x index (the kernels' grid is (rows, tiles)), the column is left
+-1 and the thread is quoted.
+
+Never clean by default: a missing sanitizer, a refused device, a run without the
+sanitizer's "ERROR SUMMARY" line or a child that did not finish every case raise
+``SanitizerError`` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from remap_ab.errors import SanitizerError
+from remap_ab.memcheck import DETAILED_FINDINGS, Finding, MemcheckReport
+
+SOURCE = "compute-sanitizer"
+CASE_MARK = "REMAP-AB-SANITIZER-CASE"
+TENSOR_MARK = "REMAP-AB-SANITIZER-TENSOR"
+DONE_MARK = "REMAP-AB-SANITIZER-DONE"
+DEFAULT_TIMEOUT_S = 900.0
+
+
+def find_sanitizer() -> str:
+    """The compute-sanitizer executable: on PATH, else under $CUDA_HOME/bin or
+    /usr/local/cuda/bin; ``SanitizerError`` when there is none."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            candidate = Path(root) / "bin" / "compute-sanitizer"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    raise SanitizerError(
+        "--memcheck on a GPU needs compute-sanitizer, found neither on PATH nor under $CUDA_HOME/bin or "
+        "/usr/local/cuda/bin; nothing was checked (install it, or run --memcheck --device cpu)"
+    )
+
+
+def command(sanitizer: str, payload: Path) -> list[str]:
+    """The child's command line (also printed for the user to rerun by hand)."""
+    return [
+        sanitizer, "--tool", "memcheck", "--target-processes", "application-only", "--print-limit", "1000",
+        sys.executable, "-m", "remap_ab.sanitizer", str(payload),
+    ]
+
+
+def child_environment() -> dict:
+    env = dict(os.environ)
+    env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # see the module docstring
+    env.pop("TRITON_INTERPRET", None)
+    # The child imports implementations exactly as this process does.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def check_cases(impl_name: str, configs: list, inputs: list, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[MemcheckReport]:
+    """Every case of ``configs`` through ``impl_name`` under the sanitizer: one child
+    for all of them; when it finds anything, one child per case to say which case."""
+    if not configs:
+        return []
+    reports = _run_child(impl_name, configs, inputs, timeout_s)
+    if len(configs) == 1 or all(r.clean for r in reports):
+        return reports
+    return [_run_child(impl_name, [c], [x], timeout_s)[0] for c, x in zip(configs, inputs)]
+
+
+def check_case(impl_name: str, config, inputs, timeout_s: float = DEFAULT_TIMEOUT_S) -> MemcheckReport:
+    return check_cases(impl_name, [config], [inputs], timeout_s)[0]
+
+
+def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) -> list[MemcheckReport]:
+    import torch
+
+    sanitizer = find_sanitizer()
+    device_index = inputs[0].device.index or 0
+    with tempfile.TemporaryDirectory(prefix="remap-ab-sanitizer-") as folder:
+        payload = Path(folder) / "cases.pt"
+        torch.save(
+            {
+                "impl": impl_name,
+                "device_index": device_index,
+                "cases": [(c.to_dict(), {k: t.cpu() for k, t in x.tensors().items()}) for c, x in zip(configs, inputs)],
+            },
+            payload,
+        )
+        cmd = command(sanitizer, payload)
+        try:
+            proc = subprocess.run(cmd, env=child_environment(), capture_output=True, text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise SanitizerError(f"compute-sanitizer did not finish within {timeout_s:.0f} s; nothing was checked") from None
+    text = (proc.stdout or "") + "\n" + (proc.stderr or "")
+    return reports_from_output(text, impl_name, len(configs))
+
+
+# --------------------------------------------------------------------------- parsing
+
+_ACCESS = re.compile(r"Invalid (__\w+__) (read|write|atomic)\w* of size (\d+) bytes?")
+_AT = re.compile(r"^\s*at (.+)$")
+_THREAD = re.compile(r"by thread \((\d+),\s*(\d+),\s*(\d+)\) in block \((\d+),\s*(\d+),\s*(\d+)\)")
+_ADDRESS = re.compile(r"Address (0x[0-9a-fA-F]+)")
+_NEAREST = re.compile(
+    r"and is ([\d,]+) bytes (after|before) the nearest allocation at (0x[0-9a-fA-F]+) of size ([\d,]+) bytes"
+)
+_INSIDE = re.compile(r"is inside the nearest allocation at (0x[0-9a-fA-F]+) of size ([\d,]+) bytes")
+_SUMMARY = re.compile(r"ERROR SUMMARY: ([\d,]+) errors?")
+_PREFIX = re.compile(r"^=========\s?")
+_KIND = {"read": "load", "write": "store", "atomic": "atomic"}
+_REFUSED = ("Device not supported", "device is not supported", "Unable to find injection library", "not supported on this device")
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def kernel_name(location: str) -> str:
+    """The kernel in a sanitizer ``at ...`` line, in either of its spellings:
+    ``kern+0x1b0 in file.py:84`` or ``0x1b0 in file.cu:10:kern(int*)``."""
+    left, _, right = location.partition(" in ")
+    if not left.startswith("0x"):
+        return re.split(r"[+(]", left.strip(), maxsplit=1)[0] or left.strip()
+    tail = right.rsplit(":", 1)[-1] if right else left
+    return re.split(r"\(", tail.strip(), maxsplit=1)[0] or location.strip()
+
+
+def reports_from_output(text: str, impl_name: str, n_cases: int) -> list[MemcheckReport]:
+    """The child's combined output (sanitizer lines and the child's marks) → one
+    report per case; ``SanitizerError`` when it shows that nothing was (fully) checked."""
+    lines = text.splitlines()
+    refused = next((ln for ln in lines if any(r in ln for r in _REFUSED)), None)
+    if refused is not None:
+        raise SanitizerError(f"compute-sanitizer cannot check this GPU ({_PREFIX.sub('', refused).strip()}); nothing was checked")
+    summary = next((m for m in map(_SUMMARY.search, lines) if m), None)
+    if summary is None:
+        last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
+        raise SanitizerError(f"compute-sanitizer ended without its error summary ({last[:200]}); nothing was checked")
+    done = any(ln.startswith(DONE_MARK) for ln in lines)
+    errors = _int(summary.group(1))
+    if not done and errors == 0:
+        last = next((ln.strip() for ln in reversed(lines) if ln.strip() and not _SUMMARY.search(ln)), "no output")
+        raise SanitizerError(f"the sanitized run stopped before finishing its cases ({last[:200]}); nothing was checked")
+    raised = next((ln for ln in lines if ln.startswith(CASE_MARK) and " raised: " in ln), None)
+    if raised is not None and errors == 0:
+        # The kernel did not run to the end, and the sanitizer saw nothing: not clean.
+        what = raised.split(" raised: ", 1)[1]
+        raise SanitizerError(f"{impl_name} raised in the sanitized run ({what[:200]}); nothing was checked")
+
+    tensors = {}  # allocation address -> (name, bytes)
+    for ln in lines:
+        if ln.startswith(TENSOR_MARK):
+            _, name, ptr, nbytes = ln.split()
+            tensors[int(ptr, 0)] = (name, int(nbytes))
+
+    findings, other = _findings(lines, impl_name, tensors)
+    reports = [MemcheckReport(impl_name, launches=1, source=SOURCE, detail=summary.group(0)) for _ in range(n_cases)]
+    # With several cases in one child the findings cannot be told apart: check_cases
+    # reruns case by case; until then every case carries them.
+    if not findings and errors:
+        # Errors that are no access report (a launch failure alone): still a failure.
+        findings = [_error_finding(impl_name, line) for line in other or [summary.group(0)]]
+    for report in reports:
+        for f in findings:
+            _add(report, f)
+    return reports
+
+
+def _findings(lines: list, impl_name: str, tensors: dict) -> tuple[list, list]:
+    """Access errors as Findings, and the first line of every other error."""
+    findings, other = [], []
+    i = 0
+    while i < len(lines):
+        body = _PREFIX.sub("", lines[i]) if lines[i].startswith("=========") else None
+        m = _ACCESS.search(body) if body is not None else None
+        if m is None:
+            if body is not None and re.match(r"\s*(Program hit|Invalid|Misaligned|Out-of-range|Malformed|Unspecified)", body):
+                other.append(body.strip())
+            i += 1
+            continue
+        block = [m]
+        j = i + 1
+        while j < len(lines) and lines[j].startswith("=========") and _PREFIX.sub("", lines[j]).strip():
+            block.append(_PREFIX.sub("", lines[j]))
+            if _ACCESS.search(block[-1]):
+                break
+            j += 1
+        findings.append(_access_finding(m, block[1:], impl_name, tensors))
+        i = j
+    return findings, other
+
+
+def _access_finding(m, body: list, impl_name: str, tensors: dict) -> Finding:
+    space, kind, size = m.group(1), _KIND[m.group(2)], int(m.group(3))
+    kernel, thread, block, address = "an unnamed kernel", None, (-1, -1, -1), -1
+    alloc = None
+    for ln in body:
+        if (at := _AT.match(ln)) and kernel == "an unnamed kernel":
+            kernel = kernel_name(at.group(1))
+        if t := _THREAD.search(ln):
+            thread, block = tuple(map(int, t.group(1, 2, 3))), tuple(map(int, t.group(4, 5, 6)))
+        if a := _ADDRESS.search(ln):
+            address = int(a.group(1), 16)
+        if n := _NEAREST.search(ln):
+            alloc = (int(n.group(3), 16), _int(n.group(4)))
+        if n := _INSIDE.search(ln):
+            alloc = (int(n.group(1), 16), _int(n.group(2)))
+    note = f"compute-sanitizer: {space} {m.group(2)}" + (f" by thread {thread}" if thread else "")
+    if alloc is None or address < 0:
+        where = "an unknown allocation"
+        return Finding(impl_name, kernel, kind, block[0], -1, block, max(address, 0), size, where, -1, -1, 0, size,
+                       note=note + ("" if address >= 0 else "; no address reported"))
+    start, nbytes = alloc
+    name, itemsize = tensors.get(start, (f"the allocation of {nbytes} bytes at {start:#x}", None))[0], 4
+    end = start + nbytes
+    after = address - end if address >= end else (0 if address >= start else -1)
+    before = start - address if address < start else -1
+    return Finding(impl_name, kernel, kind, block[0], -1, block, address, size, name, after, before,
+                   nbytes // itemsize, itemsize, note=note)
+
+
+def _error_finding(impl_name: str, line: str) -> Finding:
+    return Finding(impl_name, "?", "error", -1, -1, (-1, -1, -1), 0, 0, "?", -1, -1, 0, 1,
+                   note=f"compute-sanitizer reported: {line}")
+
+
+def _add(report: MemcheckReport, f: Finding) -> None:
+    report.bad_lanes += 1
+    report.bad_rows.add(f.row)
+    key = (f.kind, f.kernel, f.nearest)
+    report.bad_by_group[key] = report.bad_by_group.get(key, 0) + 1
+    report.rows_by_group.setdefault(key, set()).add(f.row)
+    if len(report.findings) < DETAILED_FINDINGS:
+        report.findings.append(f)
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _child(payload_path: str) -> int:
+    """Run every case of the payload once through its implementation on the GPU,
+    printing the address of every tensor so the parent can name allocations."""
+    from remap_ab import backend
+
+    backend.select("cuda")
+    import torch
+
+    from remap_ab import registry
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import CaseInputs
+    from remap_ab.runner import run_implementation
+
+    payload = torch.load(payload_path, weights_only=False)
+    device = torch.device("cuda", payload["device_index"])
+    impl = registry.get(payload["impl"])
+    for k, (config_dict, tensors) in enumerate(payload["cases"]):
+        config = CaseConfig.from_dict(config_dict)
+        inputs = CaseInputs(**{name: t.to(device) for name, t in tensors.items()})
+        print(f"{CASE_MARK} {k} {config.case_id}", flush=True)
+        for name, t in inputs.tensors().items():
+            print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
+        out = run_implementation(impl, config, inputs)
+        for name, t in (("out", out.out), ("valid_counts", out.counts)):
+            if t is not None:
+                print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
+        if out.error:
+            print(f"{CASE_MARK} {k} raised: {out.error}", flush=True)
+    print(f"{DONE_MARK} {len(payload['cases'])}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

@@ -1,0 +1,218 @@
+"""The GPU memcheck's parser and its refusals, on sample compute-sanitizer output written
+from the tool's documented memcheck format (the child itself needs a GPU: see the
+README's GPU memcheck command)."""
+
+import os
+import stat
+
+import pytest
+
+from remap_ab import memcheck, sanitizer
+from remap_ab.errors import SanitizerError
+from remap_ab.status import Check
+
+KERNEL = "_convert_req_index_to_global_index_kernel"
+
+ONE_PAST_THE_TABLE = f"""\
+========= COMPUTE-SANITIZER
+REMAP-AB-SANITIZER-CASE 0 8cc001b337aa
+REMAP-AB-SANITIZER-TENSOR req_id 0x7f0a1e000000 8
+REMAP-AB-SANITIZER-TENSOR block_table 0x7f0a1e000200 16
+REMAP-AB-SANITIZER-TENSOR token_indices 0x7f0a1e000400 1024
+========= Invalid __global__ read of size 4 bytes
+=========     at {KERNEL}+0x2d0 in /work/oob/_remap.py:78
+=========     by thread (0,0,0) in block (1,0,0)
+=========     Address 0x7f0a1e000210 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f0a1e000200 of size 16 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2d0] in libcuda.so.1
+=========
+========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cuStreamSynchronize.
+=========     Saved host backtrace up to driver entry point at error
+=========
+REMAP-AB-SANITIZER-TENSOR out 0x7f0a1e000800 1024
+REMAP-AB-SANITIZER-DONE 1
+========= ERROR SUMMARY: 2 errors
+"""
+
+OLD_SPELLING_WRITE_BEFORE = """\
+========= COMPUTE-SANITIZER
+REMAP-AB-SANITIZER-CASE 0 x
+========= Invalid __global__ write of size 4 bytes
+=========     at 0x00000160 in /tmp/demo.cu:11:out_of_bounds_kernel(int*)
+=========     by thread (37,0,0) in block (2,3,0)
+=========     Address 0x7fb0d5fffff8 is out of bounds
+=========     and is 8 bytes before the nearest allocation at 0x7fb0d6000000 of size 1,024 bytes
+=========
+REMAP-AB-SANITIZER-DONE 1
+========= ERROR SUMMARY: 1 error
+"""
+
+CLEAN = """\
+========= COMPUTE-SANITIZER
+REMAP-AB-SANITIZER-CASE 0 a
+REMAP-AB-SANITIZER-CASE 1 b
+REMAP-AB-SANITIZER-DONE 2
+========= ERROR SUMMARY: 0 errors
+"""
+
+
+def test_a_read_one_past_the_block_table():
+    (report,) = sanitizer.reports_from_output(ONE_PAST_THE_TABLE, "oob", 1)
+    assert not report.clean and report.source == "compute-sanitizer"
+    (f,) = report.findings  # the launch failure that follows is the same error's echo
+    assert (f.kind, f.kernel, f.row, f.col, f.program) == ("load", KERNEL, 1, -1, (1, 0, 0))
+    assert (f.nearest, f.address, f.itemsize, f.bytes_after_end, f.elements_past_last) == ("block_table", 0x7F0A1E000210, 4, 0, 1)
+    assert "1 element past the last element of block_table (4 elements of 4 bytes" in f.describe()
+    assert "by thread (0, 0, 0)" in f.describe()
+    (m,) = memcheck.mismatches(report, "remap-ab run --memcheck")
+    assert m.check == Check.MEMCHECK and m.impl == "oob" and m.row == 1 and m.message.endswith("replay: remap-ab run --memcheck")
+
+
+def test_the_old_location_spelling_a_write_before_an_unnamed_allocation():
+    (report,) = sanitizer.reports_from_output(OLD_SPELLING_WRITE_BEFORE, "new", 1)
+    (f,) = report.findings
+    assert (f.kind, f.kernel, f.row, f.program) == ("store", "out_of_bounds_kernel", 2, (2, 3, 0))
+    assert f.bytes_before_start == 8 and f.bytes_after_end == -1
+    assert f.nearest == "the allocation of 1024 bytes at 0x7fb0d6000000"
+    assert "2 elements before the first element" in f.describe()
+
+
+def test_clean_output_gives_one_clean_report_per_case():
+    reports = sanitizer.reports_from_output(CLEAN, "new", 2)
+    assert len(reports) == 2 and all(r.clean for r in reports)
+    assert reports[0].summary() == "memcheck new (compute-sanitizer): clean (ERROR SUMMARY: 0 errors)"
+
+
+def test_errors_without_an_access_report_still_fail():
+    text = CLEAN.replace("0 errors", "1 error").replace(
+        "REMAP-AB-SANITIZER-DONE", "========= Program hit cudaErrorIllegalAddress (error 700) on CUDA API call to cuMemcpy.\nREMAP-AB-SANITIZER-DONE"
+    )
+    reports = sanitizer.reports_from_output(text, "new", 2)
+    assert all(not r.clean for r in reports)
+    assert "cudaErrorIllegalAddress" in reports[0].findings[0].describe()
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("========= Error: Device not supported. Please refer to the documentation.\n========= ERROR SUMMARY: 0 errors\n", "cannot check this GPU"),
+        ("Traceback (most recent call last):\nImportError: no torch\n", "without its error summary"),
+        ("REMAP-AB-SANITIZER-CASE 0 a\nRuntimeError: CUDA error\n========= ERROR SUMMARY: 0 errors\n", "stopped before finishing"),
+        ("", "without its error summary"),
+        ("REMAP-AB-SANITIZER-CASE 0 raised: AssertionError: x\nREMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n", "raised in the sanitized run"),
+    ],
+)
+def test_nothing_checked_is_an_error_never_clean(text, words):
+    with pytest.raises(SanitizerError, match=words):
+        sanitizer.reports_from_output(text, "new", 1)
+
+
+def test_kernel_name_spellings():
+    assert sanitizer.kernel_name(f"{KERNEL}+0x1b0 in /x/_remap.py:84") == KERNEL
+    assert sanitizer.kernel_name(f"{KERNEL}(int*, int*)+0x1b0") == KERNEL
+    assert sanitizer.kernel_name("0x160 in memcheck_demo.cu:10:out_of_bounds_kernel(void)") == "out_of_bounds_kernel"
+
+
+def test_find_sanitizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    if os.path.exists("/usr/local/cuda/bin/compute-sanitizer"):
+        pytest.skip("this machine has compute-sanitizer under /usr/local/cuda")
+    with pytest.raises(SanitizerError, match="nothing was checked"):
+        sanitizer.find_sanitizer()
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    assert sanitizer.find_sanitizer() == str(tool)
+
+
+def test_the_child_runs_without_the_caching_allocator():
+    env = sanitizer.child_environment()
+    assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and "TRITON_INTERPRET" not in env
+    cmd = sanitizer.command("/usr/local/cuda/bin/compute-sanitizer", "p.pt")
+    assert cmd[:3] == ["/usr/local/cuda/bin/compute-sanitizer", "--tool", "memcheck"]
+    assert cmd[-2:] == ["remap_ab.sanitizer", "p.pt"]
+
+
+FAKE_SANITIZER = """#!/bin/sh
+# Stands in for compute-sanitizer: checks how it was called, reads the payload the
+# child would run, and answers in the tool's format.
+[ "$1 $2" = "--tool memcheck" ] || { echo "called without --tool memcheck"; exit 9; }
+for last in "$@"; do :; done
+exec "$PYTHON" - "$last" <<'PY'
+import os, sys, torch
+d = torch.load(sys.argv[1], weights_only=False)
+assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
+for k, (config, tensors) in enumerate(d["cases"]):
+    print("REMAP-AB-SANITIZER-CASE", k, d["impl"], sorted(tensors))
+    print("REMAP-AB-SANITIZER-TENSOR block_table", hex(0x1000 * (k + 1)), tensors["block_table"].numel() * 4)
+    if str(config["seed"]) == os.environ.get("FAKE_OOB_SEED"):
+        print("========= Invalid __global__ read of size 4 bytes")
+        print("=========     at _convert_req_index_to_global_index_kernel+0x10 in _remap.py:80")
+        print("=========     by thread (3,0,0) in block (1,2,0)")
+        end = 0x1000 * (k + 1) + tensors["block_table"].numel() * 4
+        print(f"=========     Address {hex(end)} is out of bounds")
+        print(f"=========     and is 0 bytes after the nearest allocation at {hex(0x1000 * (k + 1))} of size {tensors['block_table'].numel() * 4} bytes")
+        print("=========")
+print("REMAP-AB-SANITIZER-DONE", len(d["cases"]))
+errors = sum(str(c["seed"]) == os.environ.get("FAKE_OOB_SEED") for c, _ in d["cases"])
+print(f"========= ERROR SUMMARY: {errors} errors")
+PY
+"""
+
+
+def test_check_cases_runs_one_child_then_one_per_case_to_attribute(tmp_path, monkeypatch):
+    import sys
+
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir()
+    tool.write_text(FAKE_SANITIZER)
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHON", sys.executable)
+    configs = [CaseConfig(mode="convert", tokens=1, topk=128, seed=s) for s in range(2)]
+    inputs = [generate_inputs(c) for c in configs]
+
+    clean = sanitizer.check_cases("new", configs, inputs)  # one child for both
+    assert [r.clean for r in clean] == [True, True] and clean[0].detail == "ERROR SUMMARY: 0 errors"
+
+    monkeypatch.setenv("FAKE_OOB_SEED", "1")  # the "kernel" reads past the table in case 1 only
+    reports = sanitizer.check_cases("new", configs, inputs)  # one child for both, then one each
+    assert [r.clean for r in reports] == [True, False]
+    (f,) = reports[1].findings
+    assert (f.nearest, f.row, f.program, f.bytes_after_end, f.kind) == ("block_table", 1, (1, 2, 0), 0, "load")
+
+
+def _sanitizer_available() -> bool:
+    try:
+        sanitizer.find_sanitizer()
+    except SanitizerError:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _sanitizer_available(), reason="needs a CUDA GPU and compute-sanitizer")
+def test_on_the_gpu_the_read_past_the_table_fails_and_the_real_kernels_are_clean(tmp_path, monkeypatch):
+    from memcheck_support import oob_implementation
+
+    from remap_ab.config import CaseConfig
+    from remap_ab.runner import run_case
+
+    oob = oob_implementation(tmp_path, monkeypatch, "row_end")
+    config = CaseConfig(mode="convert", tokens=2, topk=256, num_reqs=1, blocks_per_req=8, block_size=16)
+    assert run_case(config, "old", oob, device="cuda").verdict.passed
+    v = run_case(config, "old", oob, device="cuda", memcheck=True).verdict
+    assert v.status == "fail" and v.first.check == Check.MEMCHECK and v.first.impl == oob
+    assert "block_table" in v.first.message and "--memcheck" in v.first.message
+    for real in (config, CaseConfig(), CaseConfig(mode="convert", counts=True, prefill_fraction=0.5)):
+        result = run_case(real, "old", "new", device="cuda", memcheck=True)
+        assert result.verdict.passed, result.verdict.describe()
+        assert result.a.memcheck.source == "compute-sanitizer" and result.b.memcheck.clean
