@@ -9,7 +9,8 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+import numbers
+from typing import Any, Mapping, get_type_hints
 
 from remap_ab.errors import ConfigError
 
@@ -25,61 +26,51 @@ _CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact":
 INPUT_FORMAT_VERSION = 1
 
 
+def _field(default: Any, help: str, choices: tuple = ()) -> Any:
+    """A CaseConfig field with its documentation: ``remap-ab run --help`` prints it,
+    so the meaning, default and allowed values are written once, here."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
 @dataclass(frozen=True)
 class CaseConfig:
-    """One A/B case. Field defaults are the shapes vLLM's sparse MLA decode uses.
+    """One A/B case. Field defaults are the shapes vLLM's sparse MLA decode uses; each
+    field's meaning is in its ``help`` metadata (``field_help``). Values are strictly
+    typed: an int field takes an int (not a bool, not a string), a ratio takes an int
+    or a float, a flag takes a bool. ``from_dict`` converts strings ("3", "true") for
+    the command line and saved JSON."""
 
-    mode           "convert": ``triton_convert_req_index_to_global_index``;
-                   "dcp": ``triton_filter_and_convert_dcp_index``.
-    tokens         T, query-token rows.
-    topk           K = NUM_TOPK_TOKENS.
-    block_size     B, KV-cache block size.
-    block_n        BLOCK_N, the column tile of the tiled path.
-    blocks_per_req W, width of the block table (a compile-time constant).
-    num_reqs       rows of the block table.
-    invalid_ratio  fraction of lanes set to a negative id.
-    out_of_range   fraction of lanes whose block lands at or beyond W.
-    negatives      "minus_one": invalid lanes are -1; "any": also -2, -B-1, INT32_MIN.
-    table          "random" physical ids; "padded": some entries -1 or 0;
-                   "huge": ids near INT32_MAX / B so ``base * B`` wraps.
-    row_layout     "uniform": lanes drawn independently; "one_tile": only one
-                   BLOCK_N tile per row holds valid lanes; "tail_padded": valid lanes
-                   first, -1 after (how the indexer pads short sequences); "mixed":
-                   rows cycle through uniform, all-valid, all-invalid, one-tile and
-                   tail-padded; "owned": as uniform, but every in-range token
-                   belongs to this DCP rank, so a row without padding is *full*
-                   after filtering (count == K) — unreachable otherwise, since
-                   ownership is random per lane.
-    dcp_size, dcp_rank, interleave   DCP world size, this rank, interleave size.
-    compact        compact_valid_to_front.
-                   (mode "convert" normalises these four to 1, 0, 1, False.)
-    counts         return_valid_counts.
-    prefill_fraction  fraction of rows served from the prefill workspace (convert
-                   mode; > 0 turns HAS_PREFILL_WORKSPACE on).
-    seed           the input seed.
-    """
-
-    mode: str = "dcp"
-    tokens: int = 4
-    topk: int = 2048
-    block_size: int = 64
-    block_n: int = 128
-    blocks_per_req: int = 64
-    num_reqs: int = 2
-    invalid_ratio: float = 0.3
-    out_of_range: float = 0.0
-    negatives: str = "minus_one"
-    table: str = "random"
-    row_layout: str = "uniform"
-    dcp_size: int = 4
-    dcp_rank: int = 0
-    interleave: int = 1
-    compact: bool = True
-    counts: bool = True
-    prefill_fraction: float = 0.0
-    seed: int = 0
+    mode: str = _field("dcp", "which wrapper runs: convert = triton_convert_req_index_to_global_index, "
+                              "dcp = triton_filter_and_convert_dcp_index", MODES)
+    tokens: int = _field(4, "T, query-token rows (1 to 1,048,576)")
+    topk: int = _field(2048, "K = NUM_TOPK_TOKENS, lanes per row; a multiple of block_n")
+    block_size: int = _field(64, "B = BLOCK_SIZE, tokens per KV-cache block (>= 1)")
+    block_n: int = _field(128, "BLOCK_N, the column tile of the tiled path (a power of two dividing topk)")
+    blocks_per_req: int = _field(64, "W, width of the block table (a compile-time constant: each W compiles a kernel)")
+    num_reqs: int = _field(2, "Rq, rows (request slots) of the block table")
+    invalid_ratio: float = _field(0.3, "fraction of lanes set to a negative id, in [0, 1]")
+    out_of_range: float = _field(0.0, "fraction of lanes whose block lands at or beyond W, in [0, 1]; "
+                                      "invalid_ratio + out_of_range <= 1")
+    negatives: str = _field("minus_one", "invalid lane values: minus_one = all -1; any = also -2, -B-1, "
+                                         "INT32_MIN", NEGATIVE_KINDS)
+    table: str = _field("random", "block table: random physical ids; padded = some entries -1 or 0; "
+                                  "huge = ids near INT32_MAX / B so base * B wraps", TABLE_KINDS)
+    row_layout: str = _field("uniform", "valid lanes per row: uniform = drawn independently; one_tile = one "
+                                        "BLOCK_N tile per row holds them; tail_padded = valid first, -1 after; "
+                                        "mixed = rows cycle through all-valid, all-invalid, one-tile, tail-padded; "
+                                        "owned = as uniform but every in-range token belongs to this DCP rank",
+                             ROW_LAYOUTS)
+    dcp_size: int = _field(4, "DCP world size S (dcp mode; 1 delegates to the plain convert)")
+    dcp_rank: int = _field(0, "this DCP rank, 0 <= rank < dcp_size")
+    interleave: int = _field(1, "cp_kv_cache_interleave_size I, dividing block_size")
+    compact: bool = _field(True, "compact_valid_to_front (dcp mode with dcp_size > 1)")
+    counts: bool = _field(True, "return_valid_counts")
+    prefill_fraction: float = _field(0.0, "fraction of rows served from the prefill workspace, in [0, 1] "
+                                          "(convert mode; > 0 turns HAS_PREFILL_WORKSPACE on)")
+    seed: int = _field(0, "the input seed (>= 0)")
 
     def __post_init__(self):
+        _check_types(self)
         if self.mode == "convert":
             # The plain wrapper has no DCP or compaction arguments: normalise them so
             # one convert case has one ID.
@@ -161,13 +152,51 @@ class CaseConfig:
             )
         coerced = {}
         for name, value in data.items():
-            coerced[name] = _coerce(name, names[name].type, value)
+            coerced[name] = _coerce(name, FIELD_TYPES[name], value)
         return cls(**coerced)
 
 
-def _coerce(name: str, type_name: str, value: Any) -> Any:
+def field_help(name: str) -> str:
+    """``name``'s meaning, allowed values and default, for ``--help``."""
+    f = _FIELDS[name]
+    default = ("on" if f.default else "off") if isinstance(f.default, bool) else f.default
+    choices = f"one of {', '.join(f.metadata['choices'])}; " if f.metadata["choices"] else ""
+    return f"{f.metadata['help']} ({choices}default {default})"
+
+
+def _check_types(c: "CaseConfig") -> None:
+    """Strict types for the Python API: ``tokens="3"`` and ``tokens=True`` are refused
+    (a bool is not a count), ``compact="no"`` too (a non-empty string is truthy);
+    ints are accepted for ratios and stored as floats, so 0 and 0.0 are one case."""
+    for name, want in FIELD_TYPES.items():
+        value = getattr(c, name)
+        if want is bool:
+            ok = isinstance(value, bool)
+        elif want is int:
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            if ok:
+                object.__setattr__(c, name, int(value))
+        elif want is float:
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+            if ok:
+                object.__setattr__(c, name, float(value))
+        else:
+            ok = isinstance(value, want)
+        if not ok:
+            wanted = _TYPE_WORDS[want]
+            raise ConfigError(
+                f"{name}={value!r} is a {type(value).__name__}, not {wanted}; pass {wanted} "
+                f"(CaseConfig.from_dict converts strings such as \"3\" or \"true\")"
+            )
+
+
+_TYPE_WORDS = {int: "an int", float: "a number (int or float)", bool: "a bool (True or False)", str: "a str"}
+
+
+def _coerce(name: str, kind: type, value: Any) -> Any:
+    type_name = kind.__name__
     try:
-        if type_name == "bool":
+        if kind is bool:
             if isinstance(value, str):
                 lowered = value.strip().lower()
                 if lowered in ("1", "true", "yes", "on"):
@@ -175,14 +204,27 @@ def _coerce(name: str, type_name: str, value: Any) -> Any:
                 if lowered in ("0", "false", "no", "off"):
                     return False
                 raise ValueError(value)
-            return bool(value)
-        if type_name == "int":
+            if isinstance(value, (int, float)) and value in (0, 1):
+                return bool(value)
+            raise ValueError(value)
+        if kind is int:
+            if isinstance(value, bool):
+                raise ValueError(value)
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
+            if isinstance(value, str):
+                return int(value.strip())
             return int(value)
-        if type_name == "float":
-            return float(value)
-        return str(value)
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            result = float(value)
+            if result != result or result in (float("inf"), float("-inf")):
+                raise ValueError(value)
+            return result
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value
     except (TypeError, ValueError):
         raise ConfigError(f"{name}={value!r} is not a valid {type_name}") from None
 
@@ -257,3 +299,6 @@ def validate(c: CaseConfig) -> None:
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(CaseConfig))
+_FIELDS = {f.name: f for f in fields(CaseConfig)}
+# Resolved types (the module uses postponed annotations, so f.type is a string).
+FIELD_TYPES: dict[str, type] = {name: get_type_hints(CaseConfig)[name] for name in CONFIG_FIELDS}

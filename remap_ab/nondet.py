@@ -35,7 +35,7 @@ from remap_ab import registry
 from remap_ab.compare import Output, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
-from remap_ab.inputs import CaseInputs, generate_inputs, tensor_sha256
+from remap_ab.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
 from remap_ab.runner import poisoned_empty, reference
 
 CPU_CONDITIONS = ("schedules",)
@@ -265,6 +265,8 @@ def run_nondet(
     if bad:
         raise ConfigError(f"condition(s) {', '.join(bad)} do not exist on {device}; choose from {', '.join(allowed)}")
     load = SideStreamLoad() if "contended" in conditions else None
+    for config in configs:
+        check_fits(config, device)
     case_inputs = [generate_inputs(config, device=device) for config in configs]  # the same under every condition
     results = []
     for condition in conditions:

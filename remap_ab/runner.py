@@ -17,8 +17,8 @@ import torch
 from remap_ab import backend, oracle, registry
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import RemapABError, exception_line
-from remap_ab.inputs import CaseInputs, check_inputs, generate_inputs, ragged_arange
+from remap_ab.errors import InternalError, exception_line
+from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, ragged_arange
 
 
 @contextlib.contextmanager
@@ -211,10 +211,12 @@ def run_case(
     """Run ``config`` through implementations ``a`` and ``b`` and judge them against
     the oracle (SPEC §7). ``inputs`` defaults to the case's generated inputs."""
     dev = backend.select(device)
+    if inputs is not None:
+        check_inputs(config, inputs)
+    check_fits(config, dev)
     if inputs is None:
         inputs = generate_inputs(config, device=dev)
     else:
-        check_inputs(config, inputs)
         inputs = inputs.to(dev)
     impl_a, impl_b = registry.get(a), registry.get(b)
     out_a = run_implementation(impl_a, config, inputs, schedule)
@@ -226,6 +228,8 @@ def run_case(
     verdict = compare(
         config.case_id, out_a, out_b, ref, compacted=config.compacts, counts_returned=config.counts_returned
     )
-    if out_o.error is None and (not torch.equal(out_o.out, ref.out)):
-        raise RemapABError(f"internal: the oracle's API disagrees with its reference on case {config.case_id}; please file a bug")
+    if out_o.error is not None:
+        raise InternalError(f"the oracle's API raised on case {config.case_id}: {out_o.error}")
+    if not torch.equal(out_o.out, ref.out):
+        raise InternalError(f"the oracle's API disagrees with its reference on case {config.case_id}")
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
