@@ -37,8 +37,16 @@ COMMANDS = {
 TRACEBACK_VARIABLE = "REMAP_AB_TRACEBACK"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad option reported like every other bad input: one line on
+    stderr (no usage block), exit 2, and where to read about the options."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
+    parser = _Parser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         module = importlib.import_module(f"remap_ab.commands.{name}")
@@ -62,9 +70,15 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+# 128 + SIGPIPE: the status a Unix tool has when its reader went away (``yes | head``).
+CLOSED_STDOUT_STATUS = 141
+
+
 def main(argv=None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()  # a reader that left during the last write is seen here, not at exit
+        return status
     except BrokenPipeError:
         return _closed_stdout()
 
@@ -109,16 +123,16 @@ def _maybe_traceback() -> None:
 
 
 def _closed_stdout() -> int:
-    # The reader went away (``| head``): what was asked for was delivered as far as it
-    # was wanted. Point stdout at devnull so the interpreter's final flush cannot raise
-    # again, and leave quietly.
+    # The reader went away (``| head``): it had what it wanted. Point stdout at devnull
+    # so the interpreter's final flush cannot raise again, and leave quietly with the
+    # status of a tool whose reader left.
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
-    return 0
+    return CLOSED_STDOUT_STATUS
 
 
 if __name__ == "__main__":

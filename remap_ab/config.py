@@ -291,9 +291,16 @@ def validate(c: CaseConfig) -> None:
         f"wrapper requires BLOCK_SIZE % cp_kv_cache_interleave_size == 0",
     )
     # The largest in-range global position must stay in int32 (SPEC §2 precondition).
+    span = c.blocks_per_req * c.block_size * c.dcp_size
     need(
-        c.blocks_per_req * c.block_size * c.dcp_size <= INT32_MAX,
-        "blocks_per_req * block_size * dcp_size overflows int32",
+        span <= INT32_MAX,
+        f"blocks_per_req * block_size * dcp_size = {span:,} overflows int32 (at most {INT32_MAX:,}); "
+        f"shrink blocks_per_req or block_size",
+    )
+    # Lane offsets (row * K + column) are int32 inside the kernels.
+    need(
+        c.tokens * c.topk <= INT32_MAX,
+        f"tokens * topk = {c.tokens * c.topk:,} lanes overflows the kernels' int32 offsets (at most {INT32_MAX:,})",
     )
     need(c.seed >= 0, f"seed={c.seed} must be non-negative")
 
