@@ -157,3 +157,9 @@ def get(name: str) -> Implementation:
     impl = Implementation(name=name, module_path=path, module=module)
     _cache[name] = impl
     return impl
+
+
+def forget(name: str) -> None:
+    """Drop ``name`` from the cache, so the next ``get`` imports it afresh (tests that
+    write a module, use it and delete it)."""
+    _cache.pop(name, None)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from remap_ab.config import CaseConfig
-from strategies.classes import REQUIRED_CLASSES, case_classes
+from .classes import REQUIRED_CLASSES, case_classes
 
 
 def drawn_examples(test: Callable, **fixtures) -> list[dict]:
