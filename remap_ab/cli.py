@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with a bad option reported like every other bad input: one line on
     stderr (no usage block), exit 2, and where to read about the options."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
@@ -66,7 +66,7 @@ def _choose_backend_early() -> None:
     backend.choose_early()
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 

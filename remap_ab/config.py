@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, fields
 import numbers
-from typing import Any, Mapping, get_type_hints
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, get_type_hints
 
 from remap_ab.errors import ConfigError
 
@@ -123,7 +124,7 @@ class CaseConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def replace(self, **changes) -> "CaseConfig":
+    def replace(self, **changes) -> CaseConfig:
         return dataclasses.replace(self, **changes)
 
     def cli_args(self) -> str:
@@ -143,7 +144,7 @@ class CaseConfig:
         return " ".join(parts)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CaseConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseConfig:
         names = {f.name: f for f in fields(cls)}
         unknown = sorted(set(data) - set(names))
         if unknown:
@@ -164,7 +165,7 @@ def field_help(name: str) -> str:
     return f"{f.metadata['help']} ({choices}default {default})"
 
 
-def _check_types(c: "CaseConfig") -> None:
+def _check_types(c: CaseConfig) -> None:
     """Strict types for the Python API: ``tokens="3"`` and ``tokens=True`` are refused
     (a bool is not a count), ``compact="no"`` too (a non-empty string is truthy);
     ints are accepted for ratios and stored as floats, so 0 and 0.0 are one case."""

@@ -88,7 +88,7 @@ class CaseInputs:
     def tensors(self) -> dict[str, torch.Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
-    def to(self, device) -> "CaseInputs":
+    def to(self, device) -> CaseInputs:
         return CaseInputs(**{name: t.to(device) for name, t in self.tensors().items()})
 
     @property
@@ -104,7 +104,7 @@ def tensor_sha256(t: torch.Tensor) -> str:
     host = t.detach().to("cpu").contiguous()
     h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
     if host.numel():
-        h.update(memoryview(host.view(torch.uint8).numpy()))
+        h.update(host.view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 

@@ -25,9 +25,11 @@ failure rule (``judge``):
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -62,7 +64,7 @@ def cpu_schedule_runs(runs: int) -> list[Run]:
     pairs += [("random", seed) for seed in range(runs - len(pairs))]
     return [
         Run(f"{policy}:{seed}" if policy in ("random", "tiles_rotated") else policy,
-            (lambda p=policy, s=seed: interpreter_schedule(p, s)))
+            functools.partial(interpreter_schedule, policy, seed))
         for policy, seed in pairs
     ]
 
@@ -245,7 +247,8 @@ def _check_against_oracle(m: Multiplicity, config: CaseConfig, inputs: CaseInput
         verdict = compare(config.case_id, output, output, ref, compacted=config.compacts,
                           counts_returned=config.counts_returned)
         if not verdict.passed:
-            m.contract_failures.append(f"output {out_hash} (first from {m.labels[out_hash]}): {verdict.first.line()}")
+            why = verdict.first.line() if verdict.first else verdict.status
+            m.contract_failures.append(f"output {out_hash} (first from {m.labels[out_hash]}): {why}")
 
 
 def run_nondet(

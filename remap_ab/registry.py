@@ -106,7 +106,7 @@ def checked_result(name: str, config: CaseConfig, result, device) -> tuple:
                 f"{name} returned {_describe(result)}; with return_valid_counts it must return (out, valid_counts)"
             )
         out, counts = result
-        parts = (("out", out), ("valid_counts", counts))
+        parts: tuple[tuple[str, object], ...] = (("out", out), ("valid_counts", counts))
     else:
         out, counts = result, None
         parts = (("out", out),)

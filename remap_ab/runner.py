@@ -159,7 +159,7 @@ def reference_batch(configs: list, inputs: list) -> list[Reference]:
             Reference(
                 lanes=case_lanes,
                 valid=flat_valid[lane : lane + n].view(shape),
-                out=flat_out[lane : lane + n].view(shape) if c.compacts else case_lanes,
+                out=flat_out[lane : lane + n].view(shape) if flat_out is not None and c.compacts else case_lanes,
                 counts=counts[row : row + c.tokens],
             )
         )
@@ -230,6 +230,6 @@ def run_case(
     )
     if out_o.error is not None:
         raise InternalError(f"the oracle's API raised on case {config.case_id}: {out_o.error}")
-    if not torch.equal(out_o.out, ref.out):
+    if out_o.out is None or not torch.equal(out_o.out, ref.out):
         raise InternalError(f"the oracle's API disagrees with its reference on case {config.case_id}")
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)

@@ -99,6 +99,7 @@ class BrokenImpl:
         name = name or f"broken_{os.getpid()}_{next(_names)}"
         if patch is not None:
             source = _PATCH_TEMPLATE.format(base=base, body=textwrap.indent(textwrap.dedent(patch).strip(), "    "))
+        assert source is not None
         (self.folder / f"{name}.py").write_text(textwrap.dedent(source))
         importlib.invalidate_caches()
         self.names.append(name)

@@ -3,10 +3,10 @@ is run many times: on a GPU quiet and with a contending side stream, on the CPU 
 permuted interpreter schedules (each schedule is one run).
 
 Writes nondet.json, nondet.csv and a chart (nondet.png with matplotlib, else
-nondet.svg) into <root>/nondet/<time>-<device>/ (or --out), beside the sweep's runs. Exit status: 0 when the failure rule holds (an implementation
-that promises column order — the new kernel as a single tile — gives exactly one
-output; counts never vary; every output meets the SPEC), 1 when it is broken, 2 on bad
-input. Tiled implementations' multiplicity is reported, never failed.
+nondet.svg) into <root>/nondet/<time>-<device>/ (or --out), beside the sweep's runs.
+Exit status: 0 when the failure rule holds (an implementation that promises column
+order — the new kernel as a single tile — gives exactly one output; counts never vary;
+every output meets the SPEC), 1 when it is broken, 2 on bad input. Tiled implementations' multiplicity is reported, never failed.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import backend
-    from remap_ab import nondet
+    from remap_ab import backend, nondet
 
     if args.dcp_size < 2:
         raise UsageError(f"--dcp-size {args.dcp_size}: nondet studies DCP compaction, which needs 2 or more ranks "
@@ -57,9 +56,10 @@ def main(args) -> int:
     tokens = int_list(args.tokens or (GPU_DEFAULT_TOKENS if on_gpu else CPU_DEFAULT_TOKENS), "--tokens")
     topks = int_list(args.topk, "--topk")
     runs = args.runs if args.runs is not None else (20 if on_gpu else 8)
-    conditions = [c for c in (args.conditions or ",".join(nondet.GPU_CONDITIONS if on_gpu else nondet.CPU_CONDITIONS)).split(",") if c.strip()]
+    default_conditions = ",".join(nondet.GPU_CONDITIONS if on_gpu else nondet.CPU_CONDITIONS)
+    conditions = [c.strip() for c in (args.conditions or default_conditions).split(",") if c.strip()]
     if not conditions:
-        raise UsageError(f"--conditions {args.conditions!r} names no condition; give e.g. quiet,contended (GPU) or schedules (CPU)")
+        raise UsageError(f"--conditions {args.conditions!r} names no condition; give e.g. {default_conditions}")
     configs = nondet.nondet_cases(topks, tokens, dcp_size=args.dcp_size, invalid_ratio=args.invalid_ratio, seed=args.seed)
 
     env = environment(device)
@@ -115,4 +115,5 @@ def _chart(out_dir: Path, results, where: str) -> Path:
             groups.append(group)
         series.setdefault(m.impl, {})[group] = float(m.distinct_outputs)
     values = {impl: [per.get(g, float("nan")) for g in groups] for impl, per in series.items()}
-    return bar_chart(out_dir / "nondet", f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}", groups, values, "distinct outputs")
+    title = f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}"
+    return bar_chart(out_dir / "nondet", title, groups, values, "distinct outputs")
