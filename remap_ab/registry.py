@@ -87,11 +87,13 @@ def _describe(value) -> str:
     """What came back, in a few words: type, and dtype/shape/device for a tensor."""
     import torch
 
+    if value is None:
+        return "None"
     if isinstance(value, torch.Tensor):
         return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
     if isinstance(value, (tuple, list)):
         return f"a {len(value)}-element {type(value).__name__} ({', '.join(type(v).__name__ for v in value[:4])})"
-    return f"a {type(value).__name__}"
+    return f"an object of type {type(value).__name__}"
 
 
 def checked_result(name: str, config: CaseConfig, result, device) -> tuple:
