@@ -170,9 +170,11 @@ def _check_types(c: CaseConfig) -> None:
     (a bool is not a count), ``compact="no"`` too (a non-empty string is truthy);
     ints are accepted for ratios and stored as floats, so 0 and 0.0 are one case."""
     for name, want in FIELD_TYPES.items():
-        value = getattr(c, name)
+        value = _plain(getattr(c, name))
         if want is bool:
             ok = isinstance(value, bool)
+            if ok:
+                object.__setattr__(c, name, value)
         elif want is int:
             ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
             if ok:
@@ -183,6 +185,8 @@ def _check_types(c: CaseConfig) -> None:
                 object.__setattr__(c, name, float(value))
         else:
             ok = isinstance(value, want)
+            if ok:
+                object.__setattr__(c, name, value)
         if not ok:
             wanted = _TYPE_WORDS[want]
             raise ConfigError(
@@ -194,8 +198,16 @@ def _check_types(c: CaseConfig) -> None:
 _TYPE_WORDS = {int: "an int", float: "a number (int or float)", bool: "a bool (True or False)", str: "a str"}
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a pandas cell, say) as the Python value it holds."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
 def _coerce(name: str, kind: type, value: Any) -> Any:
     type_name = kind.__name__
+    value = _plain(value)
     try:
         if kind is bool:
             if isinstance(value, str):

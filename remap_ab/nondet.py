@@ -36,7 +36,7 @@ import torch
 from remap_ab import registry
 from remap_ab.compare import Output, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import ConfigError
+from remap_ab.errors import InternalError, UsageError
 from remap_ab.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
 from remap_ab.runner import poisoned_empty, reference
 
@@ -95,9 +95,9 @@ def gpu_runs(condition: str, runs: int, load: Optional[SideStreamLoad] = None) -
         return [Run(f"quiet:{i}", contextlib.nullcontext) for i in range(runs)]
     if condition == "contended":
         if load is None:
-            raise ValueError("the contended condition needs a SideStreamLoad")
+            raise InternalError("the contended condition needs a SideStreamLoad")
         return [Run(f"contended:{i}", load.enqueue) for i in range(runs)]
-    raise ConfigError(f"condition {condition!r} is not one of {', '.join(GPU_CONDITIONS)}")
+    raise UsageError(f"condition {condition!r} is not one of {', '.join(GPU_CONDITIONS)}")
 
 
 def digest(t: Optional[torch.Tensor]) -> str:
@@ -261,12 +261,12 @@ def run_nondet(
 ) -> list[Multiplicity]:
     """Characterise every (condition, case, implementation)."""
     if runs < 1:
-        raise ConfigError(f"runs={runs}: at least one run per case is needed")
+        raise UsageError(f"runs={runs}: at least one run per case is needed")
     impls = [registry.get(name) for name in impl_names]
     allowed = CPU_CONDITIONS if device == "cpu" else GPU_CONDITIONS
     bad = [c for c in conditions if c not in allowed]
     if bad:
-        raise ConfigError(f"condition(s) {', '.join(bad)} do not exist on {device}; choose from {', '.join(allowed)}")
+        raise UsageError(f"condition(s) {', '.join(bad)} do not exist on {device}; choose from {', '.join(allowed)}")
     load = SideStreamLoad() if "contended" in conditions else None
     for config in configs:
         check_fits(config, device)

@@ -9,7 +9,7 @@ import platform
 from dataclasses import fields
 
 from remap_ab.config import FIELD_TYPES, CaseConfig, field_help
-from remap_ab.errors import ConfigError
+from remap_ab.errors import UsageError
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,9 +37,9 @@ def int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ConfigError(f"{option} {text!r} must be comma-separated integers, e.g. 1,2,8") from None
+        raise UsageError(f"{option} {text!r} must be comma-separated integers, e.g. 1,2,8") from None
     if not values:
-        raise ConfigError(f"{option} is empty; give at least one value")
+        raise UsageError(f"{option} is empty; give at least one value")
     return values
 
 
