@@ -52,7 +52,7 @@ def row(id, argv, status, fragment, **kw) -> Hostile:
 
 
 SMALL = "--topk 128 --tokens 1"
-INPUT_FIELDS = dict(mode="convert", topk=128, tokens=2, prefill_fraction=0.5)
+INPUT_FIELDS: dict = dict(mode="convert", topk=128, tokens=2, prefill_fraction=0.5)
 INPUT_CASE = "--mode convert --tokens 2 --topk 128 --prefill-fraction 0.5"
 
 ROWS = [
@@ -394,14 +394,18 @@ def _run_inproc(argv, capsys) -> tuple[int, str, str]:
 
 
 def _run_subprocess(argv, env, timeout, closed_stdout=False) -> tuple[int, str, str]:
+    stdout: int = subprocess.PIPE
+    if closed_stdout:
+        # A pipe whose reader is gone before the first byte (`| head` at its quickest).
+        read_end, stdout = os.pipe()
+        os.close(read_end)
     # A new session, so a command that starts workers is killed with all of them.
-    proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *argv], stdout=stdout, stderr=subprocess.PIPE,
                             env=env, text=True, start_new_session=True)
     if closed_stdout:
-        proc.stdout.close()  # the reader went away before the first byte (`| head` at its quickest)
+        os.close(stdout)
     try:
-        out, err = proc.communicate(timeout=timeout) if not closed_stdout else ("", proc.stderr.read())
-        proc.wait(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
