@@ -11,7 +11,8 @@ compare phase in two at most):
             on one case per wrapper path, and a device-side *proof of passing*: one
             small flag vector per case, pulled to the host once for the whole batch
             (and once more for the outputs whose tile order needs a witness);
-  write     input hashes, and full reports for the cases that did not pass.
+  write     input hashes (the reports of cases that did not pass are the caller's:
+            a non-passing outcome carries its full ``CaseResult``).
 
 The proof of passing is exact in one direction only: a flag set means ``compare``
 (compare.py) would pass the implementation; a flag clear sends that case through
@@ -36,21 +37,24 @@ from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs
-from remap_ab.runner import CaseResult, _sync, poisoned_empty, reference_batch
+from remap_ab.runner import CaseResult, poisoned_empty, reference_batch, run_case, synchronize
+from remap_ab.status import Check, Status
 
 PHASES = ("gen", "kernels", "compare", "write")
 
 
 @dataclass
 class CaseOutcome:
-    """What the sweep records about one case (the report holds the tensors)."""
+    """What the sweep records about one case. ``result`` (tensors and all, for a
+    report) is kept only for a case that did not pass; passing ones drop it."""
 
     config: CaseConfig
     verdict: Verdict
     a_ms: Optional[float]
     b_ms: Optional[float]
     inputs_sha256: str = ""
-    report: str = ""  # path of the failing-case report, relative to the run folder
+    max_row_valid: int = 0  # the oracle's largest per-row valid count
+    result: Optional[CaseResult] = None
 
 
 @dataclass
@@ -170,21 +174,25 @@ def run_batch(
     a: str,
     b: str,
     device: str,
-    report_root=None,
     times: Optional[BatchTimes] = None,
+    *,
+    memcheck: bool = False,
 ) -> list[CaseOutcome]:
-    """Judge ``configs`` on ``device``; write a report under ``report_root`` for every
-    case that does not pass. Phase durations are added to ``times``."""
-    from remap_ab.report import write_case_report
+    """Judge ``configs`` on ``device``; phase durations are added to ``times``. A case
+    that does not pass comes back with its ``CaseResult`` (what a report needs).
 
+    ``memcheck``: run each case on its own through ``runner.run_case(...,
+    memcheck=True)``, every load and store checked (slow; no batching to gain)."""
     times = times if times is not None else BatchTimes()
+    if memcheck:
+        return _run_one_by_one(configs, a, b, device, times)
     dev = torch.device(device)
     impl_a, impl_b, impl_o = registry.get(a), registry.get(b), registry.get("oracle")
     clock = _Clock(dev)
 
     t0 = time.perf_counter()
     inputs = generate_inputs_batch(configs, device=dev)
-    _sync(dev)
+    synchronize(dev)
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 
@@ -194,7 +202,7 @@ def run_batch(
             oa, ta = _call(impl_a, c, x, clock)
             ob, tb = _call(impl_b, c, x, clock)
             outs.append((oa, ta, ob, tb))
-    _sync(dev)
+    synchronize(dev)
     t2 = time.perf_counter()
     times.seconds["kernels"] += t2 - t1
 
@@ -223,22 +231,24 @@ def run_batch(
         differs = torch.zeros((), dtype=torch.int64, device=dev)
         if c.compacts and pa is not None and pb is not None:
             differs = (oa.out != ob.out).any(dim=1).sum()
+        most_valid = ref.counts.max() if ref.counts.numel() else torch.zeros((), dtype=torch.int32, device=dev)
         flags.append(
             torch.stack([
                 (pa if pa is not None else false).to(torch.int64),
                 (pb if pb is not None else false).to(torch.int64),
                 (po if po is not None else false).to(torch.int64),
                 differs.to(torch.int64),
+                most_valid.to(torch.int64),
             ])
         )
     host_flags = torch.stack(flags).tolist() if flags else []  # the batch's first sync
     _witness_round(configs, outs, refs, host_flags)
     verdicts = []
-    for c, (oa, _, ob, _), ref, oo, (fa, fb, fo, nd) in zip(configs, outs, refs, oracles, host_flags):
+    for c, (oa, _, ob, _), ref, oo, (fa, fb, fo, nd, _) in zip(configs, outs, refs, oracles, host_flags):
         if not fo:
             msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
             verdicts.append(
-                Verdict(c.case_id, "error", [Mismatch("error", "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
+                Verdict(c.case_id, Status.ERROR, [Mismatch(Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
             )
         elif fa and fb:
             verdicts.append(_pass_verdict(c, oa, ob, int(nd)))
@@ -257,22 +267,41 @@ def run_batch(
     else:
         hashes = [hash_inputs(x) for x in inputs]
     results = []
-    for c, x, (oa, ta, ob, tb), ref, oo, v, (per, combined) in zip(
-        configs, inputs, outs, refs, oracles, verdicts, hashes
+    for c, x, (oa, ta, ob, tb), ref, oo, v, (_, combined), flags in zip(
+        configs, inputs, outs, refs, oracles, verdicts, hashes, host_flags
     ):
         a_ms = clock.elapsed_ms(*ta) if ta else None
         b_ms = clock.elapsed_ms(*tb) if tb else None
         oa.seconds = (a_ms or 0.0) / 1e3
         ob.seconds = (b_ms or 0.0) / 1e3
-        outcome = CaseOutcome(c, v, a_ms, b_ms, combined)
-        if not v.passed and report_root is not None:
+        outcome = CaseOutcome(c, v, a_ms, b_ms, combined, max_row_valid=int(flags[4]))
+        if not v.passed:
             if oo is None:  # reports show the oracle's API output too
                 oo = _call(impl_o, c, x, clock)[0]
-            path = write_case_report(CaseResult(c, x, oa, ob, ref, v, oracle=oo), report_root)
-            outcome.report = path.name
+            outcome.result = CaseResult(c, x, oa, ob, ref, v, oracle=oo)
         results.append(outcome)
     times.seconds["write"] += time.perf_counter() - t3
     return results
+
+
+def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTimes) -> list[CaseOutcome]:
+    """Each case through ``run_case`` (memcheck on); its whole time counts as kernels."""
+    outcomes = []
+    for c in configs:
+        t0 = time.perf_counter()
+        result = run_case(c, a, b, device=device, memcheck=True)
+        times.seconds["kernels"] += time.perf_counter() - t0
+        v = result.verdict
+        counts = result.reference.counts
+        outcomes.append(CaseOutcome(
+            c, v,
+            None if result.a.seconds is None else result.a.seconds * 1e3,
+            None if result.b.seconds is None else result.b.seconds * 1e3,
+            hash_inputs(result.inputs)[1],
+            max_row_valid=int(counts.max()) if counts.numel() else 0,
+            result=None if v.passed else result,
+        ))
+    return outcomes
 
 
 def _witness_round(configs: list, outs: list, refs: list, host_flags: list) -> None:
@@ -301,7 +330,7 @@ def _paths_sampled(configs: list) -> list[int]:
 
 def _pass_verdict(c: CaseConfig, oa: Output, ob: Output, differing_rows: int) -> Verdict:
     """The verdict ``compare`` gives a passing case (same info line)."""
-    v = Verdict(case_id=c.case_id, status="pass")
+    v = Verdict(case_id=c.case_id, status=Status.PASS)
     if c.compacts:
         note_order_differs(v, oa, ob, differing_rows, c.tokens)
     return v

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import itertools
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from remap_ab.config import CONFIG_FIELDS, CaseConfig
 from remap_ab.errors import ConfigError
@@ -102,16 +103,30 @@ class Grid:
                 dim_fields.update(v.fields)
                 labels.append((d.name, v.label))
             merged.update(dim_fields)
-            _oor_from_padding(merged)
+            try:
+                _oor_from_padding(merged)
+            except (TypeError, ValueError):
+                raise ConfigError(f"grid file {self.source}: grid point {n} ({dict(labels)}): invalid_ratio and "
+                                  "out_of_range must be numbers") from None
             for r, v in rot_values:
                 if r.modulo is not None:
+                    modulus = merged.get(r.modulo, 1)
+                    if not _is_int(modulus) or modulus < 1:
+                        raise ConfigError(
+                            f"grid file {self.source}: rotate {r.name!r}: `modulo` field {r.modulo} is {modulus!r} "
+                            f"at grid point {n} ({dict(labels)}); it must be a positive integer"
+                        )
                     for name, value in v.fields:
                         if name not in dim_fields:
-                            merged[name] = value % int(merged.get(r.modulo, 1))
+                            if not _is_int(value):
+                                raise ConfigError(f"grid file {self.source}: rotate {r.name!r}: values taken modulo "
+                                                  f"{r.modulo} must be integers (got {value!r})")
+                            merged[name] = value % modulus
             try:
                 config = CaseConfig.from_dict(merged)
-            except ConfigError as exc:
-                raise ConfigError(f"grid point {n} ({dict(labels)}) is not a valid case: {exc}") from None
+            except (ConfigError, TypeError, ValueError) as exc:
+                raise ConfigError(f"grid file {self.source}: grid point {n} ({dict(labels)}) is not a valid case: "
+                                  f"{' '.join(str(exc).split())}") from None
             # Rotations are labelled by what the case really runs with.
             for r, v in rot_values:
                 labels.append((r.name, _effective_label(r, v, config, dim_fields)))
@@ -174,56 +189,95 @@ def _norm(value) -> str:
         return s
 
 
-def _parse_value(axis_name: str, raw, field_name: Optional[str]) -> Value:
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _parse_value(source: str, key: str, raw, field_name: Optional[str]) -> Value:
     if isinstance(raw, dict):
         raw = dict(raw)
         label = raw.pop("label", None)
-        if label is None:
-            raise ConfigError(f"grid: a table value of {axis_name!r} lacks a label")
+        if not isinstance(label, (str, int, float)) or isinstance(label, bool):
+            raise ConfigError(f"grid file {source}: {key}: a table value needs a `label` (a string or number)")
         fields_ = raw
+    elif isinstance(raw, (list,)):
+        raise ConfigError(f"grid file {source}: {key}: a value must be a scalar or a table, not a list")
     else:
         if field_name is None:
-            raise ConfigError(f"grid: {axis_name!r} has scalar values but no `field`")
+            raise ConfigError(f"grid file {source}: {key} has scalar values but no `field`")
         label = _norm(raw)
         fields_ = {field_name: raw}
     unknown = sorted(set(fields_) - set(CONFIG_FIELDS))
     if unknown:
-        raise ConfigError(f"grid: {axis_name!r} sets unknown field(s) {', '.join(unknown)}")
+        raise ConfigError(f"grid file {source}: {key} sets unknown field(s) {', '.join(unknown)}")
     return Value(str(label), tuple(fields_.items()))
 
 
-def parse(data: dict, source: str = "") -> Grid:
-    def axis(entry: dict, rotation: bool) -> Axis:
-        name = entry.get("name")
-        if not name or "values" not in entry:
-            raise ConfigError(f"grid {source}: every dimension/rotation needs a name and values")
-        values = tuple(_parse_value(name, v, entry.get("field")) for v in entry["values"])
-        labels = [v.label for v in values]
-        if len(set(labels)) != len(labels):
-            raise ConfigError(f"grid {source}: {name!r} has duplicate labels")
-        return Axis(
-            name=name,
-            doc=" ".join(str(entry.get("doc", "")).split()),
-            values=values,
-            over=tuple(entry.get("over", ())) if rotation else (),
-            modulo=entry.get("modulo") if rotation else None,
-        )
+def _axis(source: str, section: str, i: int, entry, rotation: bool) -> Axis:
+    where = f"[[{section}]] #{i + 1}"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"grid file {source}: {where} must be a table ([[{section}]] with name and values)")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"grid file {source}: {where}: `name` must be a non-empty string")
+    key = f"{section} {name!r}"
+    values = entry.get("values")
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"grid file {source}: {key}: `values` must be a non-empty list (got {type(values).__name__})")
+    field_name = entry.get("field")
+    if field_name is not None and (not isinstance(field_name, str) or field_name not in CONFIG_FIELDS):
+        raise ConfigError(f"grid file {source}: {key}: `field` must name a configuration field (got {field_name!r})")
+    if "doc" in entry and not isinstance(entry["doc"], str):
+        raise ConfigError(f"grid file {source}: {key}: `doc` must be a string")
+    over: tuple = ()
+    modulo = None
+    if rotation:
+        raw_over = entry.get("over", [])
+        if not isinstance(raw_over, list) or not all(isinstance(o, str) for o in raw_over):
+            raise ConfigError(f"grid file {source}: {key}: `over` must be a list of dimension names")
+        over = tuple(raw_over)
+        modulo = entry.get("modulo")
+        if modulo is not None and (not isinstance(modulo, str) or modulo not in CONFIG_FIELDS):
+            raise ConfigError(f"grid file {source}: {key}: `modulo` must name a configuration field (got {modulo!r})")
+    parsed = tuple(_parse_value(source, key, v, field_name) for v in values)
+    labels = [v.label for v in parsed]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"grid file {source}: {key} has duplicate labels")
+    return Axis(name=name, doc=" ".join(str(entry.get("doc", "")).split()), values=parsed, over=over, modulo=modulo)
 
-    dims = [axis(d, False) for d in data.get("dimension", [])]
-    rots = [axis(r, True) for r in data.get("rotate", [])]
+
+def parse(data: dict, source: str = "") -> Grid:
+    """A Grid from the TOML's data; ConfigError naming the file and the key of the
+    first thing of the wrong shape or type."""
+    version = data.get("version", 1)
+    if not _is_int(version):
+        raise ConfigError(f"grid file {source}: `version` must be an integer (got {version!r})")
+    sections = {}
+    for section in ("dimension", "rotate"):
+        entries = data.get(section, [])
+        if not isinstance(entries, list):
+            raise ConfigError(f"grid file {source}: `{section}` must be an array of tables ([[{section}]])")
+        sections[section] = entries
+    dims = [_axis(source, "dimension", i, d, False) for i, d in enumerate(sections["dimension"])]
+    rots = [_axis(source, "rotate", i, r, True) for i, r in enumerate(sections["rotate"])]
+    if not dims:
+        raise ConfigError(f"grid file {source}: no [[dimension]]; a grid needs at least one")
     names = [a.name for a in dims + rots]
     if len(set(names)) != len(names):
-        raise ConfigError(f"grid {source}: axis names repeat")
+        raise ConfigError(f"grid file {source}: axis names repeat")
     dim_names = {d.name for d in dims}
     for r in rots:
         bad = [o for o in r.over if o not in dim_names]
         if bad or not r.over:
-            raise ConfigError(f"grid {source}: rotation {r.name!r} must rotate over dimensions (got {list(r.over)})")
-    defaults = dict(data.get("defaults", {}))
+            raise ConfigError(f"grid file {source}: rotate {r.name!r}: `over` must list dimensions (got {list(r.over)})")
+    raw_defaults = data.get("defaults", {})
+    if not isinstance(raw_defaults, dict):
+        raise ConfigError(f"grid file {source}: `defaults` must be a table ([defaults]), not {type(raw_defaults).__name__}")
+    defaults = dict(raw_defaults)
     unknown = sorted(set(defaults) - set(CONFIG_FIELDS))
     if unknown:
-        raise ConfigError(f"grid {source}: unknown default field(s) {', '.join(unknown)}")
-    return Grid(int(data.get("version", 1)), defaults, dims, rots, source)
+        raise ConfigError(f"grid file {source}: unknown default field(s) {', '.join(unknown)}")
+    return Grid(version, defaults, dims, rots, source)
 
 
 @lru_cache(maxsize=4)

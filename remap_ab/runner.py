@@ -47,9 +47,13 @@ def _set_deterministic(mode: bool, warn_only: bool) -> None:
         setter(mode, warn_only=warn_only)
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (a no-op on the CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+_sync = synchronize
 
 
 def run_implementation(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, schedule=None) -> Output:

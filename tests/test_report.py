@@ -187,7 +187,7 @@ def test_batch_verdicts_equal_run_case_verdicts(tmp_path):
     g = grid.load()
     pts = g.select(grid.parse_filters(g, ["tokens=1", "k=128,384", "invalid=0.3", "oor=on", "path=dcp-compact,convert-prefill-counts"]))
     assert len(pts) == 4
-    batch = run_batch([p.config for p in pts], "old", "new", device, tmp_path)
+    batch = run_batch([p.config for p in pts], "old", "new", device)
     for p, outcome in zip(pts, batch):
         assert outcome.verdict.to_dict() == run_case(p.config, device=device).verdict.to_dict()
         assert outcome.inputs_sha256 and outcome.a_ms is not None

@@ -4,7 +4,6 @@ implementation becomes a "crash" verdict; bad reports are one-line errors."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -175,32 +174,56 @@ def test_missing_and_corrupt_reports_are_one_line_errors(broken_run, tmp_path, c
     _one_line_error(cli_main(["report", str(run)]), capsys)
 
 
+SLOW_AFTER_FIRST = '''
+"""kernels_new, but while REMAP_AB_TEST_SLOW is set every case after the first one in
+this process takes 30 s more: a sweep that can be killed after exactly one row,
+however fast the machine (a GPU finishes four real cases before any poll)."""
+import os, time
+import kernels_new
+from kernels_new import _remap_tiling, triton_filter_and_convert_dcp_index as _dcp  # noqa: F401
+from kernels_new import triton_convert_req_index_to_global_index  # noqa: F401
+
+_calls = [0]
+
+
+def triton_filter_and_convert_dcp_index(*args, **kwargs):
+    _calls[0] += 1
+    if os.environ.get("REMAP_AB_TEST_SLOW") and _calls[0] > 1:
+        time.sleep(30)
+    return _dcp(*args, **kwargs)
+'''
+
+
 def test_killed_sweep_resumes_each_case_exactly_once(tmp_path):
-    args = ["sweep", "--filter", "tokens=1", "--filter", "k=2048", "--filter", "path=dcp-compact",
+    (tmp_path / "slowimpl.py").write_text(SLOW_AFTER_FIRST)
+    args = ["sweep", "--b", "slowimpl", "--filter", "tokens=1", "--filter", "k=128", "--filter", "path=dcp-compact",
             "--filter", "invalid=0,0.3", "-j", "0", "--root", "reports", "--run", "r", "--no-progress"]
-    proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *args], cwd=tmp_path,
+    env = dict(os.environ, REMAP_AB_TEST_SLOW="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     csv_path = tmp_path / "reports" / "r" / "results.csv"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if csv_path.exists() and len(csv_path.read_text().splitlines()) >= 2:  # header + 1 case
-            break
-        time.sleep(0.05)
-    killed = proc.poll() is None
-    if killed:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if csv_path.exists() and len(csv_path.read_text().splitlines()) >= 2:  # header + 1 case
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+    finally:
+        proc.kill()  # SIGKILL: no goodbye, as a crash or an OOM kill would leave it
+        proc.wait()
     before = pd.read_csv(csv_path)
+    assert len(before) == 1  # the second case sleeps 30 s: nothing else was written
     # Make the cut worse than a kill between rows: half a row at the end.
     with open(csv_path, "a") as fh:
         fh.write(before.iloc[0].case_id[:5])
-    r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path)
+    r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path, extra_path=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "resuming" in r.stderr and "1 cases already done, 3 to run" in r.stderr
     after = pd.read_csv(csv_path)
     assert len(after) == 4 and after["case_id"].is_unique
     assert set(before.case_id) <= set(after.case_id)
-    if killed:
-        assert "resuming" in r.stderr and len(before) < 4
 
 
 def test_truncated_results_resume_without_repeats(tmp_path, capsys):

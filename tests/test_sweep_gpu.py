@@ -20,7 +20,7 @@ def test_batched_cuda_verdicts_equal_run_case_and_cpu_inputs(tmp_path):
 
     g = grid.load()
     pts = g.select(grid.parse_filters(g, ["tokens=16", "k=384,2048", "invalid=0.3", "oor=on"]))
-    outcomes = run_batch([p.config for p in pts], "old", "new", "cuda", tmp_path)
+    outcomes = run_batch([p.config for p in pts], "old", "new", "cuda")
     for p, o in zip(pts, outcomes):
         ref = run_case(p.config, device="cuda").verdict
         assert o.verdict.status == ref.status and o.verdict.failures == ref.failures, p.case_id

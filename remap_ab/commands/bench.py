@@ -1,108 +1,203 @@
-"""Time implementation A (old) against B (new) inside CUDA graphs, on the pull
-request's grid (index_topk 512 and 2048 x 1, 256, 1024 tokens) for the counts path
-(plain convert with return_valid_counts) and the DCP 4 compaction path.
+"""Time the kernels and tell their performance story on one HTML page.
 
-Each cell is gated first: both implementations run on the exact inputs that will be
-timed and are judged against the oracle; a disagreeing pair is refused, not timed.
-Prints the measured table beside the PR's GB200 figures, the floor (an empty Triton
-kernel with each implementation's grid, timed the same way) and the achieved bandwidth
-against the H200's HBM peak; writes bench.csv, bench.json and a chart (bench.png with
-matplotlib, else bench.svg) into --out. Needs a CUDA device. Exit status: 0 all cells
-timed and verified, 1 a cell refused or failing its post-timing check, 2 bad input or
-no GPU.
+Sections (run in this order; --sections picks any of them, --all runs every one):
+  pr           old vs new inside CUDA graphs on the pull request's grid, beside its GB200
+               figures and the empty-kernel floor of each grid; --cold-l2 adds the same cells
+               with rotating input copies so every call misses L2
+  contention   K=2048, the old kernel at 16/8/4/2 tiles and the new single tile, tokens 1..4096,
+               each split into its grid's launch floor and the rest: does the 16-vs-4-tile gap
+               grow with batch?
+  decode       µs per decode step of a model (default 78 layers, index_topk 2048, DCP 1 and 4)
+               at batch 1..1024, old and new, from measured per-call times
+  width        the single tile at K=256..16384 with 8 and another warp count against the tiled
+               path: registers, spills, occupancy, and where one program per row stops winning
+  determinism  a sparse-attention consumer of the compacted indices run 20 times (GPU: quiet and
+               contended; CPU: permuted interpreter schedules): distinct outputs, largest |Δ|
+  resources    registers, spills, shared memory, warps, occupancy of every variant compiled
+  host         host µs per wrapper call (T=1, K=512, counts path, 2000 calls, no sync)
+  sweep        the full sweep in this process (-j 0): phase split, then end to end
+
+Without --all/--sections: the pr and resources sections (the compiled variants' registers,
+spills and shared memory are printed with the table). --sweep-phases: host and sweep.
+
+Output: <root>/bench/<stamp>/ (or --report DIR): index.html (every table and chart),
+results.json and tables.zip (CSV per table, PNG per chart), rewritten after every section so
+a run stopped by --budget-s or killed keeps what was measured. Nothing is timed that
+disagrees with the oracle on the timed inputs. Exit status: 0 every section complete and
+every check passed; 1 a timing refused or failing its post-timing check, or a section
+partial / not run / in error; 2 bad input, or only GPU sections asked for without a GPU.
 """
 
 from __future__ import annotations
 
-import json
+import datetime
+import sys
 from pathlib import Path
 
-from remap_ab.commands.common import draw_chart, environment, int_list
+from remap_ab import options
+from remap_ab.commands.common import environment, int_list
+
+DEFAULT_SECTIONS = ("pr", "resources")
+SWEEP_PHASES = ("host", "sweep")
 
 
 def add_arguments(p):
-    p.add_argument("--a", default="old", help="implementation A (default old)")
-    p.add_argument("--b", default="new", help="implementation B (default new)")
-    p.add_argument("--topk", default="512,2048", help="K values (default 512,2048)")
-    p.add_argument("--tokens", default="1,256,1024", help="token counts (default 1,256,1024)")
-    p.add_argument("--paths", default="counts,dcp", help="counts (convert + return_valid_counts) and/or dcp (DCP 4 compaction)")
-    p.add_argument("--calls", type=int, default=200, help="calls captured per graph (default 200)")
-    p.add_argument("--repeats", type=int, default=20, help="timed replays per graph (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
-    p.add_argument("--out", default="runs/bench", help="folder for the artifacts (default runs/bench)")
+    import argparse
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the section list above keeps its layout
+    options.add_implementations(p)
+    options.add_device(p)
+    options.add_root(p, "bench pages (written to ROOT/bench/<stamp>/)")
+    what = p.add_argument_group("what to run")
+    what.add_argument("--all", action="store_true", help="run every section")
+    what.add_argument("--sections", default=None, metavar="LIST",
+                      help="comma-separated sections: pr, contention, decode, width, determinism, resources, host, sweep")
+    what.add_argument("--sweep-phases", action="store_true", help="the host-overhead and sweep-phase sections")
+    what.add_argument("--cold-l2", action="store_true", help="pr section: also time with rotating inputs (every call misses L2)")
+    what.add_argument("--budget-s", type=options.positive_float, default=None, metavar="S",
+                      help="stop starting new cells after S seconds (what was measured is kept; the page says what was not)")
+    what.add_argument("--report", default=None, metavar="DIR", help="write the page and its files into DIR (default ROOT/bench/<stamp>/)")
+    t = p.add_argument_group("timing")
+    t.add_argument("--calls", type=options.positive_int, default=200, help="calls captured per graph (default 200)")
+    t.add_argument("--repeats", type=options.positive_int, default=None, help="timed replays per graph (default 20 for pr alone, 10 with --all)")
+    t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
+    t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
+    t.add_argument("--tokens", default="1,256,1024", help="pr: token counts (default 1,256,1024)")
+    t.add_argument("--paths", default="counts,dcp", help="pr: counts and/or dcp (DCP 4 compaction)")
+    t.add_argument("--contention-tokens", default="1,8,64,256,1024,4096", help="contention: token counts")
+    d = p.add_argument_group("decode-step model")
+    d.add_argument("--layers", type=options.positive_int, default=78, help="layers per decode step (default 78)")
+    d.add_argument("--decode-topk", type=options.positive_int, default=2048, help="index_topk (default 2048)")
+    d.add_argument("--dcp", default="1,4", help="DCP sizes (default 1,4)")
+    d.add_argument("--batches", default="1,2,4,8,16,32,64,128,256,512,1024", help="batch sizes (requests)")
+    d.add_argument("--tokens-per-request", type=options.positive_int, default=1, help="query tokens per request per step (default 1)")
+    s = p.add_argument_group("width scan")
+    s.add_argument("--scan-k", default="256,512,1024,2048,4096,8192,16384", help="single-tile widths (powers of two >= 128)")
+    s.add_argument("--scan-warps", default="8,16", help="warp counts of the single tile (default 8,16)")
+    s.add_argument("--scan-tokens", default="1,256,1024", help="token counts (default 1,256,1024)")
+    e = p.add_argument_group("end-to-end determinism")
+    e.add_argument("--det-topk", default="2048,384", help="K values (default 2048,384)")
+    e.add_argument("--det-tokens", default=None, help="token counts (default 1,8,256 on GPU, 1,2 on CPU)")
+    e.add_argument("--det-runs", type=options.positive_int, default=None, help="runs per cell (default 20 on GPU, 8 on CPU)")
+    h = p.add_argument_group("host and sweep")
+    h.add_argument("--host-calls", type=options.positive_int, default=None, help="calls per host measurement (default 2000 on GPU, 10 on CPU)")
+    h.add_argument("--host-impls", default=None, help="implementations for host overhead (default: --a,--b)")
+    h.add_argument("--sweep-filter", action="append", default=[], metavar="NAME=V", help="sweep section: time only this subset (repeatable)")
+    h.add_argument("--no-fresh-process", action="store_true", help="sweep section: skip the end-to-end run as a fresh process")
+
+
+def _sections(args) -> list:
+    from remap_ab.bench.suite import SECTIONS, parse_sections
+    from remap_ab.errors import UsageError
+
+    chosen = sum(bool(x) for x in (args.all, args.sections, args.sweep_phases))
+    if chosen > 1:
+        raise UsageError("give one of --all, --sections and --sweep-phases")
+    if args.all:
+        return list(SECTIONS)
+    if args.sections:
+        return parse_sections(args.sections)
+    if args.sweep_phases:
+        return list(SWEEP_PHASES)
+    return list(DEFAULT_SECTIONS)
+
+
+def _output_folder(args) -> Path:
+    if args.report:
+        return options.checked_output_dir(args.report, "--report")
+    options.checked_output_dir(args.root, "--root")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder, n = Path(args.root) / "bench" / stamp, 1
+    while folder.exists():  # two runs in one second: never overwrite the first
+        n += 1
+        folder = Path(args.root) / "bench" / f"{stamp}-{n}"
+    return options.checked_output_dir(folder, "--root")
+
+
+def build_options(args, device: str):
+    """SuiteOptions from the parsed command line (every list validated here)."""
+    from remap_ab.bench import width_scan
+    from remap_ab.bench.decode import DecodeModel
+    from remap_ab.bench.suite import GPU_ONLY, SuiteOptions
+    from remap_ab.errors import UsageError
+
+    sections = _sections(args)
+    on_gpu = device == "cuda"
+    paths = tuple(x for x in args.paths.split(",") if x)
+    bad = [x for x in paths if x not in ("counts", "dcp")]
+    if bad or not paths:
+        raise UsageError(f"--paths {args.paths!r}: choose counts and/or dcp")
+    scan_k, scan_warps = tuple(int_list(args.scan_k, "--scan-k")), tuple(int_list(args.scan_warps, "--scan-warps"))
+    width_scan.check_widths(scan_k)
+    width_scan.check_warps(scan_warps)
+    positive = {"--topk": args.topk, "--tokens": args.tokens, "--contention-tokens": args.contention_tokens,
+                "--batches": args.batches, "--scan-tokens": args.scan_tokens, "--det-topk": args.det_topk,
+                "--dcp": args.dcp}
+    lists = {}
+    for flag, text in positive.items():
+        values = int_list(text, flag)
+        if any(v < 1 for v in values):
+            raise UsageError(f"{flag} {text!r}: every value must be at least 1")
+        lists[flag] = tuple(values)
+    det_tokens = None
+    if args.det_tokens:
+        det_tokens = tuple(int_list(args.det_tokens, "--det-tokens"))
+        if any(v < 1 for v in det_tokens):
+            raise UsageError(f"--det-tokens {args.det_tokens!r}: every value must be at least 1")
+    if args.det_runs is not None and args.det_runs < 2:
+        raise UsageError(f"--det-runs {args.det_runs}: comparing runs needs at least 2")
+    if any(k % 128 for k in lists["--det-topk"]):
+        raise UsageError(f"--det-topk {args.det_topk!r}: every K must be a multiple of 128 (BLOCK_N)")
+    if any(k % 128 for k in lists["--topk"]):
+        raise UsageError(f"--topk {args.topk!r}: every K must be a multiple of 128 (BLOCK_N)")
+    model = DecodeModel(layers=args.layers, topk=args.decode_topk, dcp_sizes=lists["--dcp"],
+                        tokens_per_request=args.tokens_per_request)
+    if model.topk % 128:
+        raise UsageError(f"--decode-topk {model.topk}: must be a multiple of 128 (BLOCK_N)")
+    if not on_gpu and all(s in GPU_ONLY for s in sections):
+        from remap_ab.errors import NeedsGPUError
+
+        raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
+                            "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
+    repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
+    host_impls = tuple(x for x in (args.host_impls or f"{args.a},{args.b}").split(",") if x)
+    return SuiteOptions(
+        sections=sections, device=device, budget_s=args.budget_s, a=args.a, b=args.b, calls=args.calls,
+        repeats=repeats, seed=args.seed, pr_topk=lists["--topk"], pr_tokens=lists["--tokens"], pr_paths=paths,
+        cold_l2=args.cold_l2 or args.all, contention_tokens=lists["--contention-tokens"], model=model,
+        decode_batches=lists["--batches"], scan_k=scan_k, scan_warps=scan_warps, scan_tokens=lists["--scan-tokens"],
+        det_topk=lists["--det-topk"], det_tokens=det_tokens, det_runs=args.det_runs,
+        host_calls=args.host_calls or (2000 if on_gpu else 10), host_impls=host_impls,
+        sweep_filters=tuple(args.sweep_filter), sweep_fresh_process=not args.no_fresh_process,
+    )
 
 
 def main(args) -> int:
-    from remap_ab import bench
-    from remap_ab.errors import ConfigError
-
-    bench.require_cuda()  # first, before any work: one line and exit 2 without a GPU
     from remap_ab import backend
+    from remap_ab.bench.suite import Suite
 
-    backend.select("cuda")
-    if args.calls < 1 or args.repeats < 1:
-        raise ConfigError("--calls and --repeats must be at least 1")
-    paths = [p for p in args.paths.split(",") if p]
-    configs = bench.bench_cases(int_list(args.topk, "--topk"), int_list(args.tokens, "--tokens"), paths, seed=args.seed)
-    env = environment("cuda")
-    print(f"bench {args.a} vs {args.b} on {env['gpu']} (torch {env['torch']}, triton {env['triton']}): "
-          f"{len(configs)} cells, {args.calls} calls per graph, {args.repeats} repeats", flush=True)
-
-    def progress(cell):
-        r = cell.row()
-        if cell.status == "refused":
-            print(f"  {r['path']:>6} K={r['topk']:<5} T={r['tokens']:<5} REFUSED: {cell.why}", flush=True)
-        else:
-            print(f"  {r['path']:>6} K={r['topk']:<5} T={r['tokens']:<5} {r['a_us']:.2f} -> {r['b_us']:.2f} µs "
-                  f"({r['speedup']:.2f}x); floors {r['floor_a_us']:.2f} / {r['floor_b_us']:.2f}", flush=True)
-
-    cells = bench.run_bench(configs, args.a, args.b, calls=args.calls, repeats=args.repeats, progress=progress)
-
-    meta = {**env, "a": args.a, "b": args.b, "calls": args.calls, "repeats": args.repeats}
-    return write_report(cells, Path(args.out), meta)
-
-
-def write_report(cells, out_dir: Path, meta: dict) -> int:
-    """Artifacts first (so a printing problem cannot lose them), then the table."""
-    from remap_ab import bench
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    bench.table(cells).to_csv(out_dir / "bench.csv", index=False)
-    meta = {**meta, "hbm_peak_bytes_per_s": bench.H200_HBM_PEAK_BYTES_PER_S,
-            "pr_gb200_us": {f"{k}x{t}": v for (k, t), v in bench.PR_GB200_US.items()}}
-    rows = [{**c.row(), "samples_us": {k: t.samples for k, t in c.times.items()}} for c in cells]
-    (out_dir / "bench.json").write_text(json.dumps({"meta": meta, "cells": rows}, indent=2, default=str) + "\n")
-    chart = draw_chart(_chart, out_dir, cells, meta.get("gpu", "GPU"))
-
-    import pandas as pd
-
-    with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print()
-        print("µs per call inside CUDA graphs: median ±half the min-max range over repeats; "
-              "floor = empty Triton kernel with the same grid; GB/s = minimum bytes moved / time (% of 4.8 TB/s HBM peak)")
-        print(bench.printable(cells).to_string(index=False))
-    headline = [c for c in cells if c.config.topk == 2048 and c.config.tokens == 1024 and bench.path_of(c.config) == "counts" and c.times]
-    if headline:
-        r = headline[0].row()
-        print(f"\nheadline: counts path, K=2048, 1024 tokens: {r['a_us']:.2f} -> {r['b_us']:.2f} µs = {r['speedup']:.2f}x "
-              f"(PR on GB200: 12.22 -> 3.84 µs = {12.22 / 3.84:.2f}x)")
-    print(f"wrote {out_dir / 'bench.csv'}, {out_dir / 'bench.json'}, {chart}")
-    bad = [c for c in cells if c.status == "refused" or c.verified_in_graph is False]
-    for c in bad:
-        print(f"FAIL {bench.path_of(c.config)} K={c.config.topk} T={c.config.tokens}: {c.why}")
-    return 1 if bad else 0
-
-
-def _chart(out_dir: Path, cells, gpu: str) -> Path:
-    from remap_ab.charts import bar_chart
-
-    groups = [f"{c.config.compacts and 'dcp' or 'counts'} K={c.config.topk} T={c.config.tokens}" for c in cells]
-    nan = float("nan")
-    a, b = (cells[0].a, cells[0].b) if cells else ("a", "b")
-    series = {
-        a: [c.times["a"].median if c.times else nan for c in cells],
-        b: [c.times["b"].median if c.times else nan for c in cells],
-        f"floor {a}": [c.times["floor_a"].median if c.times else nan for c in cells],
-        f"floor {b}": [c.times["floor_b"].median if c.times else nan for c in cells],
-    }
-    return bar_chart(out_dir / "bench", f"µs per call in CUDA graphs — {gpu}", groups, series, "µs per call (log)", log=True)
+    device = backend.select(args.device)
+    opts = build_options(args, device)  # every bad option is one line before any work
+    folder = _output_folder(args)
+    env = environment(device)
+    meta = {**env, "command": "remap-ab " + " ".join(sys.argv[1:]) if sys.argv else "remap-ab bench",
+            "sections": opts.sections, "calls": opts.calls, "repeats": opts.repeats, "cold_l2": opts.cold_l2}
+    where = env.get("gpu") or "CPU (Triton interpreter)"
+    print(f"bench on {where} (torch {env['torch']}, triton {env['triton']}): sections {', '.join(opts.sections)}"
+          + (f"; budget {opts.budget_s:.0f} s" if opts.budget_s else "") + f"; writing {folder}", flush=True)
+    suite = Suite(opts, folder, meta, say=lambda line: print(line, flush=True))
+    sections = suite.run()
+    files = suite.write()
+    # Every finding once more at the end, so the tail of a long printout holds them all.
+    print("\n=== findings ===")
+    for s in sections:
+        print(f"[{s.key}] {s.status}" + (f" — {s.note}" if s.note else ""))
+        for f in s.findings:
+            print(f"  - {f}")
+    print("wrote " + ", ".join(str(f) for f in files))
+    incomplete = [s for s in sections if s.status != "complete"]
+    for s in incomplete:
+        print(f"INCOMPLETE {s.key}: {s.status}" + (f" — {s.note}" if s.note else ""))
+    if suite.failed_checks:
+        print(f"FAIL: {suite.failed_checks} timing(s) refused or failing their post-timing check (see the page)")
+    return 1 if incomplete or suite.failed_checks else 0

@@ -2,27 +2,34 @@
 by dimension, timings, and the failing cases with their first mismatch and report.
 
 RUN is a run folder, a run name under --root, or "latest" (the default).
-Exit status: 0 every case passed, 1 not, 2 missing or corrupt run.
+Exit status: 0 every selected case ran and passed; 1 not (a failing case, or cases not
+run yet: the summary says how many and prints the command that resumes the run);
+2 a missing or corrupt run.
 """
 
 from __future__ import annotations
 
 import json
 
+from remap_ab import options
+
 
 def add_arguments(p):
     p.add_argument("run", nargs="?", default="latest", metavar="RUN", help="run folder or name (default: latest)")
-    p.add_argument("--root", default="reports", help="folder holding the runs (default reports)")
+    options.add_root(p, "runs")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--show", type=int, default=20, metavar="N", help="list at most N failing cases (default 20)")
+    p.add_argument("--show", type=options.non_negative_int, default=20, metavar="N",
+                   help="list at most N failing cases (default 20)")
 
 
 def main(args) -> int:
     from pathlib import Path
 
     from remap_ab.errors import ReportError
-    from remap_ab.sweep import find_run, format_summary, summarise
+    from remap_ab.run_folder import find_run
+    from remap_ab.summary import format_summary, summarise
 
+    # Read only: a read-only --root is fine here; a file is not (find_run says so).
     folder = find_run(args.root, args.run)
     s = summarise(folder)
     missing = [f["case_id"] for f in s["failures"] if f["report"] and not (Path(folder) / f["report"] / "verdict.json").is_file()]

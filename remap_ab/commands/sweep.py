@@ -4,49 +4,78 @@ case that does not pass.
 
 On the CPU the default keeps the grid points with at most 3 token rows (576 of 1728),
 so the sweep finishes in a few minutes on 2 cores; --max-tokens 1024 runs them all.
-Exit status: 0 every case passed, 1 some case did not, 2 bad input.
+Exit status: 0 every case passed, 1 some case did not (or the run is incomplete),
+2 bad input, 3 an internal error of remap-ab.
 """
 
 from __future__ import annotations
 
 import sys
 
+from remap_ab import options
+
 
 def add_arguments(p):
-    p.add_argument("--list", action="store_true", help="print the selected configurations, one per line with its case ID, and nothing else")
-    p.add_argument("--a", default=None, help="implementation A: old, new, oracle or a dotted module path (default old)")
-    p.add_argument("--b", default=None, help="implementation B (default new)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default: cuda when present")
+    p.add_argument("--list", action="store_true",
+                   help="print the configurations this sweep would run on this device (token cap applied; "
+                        "a note on stderr says what was left out), one per line with its case ID")
+    options.add_implementations(p, default_a=None, default_b=None)
+    options.add_device(p)
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME=V[,V...]",
         help="keep configurations whose grid dimension (path, k, tokens, invalid, oor, dcp, rank, flags, layout, "
         "table, negatives, requests) or config field has one of the values; repeatable (all must hold)",
     )
-    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+    p.add_argument("--max-tokens", type=options.positive_int, default=None, metavar="N",
                    help="skip grid points with more than N token rows (default: 3 on cpu, none on cuda)")
-    p.add_argument("-j", "--workers", type=int, default=None, metavar="N",
-                   help="worker processes (default: one per GPU on cuda, one per core on cpu; 0: in this process). "
-                        "Worker i runs on GPU i mod G, honouring CUDA_VISIBLE_DEVICES")
-    p.add_argument("--batch", type=int, default=None, metavar="N", help="cases per batch (default 64 on cuda, 1 on cpu)")
-    p.add_argument("--root", default="reports", help="folder holding the runs (default reports)")
+    p.add_argument("-j", "--workers", type=options.non_negative_int, default=None, metavar="N",
+                   help="worker processes (default: one per GPU on cuda, one per core on cpu; 0: in this process, "
+                        "without crash isolation or --case-timeout). Worker i runs on GPU i mod G, honouring "
+                        "CUDA_VISIBLE_DEVICES")
+    p.add_argument("--batch", type=options.positive_int, default=None, metavar="N",
+                   help="cases per batch (default 64 on cuda, 1 on cpu or with --memcheck)")
+    p.add_argument("--case-timeout", type=options.positive_float, default=None, metavar="SECONDS",
+                   help="a case without a verdict after this long gets the verdict timeout; its worker is "
+                        "replaced and the sweep goes on (default 900: a 1024-token case on the CPU fits; "
+                        "a batch gets one case's time, then is re-run case by case)")
+    options.add_memcheck(p)
+    options.add_root(p, "runs")
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: timestamp-A-vs-B-device)")
-    p.add_argument("--resume", action="store_true", help="continue the run named by --run (default: the newest) without repeating a case")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run named by --run (default: the newest) without repeating a case")
     p.add_argument("--grid", default=None, metavar="FILE", help="another grid file (default: the packaged remap_ab/grid.toml)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
 
-def main(args) -> int:
+def _list(args) -> int:
+    from remap_ab import backend
     from remap_ab import grid as gridmod
-    from remap_ab.errors import ConfigError
-    from remap_ab.sweep import Sweep, SweepOptions, format_summary, select
+    from remap_ab.selection import cap_note, default_max_tokens, select
+
+    g = gridmod.load(args.grid)
+    device = backend.default_device() if args.device == "auto" else args.device
+    max_tokens = args.max_tokens if args.max_tokens is not None else default_max_tokens(device)
+    pts = select(g, args.filter, max_tokens)
+    sys.stdout.write("".join(p.line() + "\n" for p in pts))
+    note = cap_note(g, args.filter, max_tokens, device)
+    everything = len(g.select(gridmod.parse_filters(g, args.filter)))
+    if note:
+        print(f"listed {len(pts)} configurations, what `sweep` runs on {device}; {note}", file=sys.stderr)
+    else:
+        print(f"listed {len(pts)} configurations: every one the filters select ({everything}; the grid has "
+              f"{len(g.points())}), what `sweep` runs on {device}", file=sys.stderr)
+    return 0
+
+
+def main(args) -> int:
+    from remap_ab.errors import UsageError
+    from remap_ab.summary import format_summary
+    from remap_ab.sweep import Sweep, SweepOptions
 
     if args.list:
-        g = gridmod.load(args.grid)
-        pts = select(g, args.filter, args.max_tokens)
-        sys.stdout.write("".join(p.line() + "\n" for p in pts))
-        return 0
-    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid):
-        raise ConfigError("--resume continues a run with its own settings; drop --a/--b/--filter/--max-tokens/--grid")
+        return _list(args)
+    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck):
+        raise UsageError("--resume continues a run with its own settings; drop --a/--b/--filter/--max-tokens/--grid/--memcheck")
     opts = SweepOptions(
         a=args.a or "old",
         b=args.b or "new",
@@ -60,6 +89,8 @@ def main(args) -> int:
         resume=args.resume,
         grid_file=args.grid,
         progress=not args.no_progress,
+        case_timeout=args.case_timeout,
+        memcheck=args.memcheck,
     )
     sweep = Sweep(opts)
     sweep.prepare()

@@ -1,39 +1,38 @@
-"""The A/B benchmark: old vs new, each timed inside a CUDA graph.
+"""The pull request's table: old vs new, each timed inside a CUDA graph.
 
 A graph holds ``calls`` back-to-back calls of an implementation's public wrapper
 (its allocations, memsets and the Triton launch: what vLLM's decode graph replays);
 one replay is timed with CUDA events and divided by ``calls``; ``repeats`` replays give
 the median and the spread. Beside each implementation the *floor* is timed the same
 way: an empty Triton kernel launched with that implementation's grid and warps, so
-launch cost can be told apart from work and atomic contention.
+launch cost can be told apart from work and atomic contention (timing.py, measure.py).
 
 Nothing is timed that is wrong: before timing, both implementations run eagerly on
 the very input tensors the graphs will use and are judged against the oracle
-(``agreement_gate``); a disagreeing pair is refused. After timing, the outputs the
-graphs' last calls wrote are judged again.
+(gate.py); a disagreeing pair is refused. After timing, the outputs the graphs' last
+calls wrote are judged again.
 
 Bandwidth counts the bytes a call must move at least, the same for old and new:
 token_indices, req_id and the block table read once, out and the counts written once
 (the old kernel's counts memset and compaction's -1 prefill are extra work, not
-counted). The inputs stay in L2 across a graph's calls (as in the pull request's
+counted). Warm, the inputs stay in L2 across a graph's calls (as in the pull request's
 benchmark, presumably), so an "achieved bandwidth" near or above the HBM peak means L2
-hits, not a faster HBM.
+hits; ``cold`` adds the same cells with rotating input copies (cold_l2.py).
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import torch
 
 from remap_ab import registry
-from remap_ab.compare import Output, Verdict, compare
+from remap_ab.bench.gate import agreement_gate, judge_on_cpu  # noqa: F401 (public here since the first bench)
+from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
+from remap_ab.bench.timing import Timing, capture, empty_kernel, replay_us  # noqa: F401 (re-exported)
 from remap_ab.config import CaseConfig
-from remap_ab.errors import DisagreementError, NeedsGPUError
-from remap_ab.inputs import CaseInputs
-from remap_ab.runner import reference, run_implementation
+from remap_ab.errors import ConfigError, NeedsGPUError
 
 # vLLM #50365's published GB200 figures, counts path, µs per call: (K, tokens) -> (old, new).
 PR_GB200_US = {
@@ -66,42 +65,12 @@ def bench_cases(topks: Sequence[int], tokens: Sequence[int], paths: Sequence[str
                     cases.append(CaseConfig(mode="dcp", topk=k, tokens=t, dcp_size=4, dcp_rank=0, compact=True,
                                             counts=True, seed=seed))
                 else:
-                    from remap_ab.errors import ConfigError
-
                     raise ConfigError(f"path {path!r} is not one of {', '.join(PATHS)}")
     return cases
 
 
 def path_of(config: CaseConfig) -> str:
     return "dcp" if config.compacts else "counts"
-
-
-def agreement_gate(config: CaseConfig, inputs: CaseInputs, a: registry.Implementation, b: registry.Implementation) -> Verdict:
-    """Run ``a`` and ``b`` on exactly these inputs and judge both against the oracle;
-    raise DisagreementError (refusing the timing) unless the verdict passes. An
-    allowed difference — the compacted order of a tiled kernel — passes."""
-    out_a = run_implementation(a, config, inputs)
-    out_b = run_implementation(b, config, inputs)
-    verdict = judge_on_cpu(config, inputs, out_a, out_b)
-    if not verdict.passed:
-        raise DisagreementError(
-            f"refusing to time {a.name} vs {b.name} on case {config.case_id} ({config.cli_args()}): "
-            f"{verdict.first.line() if verdict.first else verdict.status}"
-        )
-    return verdict
-
-
-def _on_cpu(o: Output) -> Output:
-    move = lambda t: None if t is None else t.detach().to("cpu")  # noqa: E731
-    return Output(o.name, move(o.out), move(o.counts), o.contract, error=o.error, seconds=o.seconds)
-
-
-def judge_on_cpu(config: CaseConfig, inputs: CaseInputs, a: Output, b: Output) -> Verdict:
-    """compare() on host copies: its tiled-order check walks rows in Python, which
-    would otherwise cost a device round trip per row."""
-    ref = reference(config, inputs.to("cpu"))
-    return compare(config.case_id, _on_cpu(a), _on_cpu(b), ref, compacted=config.compacts,
-                   counts_returned=config.counts_returned)
 
 
 def launch_shape(impl: registry.Implementation, config: CaseConfig) -> tuple[tuple[int, int], int]:
@@ -120,69 +89,6 @@ def bytes_moved(config: CaseConfig) -> int:
     return read + written
 
 
-_empty_kernel = None
-
-
-def empty_kernel():
-    """A Triton kernel that does nothing: its graph replay is pure launch cost."""
-    global _empty_kernel
-    if _empty_kernel is None:
-        import triton
-
-        @triton.jit
-        def _empty(ptr):
-            # No loads, no stores: a launch of this grid and nothing else. The pointer
-            # argument only mirrors a real kernel's argument passing.
-            pass
-
-        _empty_kernel = _empty
-    return _empty_kernel
-
-
-def capture(fn: Callable[[], object], calls: int, warmup: int = 3):
-    """A CUDA graph of ``calls`` calls of ``fn``; returns (graph, last call's result).
-    Warm-up (compilation, allocator growth) runs on a side stream first, as capture
-    requires."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = None
-        for _ in range(calls):
-            result = fn()  # earlier results are freed and their memory reused in the pool
-    torch.cuda.synchronize()
-    return graph, result
-
-
-def replay_us(graph, calls: int) -> float:
-    """µs per call of one timed replay."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / calls
-
-
-@dataclass
-class Timing:
-    samples: list = field(default_factory=list)  # µs per call, one per repeat
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def spread(self) -> float:
-        """(max - min) / median across repeats, as a fraction."""
-        return (max(self.samples) - min(self.samples)) / self.median if self.samples else float("nan")
-
-
 @dataclass
 class Cell:
     config: CaseConfig
@@ -194,11 +100,13 @@ class Cell:
     grids: dict = field(default_factory=dict)  # "a", "b" -> (grid, warps)
     bytes: int = 0
     verified_in_graph: Optional[bool] = None
+    cold_sets: int = 0  # rotating input copies of the cold-L2 timing (0: not timed cold)
+    cold_footprint_over_l2: float = float("nan")
 
     def row(self) -> dict:
         c = self.config
         row = {"path": path_of(c), "topk": c.topk, "tokens": c.tokens, "a": self.a, "b": self.b, "status": self.status}
-        for key in ("a", "b", "floor_a", "floor_b"):
+        for key in ("a", "b", "floor_a", "floor_b", "a_cold", "b_cold"):
             t = self.times.get(key)
             row[f"{key}_us"] = t.median if t else float("nan")
             row[f"{key}_min_us"] = min(t.samples) if t else float("nan")
@@ -219,6 +127,9 @@ class Cell:
             row[f"{key}_peak_frac"] = row[f"{key}_GBps"] * 1e9 / H200_HBM_PEAK_BYTES_PER_S
         pr = PR_GB200_US.get((c.topk, c.tokens)) if path_of(c) == "counts" else None
         row["pr_gb200_old_us"], row["pr_gb200_new_us"] = pr if pr else (float("nan"), float("nan"))
+        row["cold_speedup"] = row["a_cold_us"] / row["b_cold_us"] if "a_cold" in self.times else float("nan")
+        row["cold_sets"] = self.cold_sets
+        row["cold_footprint_over_l2"] = self.cold_footprint_over_l2
         row["verified_in_graph"] = self.verified_in_graph
         row["why"] = self.why
         row["case_id"] = c.case_id
@@ -232,46 +143,34 @@ def bench_cell(
     *,
     calls: int,
     repeats: int,
+    cold: bool = False,
+    device: str = "cuda",
 ) -> Cell:
     """Gate, capture, time (repeats interleaved so drift hits every variant alike),
-    then check the graphs' own outputs."""
+    then check the graphs' own outputs (measure.measure_cell)."""
     from remap_ab.inputs import generate_inputs
 
     cell = Cell(config, a.name, b.name)
-    inputs = generate_inputs(config, device="cuda")
-    try:
-        agreement_gate(config, inputs, a, b)
-    except DisagreementError as exc:
-        cell.status, cell.why = "refused", str(exc)
+    inputs = generate_inputs(config, device=device)
+    variants = [wrapper_variant(a, config, "a"), wrapper_variant(b, config, "b")]
+    result = measure_cell(config, inputs, variants, calls=calls, repeats=repeats, cold=cold)
+    return cell_from(cell, result, config)
+
+
+def cell_from(cell: Cell, result: CellResult, config: CaseConfig) -> Cell:
+    cell.status, cell.why = ("timed", result.why) if result.status == "timed" else (result.status, result.why)
+    if result.status != "timed":
         return cell
-
     cell.bytes = bytes_moved(config)
-    kernel = empty_kernel()
-    dummy = torch.empty(1, dtype=torch.int32, device="cuda")
-    graphs, results = {}, {}
-    for key, impl in (("a", a), ("b", b)):
-        grid, warps = launch_shape(impl, config)
-        cell.grids[key] = (grid, warps)
-        graphs[key], results[key] = capture(lambda impl=impl: impl(config, inputs), calls)
-        graphs[f"floor_{key}"], _ = capture(
-            lambda grid=grid, warps=warps: kernel[grid](dummy, num_warps=warps), calls
-        )
-    for key in graphs:
-        graphs[key].replay()  # one untimed replay each: first-replay upload costs
-    torch.cuda.synchronize()
-    cell.times = {key: Timing() for key in graphs}
-    for _ in range(repeats):
-        for key, graph in graphs.items():
-            cell.times[key].samples.append(replay_us(graph, calls))
-
-    outs = {}
-    for key, impl in (("a", a), ("b", b)):
-        out, counts = results[key]
-        outs[key] = Output(impl.name, out, counts, impl.order_contract(config))
-    verdict = judge_on_cpu(config, inputs, outs["a"], outs["b"])
-    cell.verified_in_graph = verdict.passed
-    if not verdict.passed:
-        cell.why = f"graph outputs fail the oracle after timing: {verdict.first.line()}"
+    cell.grids = dict(result.shapes)
+    cell.times = {}
+    for key in ("a", "b"):
+        cell.times[key] = result.times[key]
+        cell.times[f"floor_{key}"] = result.floors[key]
+        if key in result.cold:
+            cell.times[f"{key}_cold"] = result.cold[key]
+    cell.cold_sets, cell.cold_footprint_over_l2 = result.cold_sets, result.cold_footprint_over_l2
+    cell.verified_in_graph = result.verified_in_graph
     return cell
 
 
@@ -282,13 +181,22 @@ def run_bench(
     *,
     calls: int = 200,
     repeats: int = 20,
+    cold: bool = False,
     progress: Optional[Callable[[Cell], None]] = None,
+    budget=None,
+    device: str = "cuda",
 ) -> list[Cell]:
-    require_cuda()
+    """Every cell in turn; with a ``budget`` (timing.Budget), cells left when it runs
+    out are not started (the caller says so). ``device`` other than cuda is for tests
+    that replace the graph timing (measure.py) to run the rest on the interpreter."""
+    if device == "cuda":
+        require_cuda()
     impl_a, impl_b = registry.get(a), registry.get(b)
     cells = []
     for config in configs:
-        cell = bench_cell(config, impl_a, impl_b, calls=calls, repeats=repeats)
+        if budget is not None and budget.exhausted:
+            break
+        cell = bench_cell(config, impl_a, impl_b, calls=calls, repeats=repeats, cold=cold, device=device)
         cells.append(cell)
         if progress:
             progress(cell)
@@ -325,4 +233,11 @@ def printable(cells: Sequence[Cell]):
             f"{c.b} GB/s": "—" if not c.times else f"{r['b_GBps']:.0f} ({100 * r['b_peak_frac']:.0f}%)",
             "check": "REFUSED" if c.status == "refused" else ("ok" if c.verified_in_graph else "FAIL"),
         })
+        if "a_cold" in c.times:
+            ratio = r["cold_footprint_over_l2"]
+            rows[-1].update({
+                f"{c.a} cold µs": us(r, "a_cold"), f"{c.b} cold µs": us(r, "b_cold"),
+                "cold speedup": f"{r['cold_speedup']:.2f}x",
+                "rotation": f"{c.cold_sets} sets, {ratio:.1f}x L2" + ("" if ratio >= 1 else " (partly warm)"),
+            })
     return pd.DataFrame(rows)

@@ -1,0 +1,245 @@
+"""Worker processes for the sweep: start them, feed them batches, survive their deaths.
+
+Cases run in worker *processes* (spawned, never threads: the Triton interpreter is not
+thread-safe), one per GPU by default, each pinned to its GPU before CUDA starts
+(gpus.py). A worker judges its batch and records it itself (recording.py: rows, and a
+report for each case that did not pass), so no tensor crosses a process boundary.
+
+A worker that dies (SIGSEGV, a sticky CUDA error) or runs past the case timeout takes
+no result with it: its batch is re-run one case at a time, each with the full timeout;
+a case that kills a worker on its own gets the verdict ``crash``, one that runs past the
+timeout on its own ``timeout`` (its worker is killed and replaced). A batch as a whole
+gets one case's timeout: on a GPU a batch of 64 takes well under a second, and a hang
+is found without waiting 64 timeouts.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from remap_ab.errors import InternalError, exception_line
+from remap_ab.status import Status
+
+STARTUP_RETRIES = 3
+
+
+def gpu_label(device: str) -> str:
+    """The results table's ``gpu`` column for this process: its CUDA_VISIBLE_DEVICES."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "") if device == "cuda" else ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every worker runs: judge a batch with A and B on the device, record it in
+    the run folder."""
+
+    a: str
+    b: str
+    device: str
+    folder: str
+    memcheck: bool = False
+
+
+def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
+    """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    from remap_ab import backend
+    from remap_ab.batch import BatchTimes
+    from remap_ab.config import CaseConfig
+    from remap_ab.recording import judge_and_record
+
+    backend.select(job.device)
+    result_q.put(("ready", wid, gpu_label(job.device)))
+    parent = mp.parent_process()
+    while True:
+        try:
+            task = task_q.get(timeout=1.0)
+        except queue.Empty:
+            # The sweep was killed (SIGKILL leaves no goodbye): do not linger.
+            if parent is not None and not parent.is_alive():
+                os._exit(0)
+            continue
+        if task is None:
+            return
+        batch_id, items = task
+        times = BatchTimes()
+        try:
+            configs = [CaseConfig.from_dict(d) for d in items]
+            rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck)
+        except BaseException as exc:  # the context may be unusable (sticky CUDA error)
+            result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))
+            time.sleep(0.2)
+            os._exit(3)
+        result_q.put(("done", wid, batch_id, rows, times.seconds))
+
+
+@dataclass
+class _Worker:
+    wid: int
+    env: dict
+    proc: Any = None  # a spawned multiprocessing.Process, once started
+    task_q: Any = None
+    batch: Optional[int] = None
+    started: float = 0.0  # when its batch was handed over (monotonic)
+    ready: bool = False
+    restarts: int = 0
+    gpu: str = ""  # what the worker reported when ready
+    last_error: Optional[str] = None  # its last "failed" message, for the crash row
+
+
+def describe_exit(code) -> str:
+    if code is None:
+        return "worker vanished"
+    if code < 0:
+        try:
+            return f"worker killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with status {code}"
+
+
+class Pool:
+    """``run(batches)``: every batch judged by some worker. Callbacks, in this process:
+    ``on_rows(rows, worker, gpu, phase_seconds)`` for a judged batch, and
+    ``on_lost(point, message, status, worker, gpu)`` for a case that crashed or timed out."""
+
+    def __init__(self, job: Job, envs: list[dict], case_timeout: float,
+                 on_rows: Callable, on_lost: Callable, on_ready: Optional[Callable] = None):
+        self.job = job
+        self.envs = envs
+        self.case_timeout = case_timeout
+        self.on_rows, self.on_lost, self.on_ready = on_rows, on_lost, on_ready
+        self.ctx = mp.get_context("spawn")
+
+    def _start(self, w: _Worker, result_q) -> None:
+        w.task_q = self.ctx.Queue()
+        saved = {k: os.environ.get(k) for k in w.env}
+        os.environ.update(w.env)  # the child inherits this environment at spawn
+        try:
+            w.proc = self.ctx.Process(target=_worker_main, args=(w.wid, self.job, w.task_q, result_q), daemon=True,
+                                      name=f"remap-ab-worker-{w.wid}")
+            w.proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        w.batch = None
+        w.ready = False
+
+    def run(self, batches: deque) -> None:
+        result_q = self.ctx.Queue()
+        workers = [_Worker(i, env) for i, env in enumerate(self.envs)]
+        pending = deque(batches)
+        inflight: dict = {}  # batch id -> list of points
+        next_id = 0
+        checked = 0.0
+        try:
+            for w in workers:
+                self._start(w, result_q)
+            while pending or inflight:
+                for w in workers:
+                    if w.ready and w.batch is None and pending:
+                        batch = pending.popleft()
+                        inflight[next_id] = batch
+                        w.batch, w.started = next_id, time.monotonic()
+                        w.task_q.put((next_id, [p.config.to_dict() for p in batch]))
+                        next_id += 1
+                try:
+                    msg = result_q.get(timeout=0.25)
+                except queue.Empty:
+                    msg = None
+                if msg is not None:
+                    self._receive(msg, workers, inflight)
+                # Look for workers that died or ran past the timeout (also while others
+                # keep answering, or a hang beside a busy worker would go unseen).
+                if time.monotonic() - checked < 0.25:
+                    continue
+                checked = time.monotonic()
+                self._drain(result_q, workers, inflight)  # a dying worker's last words first
+                for w in workers:
+                    lost = self._lost(w)
+                    if lost is None:
+                        continue
+                    message, status = lost
+                    bid = w.batch
+                    if bid is None and not w.ready:
+                        w.restarts += 1
+                        if w.restarts > STARTUP_RETRIES:
+                            raise InternalError(f"worker {w.wid} keeps dying before its first case ({message})")
+                    if bid is not None:
+                        batch = inflight.pop(bid)
+                        if len(batch) > 1:
+                            pending.extendleft(reversed([[p] for p in batch]))
+                        else:
+                            self.on_lost(batch[0], message, status, w.wid, w.gpu)
+                    self._start(w, result_q)
+        finally:
+            self._stop(workers)
+
+    def _drain(self, result_q, workers, inflight) -> None:
+        while True:
+            try:
+                msg = result_q.get_nowait()
+            except queue.Empty:
+                return
+            self._receive(msg, workers, inflight)
+
+    def _receive(self, msg, workers, inflight) -> None:
+        kind, wid = msg[0], msg[1]
+        w = workers[wid]
+        if kind == "ready":
+            w.ready = True
+            w.gpu = msg[2]
+            if self.on_ready is not None:
+                self.on_ready(all(x.ready for x in workers))
+        elif kind == "done":
+            _, _, bid, rows, secs = msg
+            if bid in inflight:  # else: a late answer from a batch already given up on
+                inflight.pop(bid)
+                w.batch = None
+                self.on_rows(rows, wid, w.gpu, secs)
+        elif kind == "failed":
+            w.last_error = msg[3]
+
+    def _lost(self, w: _Worker) -> Optional[tuple[str, Status]]:
+        """(message, status) if the worker is gone: dead, or killed here for running
+        past the timeout; None while it is alive and in time."""
+        if w.proc.exitcode is None:
+            if w.batch is None or time.monotonic() - w.started <= self.case_timeout:
+                return None
+            w.proc.kill()  # a hang ignores polite signals; its state is worth nothing
+            w.proc.join(timeout=10)
+            w.last_error = None
+            return f"no verdict within --case-timeout {self.case_timeout:g} s; its worker was killed", Status.TIMEOUT
+        message = w.last_error or describe_exit(w.proc.exitcode)
+        w.last_error = None
+        return message, Status.CRASH
+
+    @staticmethod
+    def _stop(workers) -> None:
+        for w in workers:
+            if w.proc is not None and w.proc.exitcode is None:
+                try:
+                    w.task_q.put(None)
+                except Exception:
+                    pass
+        # Workers hold no state worth a slow interpreter teardown: give them a
+        # moment to leave on their own, then stop the ones still there.
+        deadline = time.time() + 1.0
+        for w in workers:
+            if w.proc is not None:
+                w.proc.join(timeout=max(0.05, deadline - time.time()))
+        for w in workers:
+            if w.proc is not None and w.proc.exitcode is None:
+                w.proc.kill()
+                w.proc.join(timeout=2)

@@ -1,0 +1,94 @@
+"""What one judged case leaves in a run folder: its results row, and a report when it
+did not pass. The batch runner (batch.py) only judges; this is where the sweep decides
+what to write. It runs wherever the case ran (a worker process, or the sweep's own
+process with ``-j 0``), so the tensors a report needs never cross a process boundary.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Optional
+
+from remap_ab.status import Check, Status
+
+
+def outcome_row(o, report: str = "") -> dict:
+    """A results-table row (without the grid labels the sweep adds) of a CaseOutcome."""
+    v = o.verdict
+    first = v.first
+    return {
+        "case_id": o.config.case_id,
+        "status": Status(str(v.status)),
+        "check": str(first.check) if first else "",
+        "first_mismatch": first.line() if first else "",
+        "mismatch_lanes": v.mismatch_lanes,
+        "mismatch_rows": v.mismatch_rows,
+        "order_differs": bool(v.order_differs),
+        "order_differs_rows": v.order_differs_rows,
+        "a_ms": "" if o.a_ms is None else round(o.a_ms, 4),
+        "b_ms": "" if o.b_ms is None else round(o.b_ms, 4),
+        "inputs_sha256": o.inputs_sha256,
+        "report": report,
+        "max_row_valid": o.max_row_valid,
+    }
+
+
+def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
+    """One row per outcome; every case that did not pass gets a report under ``folder``."""
+    from remap_ab.report import write_case_report
+
+    rows = []
+    for o in outcomes:
+        report = ""
+        if not o.verdict.passed and o.result is not None and folder is not None:
+            report = write_case_report(o.result, folder).name
+        rows.append(outcome_row(o, report))
+    return rows
+
+
+def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False) -> list[dict]:
+    """Judge a batch of cases and record them: the rows for the results table."""
+    from remap_ab.batch import run_batch
+
+    outcomes = run_batch(configs, a, b, device, times, memcheck=memcheck)
+    return record_outcomes(outcomes, folder)
+
+
+def lost_case_row(config, a: str, b: str, message: str, folder, device: str, status: Status) -> dict:
+    """The row (and report) of a case that produced no outcome: its worker died
+    (``Status.CRASH``) or ran past --case-timeout (``Status.TIMEOUT``)."""
+    status = Status(status)
+    try:
+        report = _write_lost_report(config, a, b, message, folder, device, status).name
+    except Exception:  # the row matters more than its report
+        report = ""
+    return {
+        "case_id": config.case_id, "status": status, "check": Check(status.value),
+        "first_mismatch": f"[{status.value}] {message}",
+        "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
+        "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report,
+        "max_row_valid": reference_max_row_valid(config),
+    }
+
+
+def _write_lost_report(config, a, b, message, folder, device, status: Status) -> Path:
+    from remap_ab.report import write_crash_report
+
+    if "status" in inspect.signature(write_crash_report).parameters:
+        return write_crash_report(config, a, b, message, folder, device, status=status)
+    # report.py before its status parameter (the report helper adds it): a crash report.
+    return write_crash_report(config, a, b, message, folder, device)
+
+
+def reference_max_row_valid(config) -> int | str:
+    """The oracle's largest per-row valid count, from inputs regenerated on the CPU
+    (they are a function of the configuration); '' if that fails."""
+    try:
+        from remap_ab.inputs import generate_inputs
+        from remap_ab.runner import reference
+
+        counts = reference(config, generate_inputs(config, device="cpu")).counts
+        return int(counts.max()) if counts.numel() else 0
+    except Exception:
+        return ""

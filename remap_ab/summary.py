@@ -1,0 +1,155 @@
+"""A run folder summarised: verdict counts, failures by every dimension value, timings,
+the failing cases — and, above all, whether the run is complete. A run with cases not
+run (cut short, or a half-written last row) is never PASS: it says how many cases are
+missing and the command that resumes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from remap_ab import grid as gridmod
+from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
+from remap_ab.status import Status
+
+# The derived dimension "valid lanes": each case's largest per-row valid count (the
+# oracle's), bucketed so that e.g. "fails only when a row has > 100 valid lanes" reads
+# off the summary. (lower bound, upper bound or None, label)
+VALID_LANE_BUCKETS = ((0, 0, "0"), (1, 16, "1-16"), (17, 100, "17-100"), (101, 512, "101-512"), (513, None, ">512"))
+VALID_LANES = "valid lanes"
+
+
+def valid_lanes_bucket(text: str) -> str:
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        return "?"
+    for low, high, label in VALID_LANE_BUCKETS:
+        if n >= low and (high is None or n <= high):
+            return label
+    return "?"
+
+
+def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
+    """Verdict counts, failures per dimension value, timings: from the run folder."""
+    import pandas as pd
+
+    folder = Path(folder)
+    meta = read_run_json(folder)
+    g = g or gridmod.load(meta.get("grid_file"))
+    df = read_results(folder)
+    partial = int(df.attrs.get("partial_bytes", 0))
+    dupes = int(df["case_id"].duplicated().sum())
+    statuses = [s.value for s in Status]
+    counts = {s: int((df["status"] == s).sum()) for s in statuses}
+    other = int((~df["status"].isin(statuses)).sum())
+    failed = df[df["status"] != Status.PASS.value]
+    by_dim = {}
+    axes = [(a.name, a.labels()) for a in g.axes]
+    if "max_row_valid" in df.columns:
+        df = df.assign(**{VALID_LANES: df["max_row_valid"].map(valid_lanes_bucket)})
+        failed = df[df["status"] != Status.PASS.value]
+        axes.append((VALID_LANES, [b[2] for b in VALID_LANE_BUCKETS]))
+    for name, labels in axes:
+        if name not in df.columns:
+            continue
+        total = df.groupby(df[name].astype(str)).size()
+        bad = failed.groupby(failed[name].astype(str)).size()
+        seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
+        by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
+    order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
+    in_grid_order = failed.assign(_i=pd.to_numeric(failed.get("index", ""), errors="coerce")).sort_values("_i")
+    first = [
+        {"case_id": r["case_id"], "status": r["status"], "first_mismatch": r.get("first_mismatch", ""),
+         "report": r.get("report", "")}
+        for r in in_grid_order.to_dict("records")
+    ]
+    unique = int(df["case_id"].nunique())
+    selected = int(meta["selected"])
+    missing = max(0, selected - unique)
+    complete = missing == 0
+    passed = complete and counts[Status.PASS.value] == len(df) and len(df) > 0 and dupes == 0
+    return {
+        "run": meta.get("run", folder.name),
+        "folder": str(folder),
+        "a": meta.get("a"),
+        "b": meta.get("b"),
+        "device": meta.get("device"),
+        "selected": selected,
+        "grid_total": meta.get("grid_total"),
+        "cases": int(len(df)),
+        "duplicates": dupes,
+        "missing": missing,
+        "partial_row_ignored": partial > 0,
+        "complete": complete,
+        "resume": "" if complete else resume_command(folder),
+        "running": RunLock.holder(folder) or "",
+        "counts": counts,
+        "unknown_status": other,
+        "order_differs": order_differs,
+        "cap_note": meta.get("cap_note", ""),
+        "filters": meta.get("filters", []),
+        "memcheck": bool(meta.get("memcheck", False)),
+        "failures_by_dimension": by_dim,
+        "failures": first,
+        "phase_seconds": meta.get("phase_seconds", {}),
+        "wall_seconds": meta.get("wall_seconds", 0.0),
+        "last_session": meta.get("last_session", {}),
+        "passed": passed,
+    }
+
+
+def result_line(s: dict) -> str:
+    if not s["complete"]:
+        return (f"INCOMPLETE — {s['missing']} of {s['selected']} selected cases not run"
+                + (f" (a sweep is running it: {s['running']})" if s.get("running") else "")
+                + f"; resume with: {s['resume']}")
+    return "PASS — every case passed" if s["passed"] else "FAIL — not every case passed"
+
+
+def format_summary(s: dict, show: int = 10) -> str:
+    c = s["counts"]
+    lines = [
+        f"run {s['run']}: {s['a']} vs {s['b']} (oracle checked) on {s['device']} — {s['folder']}",
+        f"  cases: {s['cases']} run of {s['selected']} selected ({s['grid_total']} in the grid)"
+        + (f"; filters: {' '.join(s['filters'])}" if s["filters"] else "")
+        + (f"; {s['missing']} not run yet" if s["missing"] else "")
+        + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
+    ]
+    if s.get("cap_note"):
+        lines.append(f"  capped: {s['cap_note']}")
+    if s.get("memcheck"):
+        lines.append("  memcheck: every case's loads and stores were checked")
+    lines.append(
+        "  verdicts: " + ", ".join(f"{k} {v}" for k, v in c.items())
+        + (f"; compacted order differs (allowed) in {s['order_differs']} passing cases" if s["order_differs"] else "")
+    )
+    if s.get("unknown_status"):
+        lines.append(f"  WARNING: {s['unknown_status']} rows hold no known verdict")
+    if s["duplicates"]:
+        lines.append(f"  WARNING: {s['duplicates']} case IDs appear more than once in results.csv")
+    if s["failures"] and s["failures_by_dimension"]:
+        lines.append("  failures by dimension (failed/total):")
+        for axis, vals in s["failures_by_dimension"].items():
+            lines.append(f"    {axis:>11}: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in vals.items()))
+    sess = s.get("last_session", {})
+    if not sess.get("cases"):  # e.g. a resume that found nothing left: show the totals
+        sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {})}
+    ph = sess.get("phase_seconds") or {}
+    if ph:
+        wall = sess.get("wall_seconds", s.get("wall_seconds", 0.0))
+        n = sess.get("cases", s["cases"])
+        rate = f" ({n / wall:.1f} cases/s)" if wall else ""
+        lines.append(
+            f"  time: wall {wall:.2f} s for {n} cases{rate}, {sess.get('workers', '?')} worker(s), batch {sess.get('batch', '?')}; "
+            + (f"worker start-up (spawn, imports, device init) {sess['startup_seconds']:.2f} s; " if sess.get("startup_seconds") else "")
+            + "phases summed over workers: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items())
+        )
+    if s["failures"]:
+        lines.append(f"  failing cases ({len(s['failures'])}; first {min(show, len(s['failures']))}):")
+        for f in s["failures"][:show]:
+            rep = f"  report: {Path(s['folder']) / f['report'] / 'diff.md'}" if f["report"] else ""
+            lines.append(f"    {f['case_id']} {str(f['status']).upper()} {f['first_mismatch']}{rep}")
+    lines.append("  result: " + result_line(s))
+    return "\n".join(lines)

@@ -1,0 +1,437 @@
+"""The run's own state must be true (issue 10): an incomplete run is never PASS, a
+resume refuses a table it was not written for (leaving it byte-identical), one process
+at a time holds a run folder, a hanging case times out and the sweep goes on, bad grid
+files, run.json fields and --root are one-line errors (exit 2), progress keeps talking
+to a log and its ETA is not fooled by the first cases, --list says what it lists, and
+the summary groups failures by every dimension value and by the rows' valid lanes."""
+
+import inspect
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from remap_ab.cli import main as cli_main
+
+TWO = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off", "--filter", "invalid=0",
+       "--filter", "path=convert,convert-counts"]
+
+HANGING = '''
+"""The oracle, but the plain convert never returns (a kernel that hangs)."""
+import time
+from remap_ab.oracle import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(*args, **kwargs):
+    time.sleep(600)
+'''
+
+
+def _one_line_error(code, capsys, status=2):
+    out, err = capsys.readouterr()
+    assert code == status, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _cli(args, cwd, extra_path=None, timeout=240):
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "remap_ab", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def done_run(tmp_path_factory):
+    """A finished two-case run (old vs new, in this process): its folder."""
+    root = tmp_path_factory.mktemp("state")
+    assert cli_main(["sweep", *TWO, "-j", "0", "--root", str(root), "--run", "two", "--no-progress"]) == 0
+    return root / "two"
+
+
+def _copy(run: Path, tmp_path: Path, name="copy") -> Path:
+    import shutil
+
+    dest = tmp_path / name
+    shutil.copytree(run, dest)
+    (dest / "run.lock").unlink(missing_ok=True)
+    return dest
+
+
+# ------------------------------------------------------------------ incomplete runs
+
+
+def test_report_of_an_incomplete_run_is_never_pass(done_run, tmp_path, capsys):
+    run = _copy(done_run, tmp_path)
+    table = run / "results.csv"
+    lines = table.read_text().splitlines(keepends=True)
+    assert len(lines) == 3
+    # One case, then the other half-written (no newline): that one is not a case.
+    table.write_text(lines[0] + lines[1] + lines[2][:30])
+    assert cli_main(["report", str(run)]) == 1
+    out = capsys.readouterr().out
+    result = [line for line in out.splitlines() if "result:" in line][0]
+    assert "PASS" not in result and "INCOMPLETE — 1 of 2 selected cases not run" in result
+    assert "half-written last row was ignored" in out
+    command = result.split("resume with: ")[1]
+    assert command == f"remap-ab sweep --resume --run copy --root {shlex.quote(str(tmp_path))}"
+    # The printed command really resumes it: afterwards the run is complete and passes.
+    assert cli_main([*shlex.split(command)[1:], "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli_main(["report", str(run), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["complete"] and s["missing"] == 0 and s["cases"] == 2 and s["passed"]
+
+
+def test_report_of_a_run_with_no_finished_case(done_run, tmp_path, capsys):
+    run = _copy(done_run, tmp_path)
+    (run / "results.csv").write_text((run / "results.csv").read_text().splitlines(keepends=True)[0])
+    assert cli_main(["report", str(run)]) == 1
+    assert "INCOMPLETE — 2 of 2 selected cases not run" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ resume refusals
+
+
+def _mangle_header(t: Path):
+    head, rest = t.read_text().split("\n", 1)
+    t.write_text(",".join(head.split(",")[:-1]) + "\n" + rest)
+
+
+def _foreign_rows(t: Path):
+    lines = t.read_text().splitlines(keepends=True)
+    t.write_text(lines[0] + lines[1].replace(lines[1].split(",")[1], "0123456789ab", 1))
+
+
+def _selection_changed(run: Path):
+    meta = json.loads((run / "run.json").read_text())
+    meta["selection"] = "0" * 16
+    (run / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda run: _mangle_header(run / "results.csv"), "columns"),
+    (lambda run: _foreign_rows(run / "results.csv"), "does not select"),
+    (_selection_changed, "selection changed"),
+])
+def test_resume_refuses_a_table_it_was_not_written_for(done_run, tmp_path, capsys, damage, words):
+    run = _copy(done_run, tmp_path)
+    table = run / "results.csv"
+    table.write_text("".join(table.read_text().splitlines(keepends=True)[:2]))  # one case left to run
+    damage(run)
+    before = table.read_bytes()
+    err = _one_line_error(cli_main(["sweep", "--resume", "--run", "copy", "--root", str(tmp_path), "--no-progress"]), capsys)
+    assert words in err
+    assert table.read_bytes() == before
+
+
+# ------------------------------------------------------------------ the run lock
+
+
+def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run, tmp_path, capsys):
+    run = _copy(done_run, tmp_path)
+    table = run / "results.csv"
+    table.write_text("".join(table.read_text().splitlines(keepends=True)[:2]))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from remap_ab.run_folder import RunLock; "
+         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(run)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = table.read_bytes()
+        resume = ["sweep", "--resume", "--run", "copy", "--root", str(tmp_path), "--no-progress"]
+        err = _one_line_error(cli_main(resume), capsys)
+        assert "in use by another remap-ab process" in err and f"pid {holder.pid}" in err
+        assert table.read_bytes() == before
+        # report reads without the lock, and says the run is still going.
+        assert cli_main(["report", str(run)]) == 1
+        assert f"a sweep is running it: pid {holder.pid}" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder died without a goodbye: its lock file stays, naming a dead pid; no block.
+    assert f"pid {holder.pid}" in (run / "run.lock").read_text()
+    assert cli_main(resume) == 0
+    assert len(pd.read_csv(table)) == 2
+
+
+def test_the_lock_is_per_open_not_per_process(tmp_path):
+    from remap_ab.errors import UsageError
+    from remap_ab.run_folder import RunLock
+
+    with RunLock(tmp_path):
+        assert RunLock.holder(tmp_path).startswith(f"pid {os.getpid()}")
+        with pytest.raises(UsageError):
+            RunLock(tmp_path).acquire()
+    assert RunLock.holder(tmp_path) is None
+    RunLock(tmp_path).acquire().release()
+
+
+# ------------------------------------------------------------------ case timeout
+
+
+def test_a_hanging_case_times_out_and_the_sweep_goes_on(tmp_path):
+    (tmp_path / "hangimpl.py").write_text(HANGING)
+    started = time.monotonic()
+    r = _cli(["sweep", "--b", "hangimpl", *TWO[:-1], "path=convert,dcp-inplace", "-j", "1", "--case-timeout", "8",
+              "--root", "reports", "--run", "h", "--no-progress"], tmp_path, extra_path=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert time.monotonic() - started < 120  # not the 600 s the implementation sleeps
+    df = pd.read_csv(tmp_path / "reports" / "h" / "results.csv", keep_default_na=False)
+    assert dict(zip(df.path, df.status)) == {"convert": "timeout", "dcp-inplace": "pass"}
+    row = df[df.status == "timeout"].iloc[0]
+    assert row.check == "timeout" and "--case-timeout 8 s" in row.first_mismatch
+    assert set(df.worker) == {0}  # the replacement worker took the next case
+    verdict = json.loads((tmp_path / "reports" / "h" / row.report / "verdict.json").read_text())
+    from remap_ab.report import write_crash_report
+
+    if "status" in inspect.signature(write_crash_report).parameters:
+        assert verdict["status"] == "timeout"
+    assert "timeout 1" in r.stdout and "result: FAIL" in r.stdout
+
+
+def test_case_timeout_needs_workers(capsys, tmp_path):
+    err = _one_line_error(cli_main(["sweep", *TWO, "-j", "0", "--case-timeout", "5", "--root", str(tmp_path)]), capsys)
+    assert "--case-timeout" in err and "-j 0" in err
+
+
+def test_a_worker_that_keeps_dying_before_its_first_case_is_an_internal_error(tmp_path, monkeypatch):
+    from remap_ab import grid, pool
+    from remap_ab.errors import InternalError
+
+    monkeypatch.setattr(pool, "STARTUP_RETRIES", 0)
+    point = grid.load().points()[0]
+    p = pool.Pool(pool.Job("old", "new", "no-such-device", str(tmp_path)), [{}], 60.0,
+                  on_rows=lambda *a: None, on_lost=lambda *a: None)
+    with pytest.raises(InternalError, match="keeps dying before its first case"):
+        p.run(deque([[point]]))
+
+
+# ------------------------------------------------------------------ grid files
+
+
+GRID_HEAD = 'version = 1\n'
+K_DIM = '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = [128]\n'
+
+
+@pytest.mark.parametrize("text, words", [
+    ('version = "abc"\n' + K_DIM, "`version` must be an integer"),
+    (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = 5\n', "dimension 'k': `values` must be a non-empty list"),
+    (GRID_HEAD + 'dimension = 5\n', "`dimension` must be an array of tables"),
+    (GRID_HEAD + 'dimension = [5]\n', "[[dimension]] #1 must be a table"),
+    (GRID_HEAD + 'defaults = "x"\n' + K_DIM, "`defaults` must be a table"),
+    (GRID_HEAD + '[defaults]\ndcp_size = 0\n' + K_DIM
+     + '[[rotate]]\nname = "rank"\nover = ["k"]\nfield = "dcp_rank"\nvalues = [0, 1]\nmodulo = "dcp_size"\n',
+     "rotate 'rank': `modulo` field dcp_size is 0"),
+    (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = ["abc"]\n', "topk='abc'"),
+    (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "invalid_ratio"\nvalues = ["abc"]\n', "invalid_ratio"),
+    (GRID_HEAD + '[[dimension]]\nname = 3\nvalues = [1]\n', "`name` must be a non-empty string"),
+])
+def test_wrong_typed_grid_files_are_one_line_errors(tmp_path, capsys, text, words):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    for args in (["sweep", "--list", "--grid", str(path)],
+                 ["sweep", "--grid", str(path), "-j", "0", "--root", str(tmp_path / "r"), "--no-progress"]):
+        err = _one_line_error(cli_main(args), capsys)
+        assert str(path) in err and words in err, err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+# ------------------------------------------------------------------ run.json
+
+
+@pytest.mark.parametrize("field, value", [
+    ("selected", "many"), ("filters", "k=128"), ("max_tokens", "3"), ("device", 5), ("a", None),
+    ("grid_version", True), ("phase_seconds", {"gen": "x"}),
+])
+def test_wrong_typed_run_json_fields_are_one_line_errors(done_run, tmp_path, capsys, field, value):
+    run = _copy(done_run, tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    meta[field] = value
+    (run / "run.json").write_text(json.dumps(meta))
+    for args in (["report", str(run)], ["sweep", "--resume", "--run", "copy", "--root", str(tmp_path), "--no-progress"]):
+        err = _one_line_error(cli_main(args), capsys)
+        assert "run.json" in err and repr(field) in err
+
+
+def test_run_json_that_is_not_an_object(done_run, tmp_path, capsys):
+    run = _copy(done_run, tmp_path)
+    (run / "run.json").write_text("[1, 2]")
+    assert "not a JSON object" in _one_line_error(cli_main(["report", str(run)]), capsys)
+
+
+# ------------------------------------------------------------------ --root
+
+
+def test_root_that_is_a_file(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    err = _one_line_error(cli_main(["sweep", *TWO, "-j", "0", "--root", str(f), "--no-progress"]), capsys)
+    assert "--root" in err and "is a file" in err
+    err = _one_line_error(cli_main(["report", "--root", str(f)]), capsys)
+    assert "--root" in err and "is a file" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_root_that_is_read_only(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        err = _one_line_error(cli_main(["sweep", *TWO, "-j", "0", "--root", str(ro), "--no-progress"]), capsys)
+        assert "--root" in err and "not writable" in err
+    finally:
+        ro.chmod(0o755)
+
+
+# ------------------------------------------------------------------ progress
+
+
+def test_progress_talks_to_a_log_at_least_every_heartbeat():
+    from remap_ab.progress import Progress
+
+    log = io.StringIO()
+    p = Progress(100, stream=log, heartbeat=0.2)
+    p.update(["pass"])  # 1%: the first tenth's line
+    time.sleep(0.9)  # one slow case: nothing finishes, the log still hears from us
+    p.close()
+    lines = log.getvalue().splitlines()
+    assert len(lines) >= 4, lines
+    assert all("\r" not in line and "1/100" in line for line in lines)
+
+
+def test_eta_uses_the_recent_rate_not_the_compiling_first_cases():
+    from remap_ab.progress import RecentRate
+
+    now = [0.0]
+    r = RecentRate(window=8, clock=lambda: now[0])
+    now[0] = 60.0  # start-up and compiles: the first result after a minute
+    r.add(1)
+    assert r.rate() is None
+    for done in range(2, 12):
+        now[0] += 0.5  # then two cases a second
+        r.add(done)
+    assert r.rate() == pytest.approx(2.0)
+
+
+def test_progress_line_shows_the_recent_eta():
+    from remap_ab import progress
+
+    now = [0.0]
+    p = progress.Progress(101, stream=io.StringIO(), heartbeat=3600, clock=lambda: now[0])
+    now[0] = 60.0
+    p.update(["pass"])
+    for _ in range(10):
+        now[0] += 1.0
+        p.update(["pass"])
+    p.close()
+    assert "01:30" in p.line() and "1.00case/s" in p.line()  # 90 cases left at 1/s, not at 11/70 s
+
+
+# ------------------------------------------------------------------ --list
+
+
+def test_list_says_what_it_lists(capsys):
+    assert cli_main(["sweep", "--list", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 576
+    assert "what `sweep` runs on cpu" in err and "CPU default: tokens <= 3" in err and "--max-tokens 1024" in err
+    assert cli_main(["sweep", "--list", "--device", "cpu", "--max-tokens", "1024"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1728 and "every one the filters select (1728" in err
+
+
+# ------------------------------------------------------------------ summary groupings
+
+
+def test_failures_by_dimension_list_every_value_and_the_valid_lanes(tmp_path):
+    from remap_ab import grid
+    from remap_ab.run_folder import RESULT_FIELDS, result_columns, write_run_json
+    from remap_ab.summary import format_summary, summarise
+
+    g = grid.load()
+    pts = g.select(grid.parse_filters(g, ["tokens=3", "k=512", "oor=off", "invalid=0", "path=convert,dcp-compact"]))
+    assert len(pts) == 2
+    write_run_json(tmp_path, {"run": "x", "a": "old", "b": "new", "device": "cpu", "filters": [], "max_tokens": 3,
+                              "selected": 2})
+    rows = []
+    for p, status, valid in zip(pts, ["pass", "fail"], [7, 150]):
+        row = {"index": p.index, "case_id": p.case_id, **dict(p.labels), **{f: "" for f in RESULT_FIELDS}}
+        row.update(status=status, max_row_valid=valid)
+        rows.append(row)
+    pd.DataFrame(rows, columns=result_columns([a.name for a in g.axes])).to_csv(tmp_path / "results.csv", index=False)
+    s = summarise(tmp_path, g)
+    by = s["failures_by_dimension"]
+    assert by["valid lanes"] == {"0": [0, 0], "1-16": [0, 1], "17-100": [0, 0], "101-512": [1, 1], ">512": [0, 0]}
+    assert list(by["path"]) == [v.label for v in g.dimensions[0].values] and by["path"]["dcp-compact"] == [1, 1]
+    assert by["path"]["convert-counts"] == [0, 0]
+    assert by["tokens"]["1024"] == [0, 0]
+    text = format_summary(s)
+    assert "valid lanes: 0 0/0, 1-16 0/1, 17-100 0/0, 101-512 1/1, >512 0/0" in text
+
+
+def test_results_table_records_each_cases_valid_lanes(done_run):
+    df = pd.read_csv(done_run / "results.csv")
+    assert df.max_row_valid.dtype.kind == "i" and (df.max_row_valid > 0).all()  # invalid=0: every lane valid
+
+
+# ------------------------------------------------------------------ memcheck
+
+
+def test_memcheck_runs_every_case_through_run_case_with_memcheck(monkeypatch):
+    from remap_ab import batch, runner
+    from remap_ab.config import CaseConfig
+
+    calls = []
+    real = runner.run_case
+
+    def spy(config, a, b, **kwargs):
+        calls.append(dict(kwargs))
+        kwargs.pop("memcheck")
+        return real(config, a, b, **kwargs)
+
+    monkeypatch.setattr(batch, "run_case", spy)
+    configs = [CaseConfig(tokens=1, topk=128), CaseConfig(tokens=1, topk=128, mode="dcp", dcp_size=2)]
+    outcomes = batch.run_batch(configs, "old", "new", "cpu", memcheck=True)
+    assert [c["memcheck"] for c in calls] == [True, True] and all(c["device"] == "cpu" for c in calls)
+    assert [o.verdict.status for o in outcomes] == ["pass", "pass"]
+    assert all(o.inputs_sha256 and o.max_row_valid > 0 and o.result is None for o in outcomes)
+
+
+def test_sweep_memcheck_end_to_end(tmp_path, capsys):
+    from remap_ab import runner
+
+    if "memcheck" not in inspect.signature(runner.run_case).parameters:
+        pytest.skip("runner.run_case has no memcheck parameter on this branch (the memcheck helper adds it)")
+    assert cli_main(["sweep", *TWO, "--memcheck", "-j", "0", "--root", str(tmp_path), "--run", "m", "--no-progress"]) == 0
+    assert json.loads((tmp_path / "m" / "run.json").read_text())["memcheck"] is True
+    assert "memcheck: every case's loads and stores were checked" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ one-way flow
+
+
+def test_report_reads_the_run_without_the_sweep_and_the_batch_writes_no_report(done_run):
+    code = (
+        "import sys\n"
+        "from remap_ab.cli import main\n"
+        f"assert main(['report', {str(done_run)!r}]) == 0\n"
+        "print(sorted(m for m in ('remap_ab.sweep', 'remap_ab.pool', 'remap_ab.batch', 'remap_ab.progress',"
+        " 'remap_ab.recording') if m in sys.modules))\n"
+        "import remap_ab.batch\n"
+        "print(sorted(m for m in ('remap_ab.report', 'remap_ab.recording', 'remap_ab.sweep') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-2:] == ["[]", "[]"]
