@@ -2,7 +2,7 @@
 power-of-two width one program owns the whole row, the count is a plain store and
 the compaction base is 0 (stable, column-ordered); otherwise the old tiled path.
 
-Written from ``shared/SPEC.md``; see ``_remap.py``."""
+Written from ``docs/spec.md`` (the contract); see ``_remap.py``."""
 
 from kernels_new._remap import (
     _convert_req_index_to_global_index_kernel,

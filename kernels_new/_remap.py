@@ -1,4 +1,4 @@
-"""Post-#50365 index remap (SPEC.md §1-§6, column "new").
+"""Post-#50365 index remap (docs/spec.md §1-§6, column "new").
 
 ``_remap_tiling`` picks the launch shape. When the valid lanes are counted and
 ``NUM_TOPK_TOKENS`` is a power of two, one program owns the whole row

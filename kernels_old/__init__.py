@@ -1,7 +1,7 @@
 """The sparse-MLA index remap as it was before vLLM #50365: every program owns one
 BLOCK_N-wide column tile, and counting and compaction go through ``atomic_add``.
 
-Written from ``shared/SPEC.md``; see ``_remap.py``."""
+Written from ``docs/spec.md`` (the contract); see ``_remap.py``."""
 
 from kernels_old._remap import (
     _convert_req_index_to_global_index_kernel,

@@ -1,4 +1,4 @@
-"""Pre-#50365 index remap (SPEC.md §1-§6, column "old").
+"""Pre-#50365 index remap (docs/spec.md §1-§6, column "old").
 
 Grid ``(T, K // BLOCK_N)``: program ``(r, j)`` owns columns ``[j*BLOCK_N, (j+1)*BLOCK_N)``
 of row ``r``. Every tile adds its valid-lane count into ``valid_counts[r]`` with an

@@ -3,15 +3,11 @@
 The public surface is what this module exports; everything else is internal. The
 core (configs, inputs, comparators, reports) imports without Triton; running a case
 imports the kernels lazily, after the backend is chosen.
+
+Importing remap_ab changes nothing in the process: not the environment, not torch's
+settings. The command line and the pytest plugin choose the Triton backend up front;
+a library user's first ``run_case`` (or ``registry.get``) chooses it then.
 """
-
-from remap_ab import gpus as _gpus
-
-_gpus.xdist_pin()  # pytest -n on several GPUs: pin this worker before CUDA starts
-
-from remap_ab import backend as _backend
-
-_backend.choose_early()
 
 from remap_ab.compare import Mismatch, OrderContract, Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig, case_id
@@ -21,10 +17,13 @@ from remap_ab.errors import (
     DisagreementError,
     ImplementationError,
     InputError,
+    InternalError,
     NeedsGPUError,
     ProfileError,
     RemapABError,
     ReportError,
+    ResourceError,
+    UsageError,
 )
 from remap_ab.inputs import CaseInputs, generate_inputs
 
@@ -35,6 +34,7 @@ __all__ = [
     "ConfigError",
     "DisagreementError",
     "ImplementationError",
+    "InternalError",
     "InputError",
     "Mismatch",
     "NeedsGPUError",
@@ -44,6 +44,8 @@ __all__ = [
     "Reference",
     "RemapABError",
     "ReportError",
+    "ResourceError",
+    "UsageError",
     "Verdict",
     "case_id",
     "compare",

@@ -3,7 +3,9 @@
 The interpreter is chosen by ``TRITON_INTERPRET=1`` at the moment a ``@triton.jit``
 function is *decorated*, i.e. when the kernel module is imported. So the choice is
 made once per process, here, before the registry imports any kernel; the user never
-sets the variable by hand.
+sets the variable by hand. Who chooses: the command line and the pytest plugin, up
+front (``choose_early``); a library user's first ``run_case``/``registry.get``
+(``select``). Importing remap_ab chooses nothing.
 """
 
 from __future__ import annotations
@@ -59,14 +61,15 @@ def _require_interpreter_before_import() -> None:
 
     if type(tl.sum).__name__ != "InterpretedFunction":
         raise BackendError(
-            "triton was imported before the CPU backend was chosen; import remap_ab (or call "
-            "remap_ab.backend.select('cpu')) before anything that imports triton or torch's deterministic mode"
+            "triton was imported before the CPU backend was chosen; call remap_ab.backend.select('cpu') "
+            "before anything that imports triton or torch's deterministic mode (or set TRITON_INTERPRET=1)"
         )
 
 
 def choose_early() -> None:
-    """Called when remap_ab is imported: on a machine without CUDA, turn the
-    interpreter on before anything can import triton, so the user never has to."""
+    """Called by the command line and the pytest plugin before any work (never on
+    ``import remap_ab``): on a machine without CUDA, turn the interpreter on before
+    anything can import triton, so the user never has to."""
     if "TRITON_INTERPRET" in os.environ or "triton" in sys.modules:
         return
     if not cuda_available():

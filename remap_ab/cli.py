@@ -1,19 +1,28 @@
 """The ``remap-ab`` command line.
 
 Each subcommand lives in ``remap_ab/commands/<name>.py`` and exposes
-``add_arguments(parser)`` and ``main(args) -> int``; this file only dispatches, and
-turns every ``RemapABError`` into one line on stderr and exit status 2.
+``add_arguments(parser)`` and ``main(args) -> int``; this file only dispatches and
+turns exceptions into exit statuses:
+
+- ``RemapABError`` (the user's input): one line on stderr, exit 2;
+- ``InternalError`` (remap-ab's own bug): one line, exit 3;
+- anything else unexpected: one line naming the type, exit 3; the traceback only
+  with ``REMAP_AB_TRACEBACK=1``;
+- stdout closed early (``remap-ab report --json | head``): exit quietly.
+
+The command line, not ``import remap_ab``, picks the kernel backend: a CPU-only
+machine gets the Triton interpreter before any command can import a kernel.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from dataclasses import fields
 
-from remap_ab.config import CaseConfig
-from remap_ab.errors import RemapABError
+from remap_ab.commands.common import add_config_arguments, config_from_args  # noqa: F401  (re-exported)
+from remap_ab.errors import InternalError, RemapABError
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
@@ -25,49 +34,105 @@ COMMANDS = {
     "bench": "time old vs new inside CUDA graphs beside the pull request's figures (needs a GPU)",
 }
 
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One option per CaseConfig field (booleans get --x / --no-x)."""
-    group = parser.add_argument_group("case configuration (defaults: CaseConfig)")
-    for f in fields(CaseConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            group.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(), type=str)
+TRACEBACK_VARIABLE = "REMAP_AB_TRACEBACK"
 
 
-def config_from_args(args: argparse.Namespace, base: CaseConfig | None = None) -> CaseConfig:
-    given = {f.name: getattr(args, f.name) for f in fields(CaseConfig) if getattr(args, f.name, None) is not None}
-    merged = {**(base.to_dict() if base else {}), **given}
-    return CaseConfig.from_dict(merged)
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad option reported like every other bad input: one line on
+    stderr (no usage block), exit 2, and where to read about the options."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
+    parser = _Parser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         module = importlib.import_module(f"remap_ab.commands.{name}")
-        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip())
+        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_main=module.main)
     return parser
 
 
+def _choose_backend_early() -> None:
+    # Triton decides interpreter-or-GPU when a kernel is decorated, i.e. imported.
+    # A command line without a GPU turns the interpreter on before any command runs;
+    # the library itself never touches the environment on import.
+    from remap_ab import backend
+
+    backend.choose_early()
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+# 128 + SIGPIPE: the status a Unix tool has when its reader went away (``yes | head``).
+CLOSED_STDOUT_STATUS = 141
+
+
 def main(argv=None) -> int:
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a reader that left during the last write is seen here, not at exit
+        return status
+    except BrokenPipeError:
+        return _closed_stdout()
+
+
+def _main(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    name = f"remap-ab {args.command}"
     try:
+        _choose_backend_early()
         return int(args._main(args) or 0)
+    except BrokenPipeError:
+        raise
     except RemapABError as exc:
-        print(f"remap-ab {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except InternalError as exc:
+        _maybe_traceback()
+        print(f"{name}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"remap-ab {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a remap-ab bug: one line, never a wall of traceback unless asked
+        _maybe_traceback()
+        print(
+            f"{name}: internal error: {type(exc).__name__}: {_one_line(exc)[:400]} "
+            f"(a remap-ab bug; rerun with {TRACEBACK_VARIABLE}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return InternalError.exit_code
+
+
+def _maybe_traceback() -> None:
+    if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exc()
+
+
+def _closed_stdout() -> int:
+    # The reader went away (``| head``): it had what it wanted. Point stdout at devnull
+    # so the interpreter's final flush cannot raise again, and leave quietly with the
+    # status of a tool whose reader left.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return CLOSED_STDOUT_STATUS
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, get_type_hints
 
 from remap_ab.errors import ConfigError
 
@@ -25,61 +27,51 @@ _CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact":
 INPUT_FORMAT_VERSION = 1
 
 
+def _field(default: Any, help: str, choices: tuple = ()) -> Any:
+    """A CaseConfig field with its documentation: ``remap-ab run --help`` prints it,
+    so the meaning, default and allowed values are written once, here."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
 @dataclass(frozen=True)
 class CaseConfig:
-    """One A/B case. Field defaults are the shapes vLLM's sparse MLA decode uses.
+    """One A/B case. Field defaults are the shapes vLLM's sparse MLA decode uses; each
+    field's meaning is in its ``help`` metadata (``field_help``). Values are strictly
+    typed: an int field takes an int (not a bool, not a string), a ratio takes an int
+    or a float, a flag takes a bool. ``from_dict`` converts strings ("3", "true") for
+    the command line and saved JSON."""
 
-    mode           "convert": ``triton_convert_req_index_to_global_index``;
-                   "dcp": ``triton_filter_and_convert_dcp_index``.
-    tokens         T, query-token rows.
-    topk           K = NUM_TOPK_TOKENS.
-    block_size     B, KV-cache block size.
-    block_n        BLOCK_N, the column tile of the tiled path.
-    blocks_per_req W, width of the block table (a compile-time constant).
-    num_reqs       rows of the block table.
-    invalid_ratio  fraction of lanes set to a negative id.
-    out_of_range   fraction of lanes whose block lands at or beyond W.
-    negatives      "minus_one": invalid lanes are -1; "any": also -2, -B-1, INT32_MIN.
-    table          "random" physical ids; "padded": some entries -1 or 0;
-                   "huge": ids near INT32_MAX / B so ``base * B`` wraps.
-    row_layout     "uniform": lanes drawn independently; "one_tile": only one
-                   BLOCK_N tile per row holds valid lanes; "tail_padded": valid lanes
-                   first, -1 after (how the indexer pads short sequences); "mixed":
-                   rows cycle through uniform, all-valid, all-invalid, one-tile and
-                   tail-padded; "owned": as uniform, but every in-range token
-                   belongs to this DCP rank, so a row without padding is *full*
-                   after filtering (count == K) — unreachable otherwise, since
-                   ownership is random per lane.
-    dcp_size, dcp_rank, interleave   DCP world size, this rank, interleave size.
-    compact        compact_valid_to_front.
-                   (mode "convert" normalises these four to 1, 0, 1, False.)
-    counts         return_valid_counts.
-    prefill_fraction  fraction of rows served from the prefill workspace (convert
-                   mode; > 0 turns HAS_PREFILL_WORKSPACE on).
-    seed           the input seed.
-    """
-
-    mode: str = "dcp"
-    tokens: int = 4
-    topk: int = 2048
-    block_size: int = 64
-    block_n: int = 128
-    blocks_per_req: int = 64
-    num_reqs: int = 2
-    invalid_ratio: float = 0.3
-    out_of_range: float = 0.0
-    negatives: str = "minus_one"
-    table: str = "random"
-    row_layout: str = "uniform"
-    dcp_size: int = 4
-    dcp_rank: int = 0
-    interleave: int = 1
-    compact: bool = True
-    counts: bool = True
-    prefill_fraction: float = 0.0
-    seed: int = 0
+    mode: str = _field("dcp", "which wrapper runs: convert = triton_convert_req_index_to_global_index, "
+                              "dcp = triton_filter_and_convert_dcp_index", MODES)
+    tokens: int = _field(4, "T, query-token rows (1 to 1,048,576)")
+    topk: int = _field(2048, "K = NUM_TOPK_TOKENS, lanes per row; a multiple of block_n")
+    block_size: int = _field(64, "B = BLOCK_SIZE, tokens per KV-cache block (>= 1)")
+    block_n: int = _field(128, "BLOCK_N, the column tile of the tiled path (a power of two dividing topk)")
+    blocks_per_req: int = _field(64, "W, width of the block table (a compile-time constant: each W compiles a kernel)")
+    num_reqs: int = _field(2, "Rq, rows (request slots) of the block table")
+    invalid_ratio: float = _field(0.3, "fraction of lanes set to a negative id, in [0, 1]")
+    out_of_range: float = _field(0.0, "fraction of lanes whose block lands at or beyond W, in [0, 1]; "
+                                      "invalid_ratio + out_of_range <= 1")
+    negatives: str = _field("minus_one", "invalid lane values: minus_one = all -1; any = also -2, -B-1, "
+                                         "INT32_MIN", NEGATIVE_KINDS)
+    table: str = _field("random", "block table: random physical ids; padded = some entries -1 or 0; "
+                                  "huge = ids near INT32_MAX / B so base * B wraps", TABLE_KINDS)
+    row_layout: str = _field("uniform", "valid lanes per row: uniform = drawn independently; one_tile = one "
+                                        "BLOCK_N tile per row holds them; tail_padded = valid first, -1 after; "
+                                        "mixed = rows cycle through all-valid, all-invalid, one-tile, tail-padded; "
+                                        "owned = as uniform but every in-range token belongs to this DCP rank",
+                             ROW_LAYOUTS)
+    dcp_size: int = _field(4, "DCP world size S (dcp mode; 1 delegates to the plain convert)")
+    dcp_rank: int = _field(0, "this DCP rank, 0 <= rank < dcp_size")
+    interleave: int = _field(1, "cp_kv_cache_interleave_size I, dividing block_size")
+    compact: bool = _field(True, "compact_valid_to_front (dcp mode with dcp_size > 1)")
+    counts: bool = _field(True, "return_valid_counts")
+    prefill_fraction: float = _field(0.0, "fraction of rows served from the prefill workspace, in [0, 1] "
+                                          "(convert mode; > 0 turns HAS_PREFILL_WORKSPACE on)")
+    seed: int = _field(0, "the input seed (>= 0)")
 
     def __post_init__(self):
+        _check_types(self)
         if self.mode == "convert":
             # The plain wrapper has no DCP or compaction arguments: normalise them so
             # one convert case has one ID.
@@ -132,7 +124,7 @@ class CaseConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def replace(self, **changes) -> "CaseConfig":
+    def replace(self, **changes) -> CaseConfig:
         return dataclasses.replace(self, **changes)
 
     def cli_args(self) -> str:
@@ -152,7 +144,7 @@ class CaseConfig:
         return " ".join(parts)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CaseConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseConfig:
         names = {f.name: f for f in fields(cls)}
         unknown = sorted(set(data) - set(names))
         if unknown:
@@ -161,13 +153,63 @@ class CaseConfig:
             )
         coerced = {}
         for name, value in data.items():
-            coerced[name] = _coerce(name, names[name].type, value)
+            coerced[name] = _coerce(name, FIELD_TYPES[name], value)
         return cls(**coerced)
 
 
-def _coerce(name: str, type_name: str, value: Any) -> Any:
+def field_help(name: str) -> str:
+    """``name``'s meaning, allowed values and default, for ``--help``."""
+    f = _FIELDS[name]
+    default = ("on" if f.default else "off") if isinstance(f.default, bool) else f.default
+    choices = f"one of {', '.join(f.metadata['choices'])}; " if f.metadata["choices"] else ""
+    return f"{f.metadata['help']} ({choices}default {default})"
+
+
+def _check_types(c: CaseConfig) -> None:
+    """Strict types for the Python API: ``tokens="3"`` and ``tokens=True`` are refused
+    (a bool is not a count), ``compact="no"`` too (a non-empty string is truthy);
+    ints are accepted for ratios and stored as floats, so 0 and 0.0 are one case."""
+    for name, want in FIELD_TYPES.items():
+        value = _plain(getattr(c, name))
+        if want is bool:
+            ok = isinstance(value, bool)
+            if ok:
+                object.__setattr__(c, name, value)
+        elif want is int:
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            if ok:
+                object.__setattr__(c, name, int(value))
+        elif want is float:
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+            if ok:
+                object.__setattr__(c, name, float(value))
+        else:
+            ok = isinstance(value, want)
+            if ok:
+                object.__setattr__(c, name, value)
+        if not ok:
+            wanted = _TYPE_WORDS[want]
+            raise ConfigError(
+                f"{name}={value!r} is a {type(value).__name__}, not {wanted}; pass {wanted} "
+                f"(CaseConfig.from_dict converts strings such as \"3\" or \"true\")"
+            )
+
+
+_TYPE_WORDS = {int: "an int", float: "a number (int or float)", bool: "a bool (True or False)", str: "a str"}
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a pandas cell, say) as the Python value it holds."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
+def _coerce(name: str, kind: type, value: Any) -> Any:
+    type_name = kind.__name__
+    value = _plain(value)
     try:
-        if type_name == "bool":
+        if kind is bool:
             if isinstance(value, str):
                 lowered = value.strip().lower()
                 if lowered in ("1", "true", "yes", "on"):
@@ -175,14 +217,27 @@ def _coerce(name: str, type_name: str, value: Any) -> Any:
                 if lowered in ("0", "false", "no", "off"):
                     return False
                 raise ValueError(value)
-            return bool(value)
-        if type_name == "int":
+            if isinstance(value, (int, float)) and value in (0, 1):
+                return bool(value)
+            raise ValueError(value)
+        if kind is int:
+            if isinstance(value, bool):
+                raise ValueError(value)
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
+            if isinstance(value, str):
+                return int(value.strip())
             return int(value)
-        if type_name == "float":
-            return float(value)
-        return str(value)
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            result = float(value)
+            if result != result or result in (float("inf"), float("-inf")):
+                raise ValueError(value)
+            return result
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value
     except (TypeError, ValueError):
         raise ConfigError(f"{name}={value!r} is not a valid {type_name}") from None
 
@@ -249,11 +304,21 @@ def validate(c: CaseConfig) -> None:
         f"wrapper requires BLOCK_SIZE % cp_kv_cache_interleave_size == 0",
     )
     # The largest in-range global position must stay in int32 (SPEC §2 precondition).
+    span = c.blocks_per_req * c.block_size * c.dcp_size
     need(
-        c.blocks_per_req * c.block_size * c.dcp_size <= INT32_MAX,
-        "blocks_per_req * block_size * dcp_size overflows int32",
+        span <= INT32_MAX,
+        f"blocks_per_req * block_size * dcp_size = {span:,} overflows int32 (at most {INT32_MAX:,}); "
+        f"shrink blocks_per_req or block_size",
+    )
+    # Lane offsets (row * K + column) are int32 inside the kernels.
+    need(
+        c.tokens * c.topk <= INT32_MAX,
+        f"tokens * topk = {c.tokens * c.topk:,} lanes overflows the kernels' int32 offsets (at most {INT32_MAX:,})",
     )
     need(c.seed >= 0, f"seed={c.seed} must be non-negative")
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(CaseConfig))
+_FIELDS = {f.name: f for f in fields(CaseConfig)}
+# Resolved types (the module uses postponed annotations, so f.type is a string).
+FIELD_TYPES: dict[str, type] = {name: get_type_hints(CaseConfig)[name] for name in CONFIG_FIELDS}

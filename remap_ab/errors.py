@@ -37,6 +37,21 @@ class ImplementationError(RemapABError):
     """An implementation name that cannot be imported or lacks the SPEC §1 API."""
 
 
+class ImplementationOutputError(Exception):
+    """An implementation returned something other than the SPEC §1 result: a tensor,
+    or an ``(out, valid_counts)`` pair of tensors on the inputs' device.
+
+    Not a user error and not remap-ab's: the implementation under test is broken, so
+    the runner records it as that implementation's ``error`` verdict (exit 1), with
+    this message saying what came back. Remedy: fix the implementation's return."""
+
+
+class ResourceError(RemapABError):
+    """A case too large for this machine: its tensors need more memory than is
+    available (host RAM for the CPU backend, free GPU memory for cuda). Remedy: the
+    message names the limit hit; shrink tokens, topk, num_reqs or blocks_per_req."""
+
+
 class BackendError(RemapABError):
     """The requested device cannot be used in this process (e.g. cuda without a GPU)."""
 

@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 from remap_ab.config import INT32_MAX, CaseConfig
-from remap_ab.errors import InputError
+from remap_ab.errors import InputError, ResourceError
 
 INT32_MIN = -(2**31)
 _M32 = 0xFFFFFFFF
@@ -88,7 +88,7 @@ class CaseInputs:
     def tensors(self) -> dict[str, torch.Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
-    def to(self, device) -> "CaseInputs":
+    def to(self, device) -> CaseInputs:
         return CaseInputs(**{name: t.to(device) for name, t in self.tensors().items()})
 
     @property
@@ -104,7 +104,7 @@ def tensor_sha256(t: torch.Tensor) -> str:
     host = t.detach().to("cpu").contiguous()
     h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
     if host.numel():
-        h.update(memoryview(host.view(torch.uint8).numpy()))
+        h.update(host.view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 
@@ -358,37 +358,125 @@ def _prefill_starts(configs, device) -> torch.Tensor:
     return (r * p["stride"]).to(torch.int32)
 
 
+_INPUT_RANKS = {"req_id": 1, "block_table": 2, "token_indices": 2, "prefill_request_ids": 1, "prefill_starts": 1}
+
+
 def check_inputs(config: CaseConfig, inputs: CaseInputs) -> None:
-    """Refuse inputs that break the kernels' contract, in one line, before any launch."""
-    expected = {
-        "req_id": (config.tokens,),
-        "token_indices": (config.tokens, config.topk),
-    }
-    for name, t in inputs.tensors().items():
+    """Refuse inputs that break the kernels' contract (SPEC §2, §6), in one line naming
+    the tensor and the first bad index, before any kernel or the oracle sees them.
+
+    The SPEC leaves ``0 <= req_id < Rq`` and ``prefill_request_ids < P`` unchecked in
+    the kernels (an out-of-bounds read, or a crash); saved inputs are checked here
+    instead. Non-contiguous tensors are fine: the wrappers make them contiguous."""
+    present = {f.name: getattr(inputs, f.name) for f in fields(inputs) if getattr(inputs, f.name) is not None}
+    for name in ("req_id", "block_table", "token_indices"):
+        if name not in present:
+            raise InputError(f"{name} is missing; a case needs req_id, block_table and token_indices")
+    for name, t in present.items():
         if not isinstance(t, torch.Tensor):
             raise InputError(f"{name} is a {type(t).__name__}, not a torch.Tensor")
         if t.dtype != torch.int32:
             raise InputError(f"{name} has dtype {t.dtype}; the kernels take int32 — convert it with .to(torch.int32)")
-    if inputs.req_id.dim() != 1 or inputs.token_indices.dim() != 2:
-        raise InputError(
-            f"req_id must be 1-D and token_indices 2-D (got {inputs.req_id.dim()}-D and {inputs.token_indices.dim()}-D)"
-        )
+        if t.dim() != _INPUT_RANKS[name]:
+            raise InputError(f"{name} is {t.dim()}-D with shape {tuple(t.shape)}; it must be {_INPUT_RANKS[name]}-D")
+        if t.device.type not in ("cpu", "cuda"):
+            raise InputError(f"{name} lives on {t.device}; inputs must be cpu or cuda tensors")
+    devices = sorted({str(t.device) for t in present.values()})
+    if len(devices) > 1:
+        raise InputError(f"inputs live on several devices ({', '.join(devices)}); move them to one")
     if inputs.req_id.shape[0] != inputs.token_indices.shape[0]:
         raise InputError(
             f"req_id has {inputs.req_id.shape[0]} rows but token_indices has {inputs.token_indices.shape[0]}; "
             f"they need one req_id per token row"
         )
+    expected = {
+        "req_id": (config.tokens,),
+        "token_indices": (config.tokens, config.topk),
+        "block_table": (config.num_reqs, config.blocks_per_req),
+    }
     for name, shape in expected.items():
-        actual = tuple(getattr(inputs, name).shape)
+        actual = tuple(present[name].shape)
         if actual != shape:
-            raise InputError(f"{name} has shape {actual} but the case expects {shape} (tokens={config.tokens}, topk={config.topk})")
-    bt = tuple(inputs.block_table.shape)
-    if bt != (config.num_reqs, config.blocks_per_req):
+            raise InputError(
+                f"{name} has shape {actual} but the case expects {shape} "
+                f"(tokens={config.tokens}, topk={config.topk}, num_reqs={config.num_reqs}, "
+                f"blocks_per_req={config.blocks_per_req})"
+            )
+    _check_below(inputs.req_id, "req_id", 0, config.num_reqs, "block_table rows (num_reqs)")
+    if config.has_prefill:
+        if inputs.prefill_request_ids is None or inputs.prefill_starts is None:
+            raise InputError("the case has prefill rows (prefill_fraction > 0) but prefill_request_ids or "
+                             "prefill_starts is missing")
+        if tuple(inputs.prefill_request_ids.shape) != (config.tokens,):
+            raise InputError(f"prefill_request_ids has shape {tuple(inputs.prefill_request_ids.shape)} but the case "
+                             f"expects ({config.tokens},), one entry per token row")
+        prefills = inputs.prefill_starts.shape[0]
+        if prefills == 0:
+            raise InputError("prefill_starts is empty but the case has prefill rows (prefill_fraction > 0); "
+                             "it needs one start per prefill request")
+        # Any negative id means "not a prefill row" (SPEC §3 step 2): only the top is bounded.
+        _check_below(inputs.prefill_request_ids, "prefill_request_ids", None, prefills, "prefill_starts entries")
+
+
+def _check_below(t: torch.Tensor, name: str, low: Optional[int], high: int, what: str) -> None:
+    """InputError naming the first index of ``t`` outside [low, high)."""
+    bad = t >= high if low is None else (t < low) | (t >= high)
+    if bool(bad.any()):
+        first = int(torch.nonzero(bad.reshape(-1))[0])
+        allowed = f"below {high}" if low is None else f"in [{low}, {high})"
         raise InputError(
-            f"block_table has shape {bt} but the case expects ({config.num_reqs}, {config.blocks_per_req})"
+            f"{name}[{first}] = {int(t.reshape(-1)[first])} is outside the {high} {what}: every value must lie "
+            f"{allowed} (SPEC §2)"
         )
-    if config.has_prefill and (inputs.prefill_request_ids is None or inputs.prefill_starts is None):
-        raise InputError("the case has prefill rows but prefill_request_ids or prefill_starts is missing")
-    devices = {t.device for t in inputs.tensors().values()}
-    if len(devices) > 1:
-        raise InputError(f"inputs live on several devices ({', '.join(map(str, devices))}); move them to one")
+
+
+# Bytes a case needs per element, with room for the int64 intermediates of input
+# generation, the three implementations' outputs (A, B, oracle) and the reference.
+_BYTES_PER_LANE = 256
+_BYTES_PER_TABLE_ENTRY = 96
+_BYTES_PER_ROW = 128
+
+
+def bytes_needed(config: CaseConfig) -> int:
+    """A generous estimate of the memory one case needs at its peak."""
+    lanes = config.tokens * config.topk
+    entries = config.num_reqs * config.blocks_per_req
+    return lanes * _BYTES_PER_LANE + entries * _BYTES_PER_TABLE_ENTRY + (config.tokens + config.num_reqs) * _BYTES_PER_ROW
+
+
+def available_bytes(device: str) -> tuple[int, str]:
+    """(bytes free, where) for tensors on ``device``: free GPU memory for cuda, the
+    kernel's MemAvailable (else free physical pages) for the CPU."""
+    if str(device).startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free), "free GPU memory"
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "available host memory"
+    except (OSError, ValueError, IndexError):
+        pass
+    import os
+
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free host memory"
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62, "host memory (unknown)"  # no way to know: do not refuse
+
+
+def check_fits(config: CaseConfig, device: str) -> None:
+    """ResourceError when the case cannot fit in this machine's memory, before any
+    allocation (which would fail with a traceback or be killed by the OOM killer)."""
+    need = bytes_needed(config)
+    free, where = available_bytes(device)
+    if need > free:
+        raise ResourceError(
+            f"case {config.case_id} needs about {_gib(need)} but only {_gib(free)} of {where} is left "
+            f"(tokens x topk = {config.tokens * config.topk:,} lanes, num_reqs x blocks_per_req = "
+            f"{config.num_reqs * config.blocks_per_req:,} table entries); shrink tokens, topk, num_reqs or blocks_per_req"
+        )
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

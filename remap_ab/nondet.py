@@ -25,17 +25,19 @@ failure rule (``judge``):
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import torch
 
 from remap_ab import registry
 from remap_ab.compare import Output, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import ConfigError
-from remap_ab.inputs import CaseInputs, generate_inputs, tensor_sha256
+from remap_ab.errors import InternalError, UsageError
+from remap_ab.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
 from remap_ab.runner import poisoned_empty, reference
 
 CPU_CONDITIONS = ("schedules",)
@@ -62,7 +64,7 @@ def cpu_schedule_runs(runs: int) -> list[Run]:
     pairs += [("random", seed) for seed in range(runs - len(pairs))]
     return [
         Run(f"{policy}:{seed}" if policy in ("random", "tiles_rotated") else policy,
-            (lambda p=policy, s=seed: interpreter_schedule(p, s)))
+            functools.partial(interpreter_schedule, policy, seed))
         for policy, seed in pairs
     ]
 
@@ -93,9 +95,9 @@ def gpu_runs(condition: str, runs: int, load: Optional[SideStreamLoad] = None) -
         return [Run(f"quiet:{i}", contextlib.nullcontext) for i in range(runs)]
     if condition == "contended":
         if load is None:
-            raise ValueError("the contended condition needs a SideStreamLoad")
+            raise InternalError("the contended condition needs a SideStreamLoad")
         return [Run(f"contended:{i}", load.enqueue) for i in range(runs)]
-    raise ConfigError(f"condition {condition!r} is not one of {', '.join(GPU_CONDITIONS)}")
+    raise UsageError(f"condition {condition!r} is not one of {', '.join(GPU_CONDITIONS)}")
 
 
 def digest(t: Optional[torch.Tensor]) -> str:
@@ -245,7 +247,8 @@ def _check_against_oracle(m: Multiplicity, config: CaseConfig, inputs: CaseInput
         verdict = compare(config.case_id, output, output, ref, compacted=config.compacts,
                           counts_returned=config.counts_returned)
         if not verdict.passed:
-            m.contract_failures.append(f"output {out_hash} (first from {m.labels[out_hash]}): {verdict.first.line()}")
+            why = verdict.first.line() if verdict.first else verdict.status
+            m.contract_failures.append(f"output {out_hash} (first from {m.labels[out_hash]}): {why}")
 
 
 def run_nondet(
@@ -258,13 +261,15 @@ def run_nondet(
 ) -> list[Multiplicity]:
     """Characterise every (condition, case, implementation)."""
     if runs < 1:
-        raise ConfigError(f"runs={runs}: at least one run per case is needed")
+        raise UsageError(f"runs={runs}: at least one run per case is needed")
     impls = [registry.get(name) for name in impl_names]
     allowed = CPU_CONDITIONS if device == "cpu" else GPU_CONDITIONS
     bad = [c for c in conditions if c not in allowed]
     if bad:
-        raise ConfigError(f"condition(s) {', '.join(bad)} do not exist on {device}; choose from {', '.join(allowed)}")
+        raise UsageError(f"condition(s) {', '.join(bad)} do not exist on {device}; choose from {', '.join(allowed)}")
     load = SideStreamLoad() if "contended" in conditions else None
+    for config in configs:
+        check_fits(config, device)
     case_inputs = [generate_inputs(config, device=device) for config in configs]  # the same under every condition
     results = []
     for condition in conditions:

@@ -1,4 +1,4 @@
-"""The reference oracle: SPEC.md §3-§6 in vectorised torch, with no Triton in sight.
+"""The reference oracle: docs/spec.md §3-§6 in vectorised torch, with no Triton in sight.
 
 It exposes the same two functions as the kernels (SPEC §1), so the registry can name
 it like any other implementation. It is written for clarity, not speed: every rule is

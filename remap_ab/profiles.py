@@ -96,7 +96,8 @@ PROFILES = {
     "dev": Profile("dev", examples=15, derandomize=False, use_database=True, cpu_budget=_CPU_SMALL, cuda_budget=_CPU_SMALL),
     "nightly": Profile("nightly", examples=400, derandomize=False, use_database=True, cpu_budget=_CPU_LARGE, cuda_budget=_GPU_FULL),
     "gpu": Profile("gpu", examples=60, derandomize=False, use_database=False, cpu_budget=_GPU_FULL, cuda_budget=_GPU_FULL, needs_cuda=True),
-    "mutants": Profile("mutants", examples=40, derandomize=True, use_database=False, cpu_budget=_CPU_SMALL, cuda_budget=_CPU_SMALL, shrink=False),
+    "mutants": Profile("mutants", examples=40, derandomize=True, use_database=False, cpu_budget=_CPU_SMALL,
+                       cuda_budget=_CPU_SMALL, shrink=False),
 }
 
 _active: Optional[Profile] = None
@@ -111,7 +112,7 @@ def _device() -> str:
 def _register(profile: Profile) -> None:
     from hypothesis import HealthCheck, Phase, settings
 
-    kwargs = dict(
+    kwargs: dict = dict(
         max_examples=profile.examples,
         deadline=None,  # interpreter and JIT-compile times vary far more than any deadline
         derandomize=profile.derandomize,

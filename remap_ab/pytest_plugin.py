@@ -4,9 +4,10 @@ It is deliberately not a ``pytest11`` entry point: it turns the Triton interpret
 and installs Hypothesis profiles, which must not leak into other projects' test runs
 in an environment where remap-ab is installed.
 
-Loading it imports ``remap_ab`` first thing, which turns the Triton interpreter on
-when there is no GPU — before any test module can import triton — in the main
-process and in every xdist worker.
+Loading it, first thing, pins an xdist worker to its GPU and turns the Triton
+interpreter on when there is no GPU — before any test module can import triton or
+start CUDA — in the main process and in every xdist worker. (``import remap_ab``
+itself changes nothing: a library does not pick its caller's backend.)
 
 Options (each also settable by environment variable, for subprocesses):
   --remap-a / REMAP_AB_A        implementation A of the A/B properties (default old)
@@ -22,7 +23,10 @@ import os
 
 import pytest
 
-import remap_ab  # noqa: F401  (chooses the backend before triton is imported)
+from remap_ab import backend, gpus
+
+gpus.xdist_pin()  # pytest -n on several GPUs: pin this worker before CUDA starts
+backend.choose_early()  # the interpreter on a machine without CUDA, before triton is imported
 
 
 def pytest_addoption(parser):
@@ -64,8 +68,6 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    from remap_ab import backend
-
     if backend.cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -12,7 +12,7 @@ from types import ModuleType
 from remap_ab import backend
 from remap_ab.compare import OrderContract
 from remap_ab.config import CaseConfig
-from remap_ab.errors import ImplementationError
+from remap_ab.errors import ImplementationError, ImplementationOutputError, exception_line
 
 BUILTIN = {
     "old": "kernels_old",
@@ -80,27 +80,78 @@ class Implementation:
                 return_valid_counts=config.counts,
                 compact_valid_to_front=config.compact,
             )
-        if config.counts:
-            out, counts = result
-            return out, counts
-        return result, None
+        return checked_result(self.name, config, result, inputs.device)
+
+
+def _describe(value) -> str:
+    """What came back, in a few words: type, and dtype/shape/device for a tensor."""
+    import torch
+
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
+    if isinstance(value, (tuple, list)):
+        return f"a {len(value)}-element {type(value).__name__} ({', '.join(type(v).__name__ for v in value[:4])})"
+    return f"an object of type {type(value).__name__}"
+
+
+def checked_result(name: str, config: CaseConfig, result, device) -> tuple:
+    """``(out, counts)`` from what an implementation returned, or ImplementationOutputError
+    saying what came back: a tensor when counts are not asked for, a (tensor, tensor)
+    tuple when they are (SPEC §6), both on the inputs' device."""
+    import torch
+
+    if config.counts:
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ImplementationOutputError(
+                f"{name} returned {_describe(result)}; with return_valid_counts it must return (out, valid_counts)"
+            )
+        out, counts = result
+        parts: tuple[tuple[str, object], ...] = (("out", out), ("valid_counts", counts))
+    else:
+        out, counts = result, None
+        parts = (("out", out),)
+    for what, value in parts:
+        if not isinstance(value, torch.Tensor):
+            expected = "a tensor" if not config.counts else "(tensor, tensor)"
+            raise ImplementationOutputError(f"{name} returned {_describe(value)} as {what}; it must return {expected}")
+        if value.device != torch.device(device):
+            raise ImplementationOutputError(
+                f"{name} returned {what} on {value.device}, the inputs live on {device}"
+            )
+    return out, counts
 
 
 _cache: dict[str, Implementation] = {}
 
 
 def get(name: str) -> Implementation:
-    """Import (once) the implementation called ``name``."""
+    """Import (once) the implementation called ``name``. Whatever goes wrong while
+    importing it (an empty, relative or malformed name, ImportError, an exception or
+    SyntaxError inside the module) is an ImplementationError: one line, exit 2."""
     if name in _cache:
         return _cache[name]
     path = BUILTIN.get(name, name)
     if path != BUILTIN["oracle"]:
         backend.select(backend.chosen())  # fixes TRITON_INTERPRET before any @triton.jit import
+    if not isinstance(name, str) or not all(part.isidentifier() for part in path.split(".")):
+        raise ImplementationError(
+            f"implementation name {name!r} is not old, new, oracle or a dotted module path (like pkg.module)"
+        )
     try:
         module = importlib.import_module(path)
     except ImportError as exc:
         raise ImplementationError(
-            f"cannot import implementation {name!r} ({exc}); use old, new, oracle or a dotted module path on sys.path"
+            f"cannot import implementation {name!r} ({exception_line(exc)}); use old, new, oracle or a dotted "
+            f"module path on sys.path"
+        ) from None
+    except (Exception, SystemExit) as exc:  # any failure while importing the user's module is the user's
+        where = ""
+        if isinstance(exc, SyntaxError) and exc.filename:
+            where = f" at {exc.filename}:{exc.lineno}"
+        raise ImplementationError(
+            f"implementation {name!r} failed while importing{where}: {exception_line(exc)}; fix the module"
         ) from None
     missing = [fn for fn in API if not callable(getattr(module, fn, None))]
     if missing:
@@ -108,3 +159,9 @@ def get(name: str) -> Implementation:
     impl = Implementation(name=name, module_path=path, module=module)
     _cache[name] = impl
     return impl
+
+
+def forget(name: str) -> None:
+    """Drop ``name`` from the cache, so the next ``get`` imports it afresh (tests that
+    write a module, use it and delete it)."""
+    _cache.pop(name, None)

@@ -17,8 +17,8 @@ import torch
 from remap_ab import backend, oracle, registry
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import RemapABError, exception_line
-from remap_ab.inputs import CaseInputs, check_inputs, generate_inputs, ragged_arange
+from remap_ab.errors import InternalError, exception_line
+from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, ragged_arange
 
 
 @contextlib.contextmanager
@@ -176,7 +176,7 @@ def reference_batch(configs: list, inputs: list) -> list[Reference]:
             Reference(
                 lanes=case_lanes,
                 valid=flat_valid[lane : lane + n].view(shape),
-                out=flat_out[lane : lane + n].view(shape) if c.compacts else case_lanes,
+                out=flat_out[lane : lane + n].view(shape) if flat_out is not None and c.compacts else case_lanes,
                 counts=counts[row : row + c.tokens],
             )
         )
@@ -231,10 +231,12 @@ def run_case(
     ``memcheck``: also check every memory access of ``a`` and ``b`` (memcheck.py);
     an access outside every argument tensor fails the case."""
     dev = backend.select(device)
+    if inputs is not None:
+        check_inputs(config, inputs)
+    check_fits(config, dev)
     if inputs is None:
         inputs = generate_inputs(config, device=dev)
     else:
-        check_inputs(config, inputs)
         inputs = inputs.to(dev)
     impl_a, impl_b = registry.get(a), registry.get(b)
     out_a = run_implementation(impl_a, config, inputs, schedule, memcheck=memcheck)
@@ -250,6 +252,8 @@ def run_case(
         from remap_ab import memcheck as memcheck_module
 
         memcheck_module.judge(verdict, (out_a, out_b), memcheck_module.replay_command(config, a, b, dev))
-    if out_o.error is None and (not torch.equal(out_o.out, ref.out)):
-        raise RemapABError(f"internal: the oracle's API disagrees with its reference on case {config.case_id}; please file a bug")
+    if out_o.error is not None:
+        raise InternalError(f"the oracle's API raised on case {config.case_id}: {out_o.error}")
+    if out_o.out is None or not torch.equal(out_o.out, ref.out):
+        raise InternalError(f"the oracle's API disagrees with its reference on case {config.case_id}")
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)

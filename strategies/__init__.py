@@ -16,8 +16,8 @@ Sizes follow the active profile (``remap_ab.profiles``): the same strategy draws
 16-token cases on the interpreter and 1024-token ones on a GPU.
 """
 
-from strategies.classes import REQUIRED_CLASSES, case_classes, record_classes
-from strategies.configs import (
+from .classes import REQUIRED_CLASSES, case_classes, record_classes
+from .configs import (
     NON_POW2_TOPKS,
     POW2_TOPKS,
     SCHEDULE_POLICIES,
@@ -30,9 +30,9 @@ from strategies.configs import (
     single_tile_configs,
     tiled_compaction_configs,
 )
-from strategies.coverage import ClassCoverage, coverage_of, drawn_examples
-from strategies.regressions import REGRESSIONS, regressions
-from strategies.replay import failure_message, replay_command, write_failure_report
+from .coverage import ClassCoverage, coverage_of, drawn_examples
+from .regressions import REGRESSIONS, regressions
+from .replay import failure_message, replay_command, write_failure_report
 
 __all__ = [
     "ClassCoverage",

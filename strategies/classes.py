@@ -12,7 +12,8 @@ visit (``tests/test_coverage.py``).
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 import torch
 
@@ -153,7 +154,7 @@ def _input_classes(c: CaseConfig, inputs: CaseInputs, valid: torch.Tensor, lanes
     # Huge tables hold non-negative ids, so a valid lane below zero wrapped.
     if c.table == "huge" and bool((valid & (lanes < 0)).any()):
         yield "table: int32 wrap of base * BLOCK_SIZE"
-    if c.has_prefill and bool((inputs.prefill_request_ids >= 0).any()):
+    if c.has_prefill and inputs.prefill_request_ids is not None and bool((inputs.prefill_request_ids >= 0).any()):
         yield "prefill: rows present"
     if c.num_reqs > 1 and inputs.req_id.unique().numel() > 1:
         yield "requests: several in one batch"

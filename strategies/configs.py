@@ -11,12 +11,12 @@ the defaults only where the bug needs it, and its replay command stays short.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from hypothesis import strategies as st
 
-from remap_ab import profiles
-from remap_ab import config
+from remap_ab import config, profiles
 from remap_ab.config import INT32_MAX, CaseConfig
 
 # K = NUM_TOPK_TOKENS. Powers of two take the new kernel's single-tile path when it

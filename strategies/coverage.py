@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from remap_ab.config import CaseConfig
-from strategies.classes import REQUIRED_CLASSES, case_classes
+
+from .classes import REQUIRED_CLASSES, case_classes
 
 
 def drawn_examples(test: Callable, **fixtures) -> list[dict]:

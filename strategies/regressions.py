@@ -7,8 +7,8 @@ runs where a GPU makes it cheap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from hypothesis import example
 

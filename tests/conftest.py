@@ -1,2 +1,128 @@
-# The suite's options, fixtures, profiles and GPU pinning (remap_ab/pytest_plugin.py).
+"""The suite's shared set-up.
+
+- The remap-ab pytest plugin (options, fixtures, profiles, GPU pinning, the backend):
+  ``remap_ab/pytest_plugin.py``.
+- ``remap_ab.strategies`` bound to this checkout's ``strategies/`` folder. An install
+  maps it there through setuptools' package-dir (pyproject.toml); a checkout tested
+  without installing it, or a worktree whose editable install points elsewhere, gets
+  the same mapping here, so pytest always tests the strategies it runs beside.
+- ``broken_impl``: the one fixture that writes an implementation module into a
+  temporary folder on sys.path, for tests that feed remap-ab a broken kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import itertools
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = ("remap_ab.pytest_plugin",)
+
+ROOT = Path(__file__).resolve().parent.parent
+STRATEGIES = ROOT / "strategies"
+
+
+class _CheckoutStrategies(importlib.abc.MetaPathFinder):
+    """Finds ``remap_ab.strategies`` in this checkout's ``strategies/`` (its submodules
+    are then found through the package's search path, like any package's)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "remap_ab.strategies":
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, STRATEGIES / "__init__.py", submodule_search_locations=[str(STRATEGIES)]
+        )
+
+
+if not any(isinstance(f, _CheckoutStrategies) for f in sys.meta_path):
+    sys.meta_path.insert(0, _CheckoutStrategies())
+
+
+# A wrapper around a real implementation whose ``_break(out, counts, compact)`` spoils
+# its result: compact says whether the call compacted (DCP wrapper, size > 1).
+_PATCH_TEMPLATE = '''
+import torch
+import {base} as _real
+if hasattr(_real, "_remap_tiling"):  # the same launch shape, so the same order contract
+    _remap_tiling = _real._remap_tiling
+
+def _break(out, counts, compact):
+{body}
+    return out, counts
+
+def triton_convert_req_index_to_global_index(*args, **kwargs):
+    res = _real.triton_convert_req_index_to_global_index(*args, **kwargs)
+    out, counts = res if isinstance(res, tuple) else (res, None)
+    out, counts = _break(out, counts, False)
+    return (out, counts) if counts is not None else out
+
+def triton_filter_and_convert_dcp_index(*args, **kwargs):
+    res = _real.triton_filter_and_convert_dcp_index(*args, **kwargs)
+    out, counts = res if isinstance(res, tuple) else (res, None)
+    size = args[3] if len(args) > 3 else kwargs["dcp_size"]
+    compact = kwargs.get("compact_valid_to_front", True) and size > 1
+    out, counts = _break(out, counts, compact)
+    return (out, counts) if counts is not None else out
+'''
+
+_names = itertools.count()
+
+
+class BrokenImpl:
+    """``broken_impl(source)`` or ``broken_impl(patch=..., base=...)`` -> the dotted
+    name of a fresh module in a temporary folder on sys.path.
+
+    source  the whole module (dedented), e.g. one that raises at import or returns None;
+    patch   the body of ``_break(out, counts, compact)`` applied to ``base``'s result
+            (default kernels_new), e.g. ``"out = out.clone(); out[0, 0] += 1"``;
+    name    the module name (default: a fresh ``broken_<n>``, so no cache aliases it).
+
+    ``folder`` is the temporary folder and ``env()`` an environment whose PYTHONPATH
+    has it, for tests that run remap-ab in a subprocess."""
+
+    def __init__(self, folder: Path, monkeypatch):
+        self.folder = folder
+        self.names: list[str] = []
+        monkeypatch.syspath_prepend(str(folder))
+
+    def __call__(self, source: str | None = None, *, patch: str | None = None, base: str = "kernels_new",
+                 name: str | None = None) -> str:
+        if (source is None) == (patch is None):
+            raise TypeError("give either source or patch")
+        name = name or f"broken_{os.getpid()}_{next(_names)}"
+        if patch is not None:
+            source = _PATCH_TEMPLATE.format(base=base, body=textwrap.indent(textwrap.dedent(patch).strip(), "    "))
+        assert source is not None
+        (self.folder / f"{name}.py").write_text(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        self.names.append(name)
+        return name
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.folder), str(ROOT), env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def forget(self) -> None:
+        from remap_ab import registry
+
+        for name in self.names:
+            sys.modules.pop(name, None)
+            registry.forget(name)
+
+
+@pytest.fixture
+def broken_impl(tmp_path, monkeypatch):
+    """See BrokenImpl: a broken implementation module, by source or by patch."""
+    folder = tmp_path / "impls"
+    folder.mkdir()
+    maker = BrokenImpl(folder, monkeypatch)
+    yield maker
+    maker.forget()

@@ -12,11 +12,11 @@ import shlex
 
 import pytest
 from hypothesis import given, settings
+from remap_ab.strategies import REQUIRED_CLASSES, case_configs, replay_command, schedules
+from remap_ab.strategies.coverage import coverage_of, drawn_examples
 
 from remap_ab import profiles
 from remap_ab.cli import build_parser, config_from_args
-from strategies import REQUIRED_CLASSES, case_configs, replay_command, schedules
-from strategies.coverage import coverage_of, drawn_examples
 
 PROPERTY_MODULES = sorted(p.stem for p in pathlib.Path(__file__).parent.glob("test_properties_*.py"))
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from remap_ab.config import CaseConfig
-from remap_ab.errors import ConfigError, InputError
+from remap_ab.errors import ConfigError, InputError, InternalError
 from remap_ab.inputs import generate_inputs
 from remap_ab.runner import run_case
 
@@ -104,3 +104,137 @@ def test_run_command_prints_verdict_and_replays():
     )
     assert proc.returncode == 0, proc.stderr
     assert f"case {config.case_id}: PASS" in proc.stdout
+
+
+# --- how the command line turns exceptions into exit statuses -------------------------
+
+
+def _fake_command(monkeypatch, exc):
+    """Make `remap-ab run` raise ``exc`` as its first act."""
+    from remap_ab.commands import run as run_command
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setattr(run_command, "main", boom)
+
+
+@pytest.mark.parametrize(
+    "exc,status,needle",
+    [
+        (InputError("bad\ninput"), 2, "remap-ab run: error: bad input"),
+        (InternalError("the oracle disagrees"), 3, "internal: the oracle disagrees (a remap-ab bug"),
+        (ValueError("surprise\nacross lines"), 3, "internal error: ValueError: surprise across lines (a remap-ab bug; "
+                                                  "rerun with REMAP_AB_TRACEBACK=1"),
+        (KeyError("k"), 3, "internal error: KeyError: 'k'"),
+    ],
+)
+def test_every_exception_is_one_line_with_its_status(monkeypatch, capsys, exc, status, needle):
+    from remap_ab import cli
+
+    monkeypatch.delenv("REMAP_AB_TRACEBACK", raising=False)
+    _fake_command(monkeypatch, exc)
+    assert cli.main(["run"]) == status
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err, err
+
+
+def test_traceback_only_when_asked(monkeypatch, capsys):
+    from remap_ab import cli
+
+    monkeypatch.setenv("REMAP_AB_TRACEBACK", "1")
+    _fake_command(monkeypatch, ValueError("surprise"))
+    assert cli.main(["run"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.rstrip().endswith("for the traceback)")
+
+
+def test_a_closed_stdout_ends_quietly(monkeypatch, capsys):
+    # `remap-ab report --json | head`: the reader leaves; no traceback, no message.
+    from remap_ab import cli
+
+    _fake_command(monkeypatch, BrokenPipeError(32, "Broken pipe"))
+    assert cli.main(["run"]) == cli.CLOSED_STDOUT_STATUS
+    assert capsys.readouterr().err == ""
+
+
+def test_the_oracle_disagreeing_with_itself_is_internal(monkeypatch):
+    # Not the user's fault: InternalError (exit 3), never a RemapABError (exit 2).
+    from remap_ab import runner
+
+    real = runner.reference
+
+    def shifted(config, inputs):
+        import dataclasses
+
+        ref = real(config, inputs)
+        return dataclasses.replace(ref, out=ref.out + 1)
+
+    monkeypatch.setattr(runner, "reference", shifted)
+    with pytest.raises(InternalError, match="oracle's API disagrees with its reference"):
+        run_case(CaseConfig(topk=128, tokens=1))
+
+
+def test_run_help_documents_every_case_option():
+    # Meaning, default and allowed values, from CaseConfig's field metadata.
+    from dataclasses import fields
+
+    from remap_ab import cli
+    from remap_ab.config import field_help
+
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    squeezed = "".join(help_text.split())  # argparse wraps lines (at hyphens too)
+    for f in fields(CaseConfig):
+        assert "--" + f.name.replace("_", "-") in help_text
+        assert "".join(field_help(f.name).split()) in squeezed, f.name
+    assert "".join("one of minus_one, any; default minus_one".split()) in squeezed
+    assert "(defaulton)" in squeezed  # booleans say on/off
+
+
+def test_strict_types_in_the_api_and_coercion_from_text():
+    with pytest.raises(ConfigError, match="tokens='3' is a str, not an int"):
+        CaseConfig(tokens="3")
+    with pytest.raises(ConfigError, match="tokens=True is a bool"):
+        CaseConfig(tokens=True)
+    with pytest.raises(ConfigError, match="compact='no' is a str, not a bool"):
+        CaseConfig(compact="no")
+    assert CaseConfig(invalid_ratio=0) == CaseConfig(invalid_ratio=0.0)
+    assert CaseConfig(invalid_ratio=0).case_id == CaseConfig(invalid_ratio=0.0).case_id
+    assert CaseConfig.from_dict({"tokens": "3", "compact": "false", "invalid_ratio": "0"}) == CaseConfig(
+        tokens=3, compact=False, invalid_ratio=0.0
+    )
+
+
+def test_saved_inputs_are_checked_before_any_kernel(monkeypatch):
+    # The registry must not even be consulted: a bad req_id would read out of bounds.
+    from remap_ab import registry
+
+    def no_kernels(name):
+        raise AssertionError("an implementation was imported before the inputs were checked")
+
+    monkeypatch.setattr(registry, "get", no_kernels)
+    config = CaseConfig(mode="convert", topk=128, tokens=2, prefill_fraction=0.5)
+    inputs = _inputs(config)
+    inputs.prefill_request_ids = torch.tensor([-1, 7], dtype=torch.int32)
+    with pytest.raises(InputError, match=r"prefill_request_ids\[1\] = 7"):
+        run_case(config, inputs=inputs)
+
+
+def test_implementation_output_is_checked(broken_impl):
+    impl = broken_impl("""
+        def triton_convert_req_index_to_global_index(*args, **kwargs):
+            return None
+        triton_filter_and_convert_dcp_index = triton_convert_req_index_to_global_index
+    """)
+    v = run_case(CaseConfig(topk=128, tokens=1), "old", impl).verdict
+    assert v.status == "error" and not v.passed
+    assert f"{impl} returned None; with return_valid_counts it must return (out, valid_counts)" in v.describe()
+
+
+def test_memory_bound_says_which_limit(monkeypatch):
+    from remap_ab import inputs as inputs_module
+    from remap_ab.errors import ResourceError
+
+    monkeypatch.setattr(inputs_module, "available_bytes", lambda device: (1 << 20, "available host memory"))
+    with pytest.raises(ResourceError, match="only 1.0 MiB of available host memory"):
+        run_case(CaseConfig(topk=2048, tokens=8))

@@ -5,7 +5,6 @@ in the interpreter."""
 from __future__ import annotations
 
 import json
-import textwrap
 from collections import Counter
 
 import pytest
@@ -78,16 +77,13 @@ def test_an_error_is_a_failure():
 
 
 @pytest.fixture
-def racy_single_tile_module(tmp_path, monkeypatch):
+def racy_single_tile_module(broken_impl):
     """A broken "new": it declares the single-tile shape (so its order contract promises
     column order) but launches the old tiled kernel with its atomic slot allocator."""
-    name = "broken_racy_single_tile"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent("""
+    return broken_impl("""
         from kernels_old import triton_convert_req_index_to_global_index, triton_filter_and_convert_dcp_index
         from kernels_new import _remap_tiling
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return name
+    """)
 
 
 def test_failure_rule_fires_for_an_order_nondeterministic_single_tile(racy_single_tile_module, tmp_path):
@@ -118,3 +114,12 @@ def test_cli_rejects_a_gpu_condition_on_cpu_in_one_line(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "contended" in err
+
+
+def test_artifacts_land_under_the_shared_root(tmp_path, capsys):
+    # Without --out, nondet writes beside the sweep's runs: <root>/nondet/<time>-<device>/.
+    rc = cli.main(["nondet", "--topk", "128", "--tokens", "1", "--runs", "1", "--root", str(tmp_path)])
+    assert rc == 0, capsys.readouterr()
+    [folder] = (tmp_path / "nondet").iterdir()
+    assert (folder / "nondet.json").is_file() and (folder / "nondet.csv").is_file()
+    assert str(folder / "nondet.csv") in capsys.readouterr().out

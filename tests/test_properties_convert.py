@@ -2,10 +2,10 @@
 wrapper at dcp_size 1, which must delegate to it."""
 
 from hypothesis import given
-
 from property_support import assert_verdict_passes, fail, run
+from remap_ab.strategies import case_configs, regressions
+
 from remap_ab import profiles
-from strategies import case_configs, regressions
 
 
 @given(config=case_configs(modes=("convert",)))

@@ -2,10 +2,10 @@
 interleave, in place and compacted (SPEC §3.3, §5, §7)."""
 
 from hypothesis import given
-
 from property_support import assert_verdict_passes, run
+from remap_ab.strategies import case_configs, regressions
+
 from remap_ab import profiles
-from strategies import case_configs, regressions
 
 
 @given(config=case_configs(modes=("dcp",), dcp_sizes=(4, 2), compact=False))

@@ -4,11 +4,11 @@ tile is in column order on every path, and counts count the non-(-1) lanes."""
 
 import torch
 from hypothesis import given
-
 from property_support import assert_verdict_passes, fail, run
+from remap_ab.strategies import case_configs, regressions, single_tile_configs
+
 from remap_ab import profiles
 from remap_ab.compare import tile_segments
-from strategies import case_configs, regressions, single_tile_configs
 
 
 @given(config=single_tile_configs(modes=("dcp",), dcp_sizes=(4, 2), compact=True))

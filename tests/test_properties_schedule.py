@@ -15,11 +15,11 @@ run there and accept any admissible one).
 import pytest
 import torch
 from hypothesis import event, given
-
 from property_support import assert_verdict_passes, fail, on_interpreter, run
+from remap_ab.strategies import regressions, schedules, single_tile_configs, tiled_compaction_configs
+
 from remap_ab import profiles
 from remap_ab.compare import _is_segment_permutation, tile_segments
-from strategies import regressions, schedules, single_tile_configs, tiled_compaction_configs
 
 pytestmark = pytest.mark.skipif(not on_interpreter(), reason="program schedules need the Triton interpreter (no CUDA)")
 

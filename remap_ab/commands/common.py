@@ -1,21 +1,45 @@
-"""Helpers the measuring commands (nondet, bench) share: option parsing, the
-environment record written beside every artifact, and chart drawing that never costs
-the measurements."""
+"""Helpers the commands share: the case-configuration options (run), option parsing,
+the environment record written beside every artifact, and chart drawing that never
+costs the measurements (nondet, bench)."""
 
 from __future__ import annotations
 
+import argparse
 import platform
+from dataclasses import fields
 
-from remap_ab.errors import ConfigError
+from remap_ab.config import FIELD_TYPES, CaseConfig, field_help
+from remap_ab.errors import UsageError
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One option per CaseConfig field (booleans get --x / --no-x); each option's help
+    is the field's own documentation, so meaning, default and choices live in config.py."""
+    group = parser.add_argument_group("case configuration")
+    for f in fields(CaseConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if FIELD_TYPES[f.name] is bool:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=field_help(f.name))
+        else:
+            group.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(), type=str,
+                               help=field_help(f.name))
+
+
+def config_from_args(args: argparse.Namespace, base: CaseConfig | None = None) -> CaseConfig:
+    """The CaseConfig the options name (over ``base``'s values when given)."""
+    given = {f.name: getattr(args, f.name) for f in fields(CaseConfig) if getattr(args, f.name, None) is not None}
+    merged = {**(base.to_dict() if base else {}), **given}
+    return CaseConfig.from_dict(merged)
 
 
 def int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ConfigError(f"{option} {text!r} must be comma-separated integers, e.g. 1,2,8") from None
+        raise UsageError(f"{option} {text!r} must be comma-separated integers, e.g. 1,2,8") from None
     if not values:
-        raise ConfigError(f"{option} is empty; give at least one value")
+        raise UsageError(f"{option} is empty; give at least one value")
     return values
 
 

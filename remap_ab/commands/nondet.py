@@ -3,10 +3,10 @@ is run many times: on a GPU quiet and with a contending side stream, on the CPU 
 permuted interpreter schedules (each schedule is one run).
 
 Writes nondet.json, nondet.csv and a chart (nondet.png with matplotlib, else
-nondet.svg) into --out. Exit status: 0 when the failure rule holds (an implementation
-that promises column order — the new kernel as a single tile — gives exactly one
-output; counts never vary; every output meets the SPEC), 1 when it is broken, 2 on bad
-input. Tiled implementations' multiplicity is reported, never failed.
+nondet.svg) into <root>/nondet/<time>-<device>/ (or --out), beside the sweep's runs.
+Exit status: 0 when the failure rule holds (an implementation that promises column
+order — the new kernel as a single tile — gives exactly one output; counts never vary;
+every output meets the SPEC), 1 when it is broken, 2 on bad input. Tiled implementations' multiplicity is reported, never failed.
 """
 
 from __future__ import annotations
@@ -15,35 +15,51 @@ import json
 from pathlib import Path
 
 from remap_ab.commands.common import draw_chart, environment, int_list
+from remap_ab.errors import UsageError
+from remap_ab.options import add_device, add_root, checked_output_dir, non_negative_int, positive_int
 
 CPU_DEFAULT_TOKENS = "1,2,8"  # 256 tokens of the old kernel at K=2048 is ~20 s a run in the interpreter
 GPU_DEFAULT_TOKENS = "1,2,8,256"
 
 
 def add_arguments(p):
-    p.add_argument("--impls", default="old,new", help="comma-separated implementations (default old,new)")
+    # Not --a/--b: nondet characterises each implementation on its own, one or many.
+    p.add_argument("--impls", default="old,new",
+                   help="comma-separated implementations, each characterised on its own: old, new, oracle or a "
+                        "dotted module path (default old,new)")
     p.add_argument("--topk", default="2048,384", help="K values: one class each (default 2048,384: single tile vs tiled)")
     p.add_argument("--tokens", default=None, help=f"token counts (default {GPU_DEFAULT_TOKENS} on GPU, {CPU_DEFAULT_TOKENS} on CPU)")
-    p.add_argument("--runs", type=int, default=None, help="runs per case and condition (default 20 on GPU; 8 schedules on CPU)")
+    p.add_argument("--runs", type=positive_int, default=None, help="runs per case and condition (default 20 on GPU; 8 schedules on CPU)")
     p.add_argument("--conditions", default=None, help="GPU: quiet,contended (default both); CPU: schedules")
-    p.add_argument("--dcp-size", type=int, default=4, help="DCP world size (default 4; rank 0 is run)")
+    p.add_argument("--dcp-size", type=positive_int, default=4,
+                   help="DCP world size, 2 or more: size 1 has no compaction to study (default 4; rank 0 is run)")
     p.add_argument("--invalid-ratio", type=float, default=0.3, help="fraction of -1 lanes (default 0.3)")
-    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default: cuda when present")
-    p.add_argument("--out", default="runs/nondet", help="folder for the artifacts (default runs/nondet)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="input seed (default 0)")
+    add_device(p)
+    add_root(p, "the nondet/ artifacts, beside the sweep's runs")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for the artifacts (default <root>/nondet/<time>-<device>)")
 
 
 def main(args) -> int:
-    from remap_ab import backend
-    from remap_ab import nondet
+    from remap_ab import backend, nondet
 
+    if args.dcp_size < 2:
+        raise UsageError(f"--dcp-size {args.dcp_size}: nondet studies DCP compaction, which needs 2 or more ranks "
+                         f"(size 1 delegates to the plain convert and compacts nothing)")
+    impl_names = [n.strip() for n in args.impls.split(",") if n.strip()]
+    if not impl_names:
+        raise UsageError(f"--impls {args.impls!r} names no implementation; give e.g. old,new")
     device = backend.select(args.device)
+    out_dir = checked_output_dir(args.out or _default_out(args.root, device), "--out" if args.out else "--root")
     on_gpu = device == "cuda"
     tokens = int_list(args.tokens or (GPU_DEFAULT_TOKENS if on_gpu else CPU_DEFAULT_TOKENS), "--tokens")
     topks = int_list(args.topk, "--topk")
     runs = args.runs if args.runs is not None else (20 if on_gpu else 8)
-    conditions = [c for c in (args.conditions or ",".join(nondet.GPU_CONDITIONS if on_gpu else nondet.CPU_CONDITIONS)).split(",") if c]
-    impl_names = [n for n in args.impls.split(",") if n]
+    default_conditions = ",".join(nondet.GPU_CONDITIONS if on_gpu else nondet.CPU_CONDITIONS)
+    conditions = [c.strip() for c in (args.conditions or default_conditions).split(",") if c.strip()]
+    if not conditions:
+        raise UsageError(f"--conditions {args.conditions!r} names no condition; give e.g. {default_conditions}")
     configs = nondet.nondet_cases(topks, tokens, dcp_size=args.dcp_size, invalid_ratio=args.invalid_ratio, seed=args.seed)
 
     env = environment(device)
@@ -56,8 +72,6 @@ def main(args) -> int:
                                  flush=True),
     )
 
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     frame = nondet.table(results)
     frame.to_csv(out_dir / "nondet.csv", index=False)
     meta = dict(env)
@@ -84,6 +98,12 @@ def main(args) -> int:
     return 0
 
 
+def _default_out(root: str, device: str) -> Path:
+    import time
+
+    return Path(root) / "nondet" / f"{time.strftime('%Y%m%d-%H%M%S')}-{device}"
+
+
 def _chart(out_dir: Path, results, where: str) -> Path:
     from remap_ab.charts import bar_chart
 
@@ -95,4 +115,5 @@ def _chart(out_dir: Path, results, where: str) -> Path:
             groups.append(group)
         series.setdefault(m.impl, {})[group] = float(m.distinct_outputs)
     values = {impl: [per.get(g, float("nan")) for g in groups] for impl, per in series.items()}
-    return bar_chart(out_dir / "nondet", f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}", groups, values, "distinct outputs")
+    title = f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}"
+    return bar_chart(out_dir / "nondet", title, groups, values, "distinct outputs")

@@ -10,19 +10,19 @@ from __future__ import annotations
 import json
 import sys
 
-from remap_ab.cli import add_config_arguments, config_from_args
-from remap_ab.options import add_memcheck
+from remap_ab.commands.common import add_config_arguments, config_from_args
+from remap_ab.options import add_device, add_implementations, add_memcheck
 
 
 def add_arguments(p):
-    p.add_argument("--a", default="old", help="implementation A: old, new, oracle or a dotted module path (default old)")
-    p.add_argument("--b", default="new", help="implementation B (default new)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default: cuda when present")
+    add_implementations(p)
+    add_device(p)
     p.add_argument("--inputs", metavar="PATH", help="run on tensors saved with torch.save instead of generated ones")
     p.add_argument(
         "--schedule",
         metavar="POLICY[:SEED]",
-        help="CPU only: run the interpreter's programs in this order (row_major, reversed, random, tiles_reversed, tiles_rotated)",
+        help="CPU only: run the interpreter's programs in this order: row_major, reversed, random, tiles_reversed "
+             "or tiles_rotated, with an optional integer seed (default: the interpreter's own row-major order)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     add_memcheck(p)
@@ -39,14 +39,17 @@ def main(args) -> int:
     schedule = _schedule(args.schedule, device) if args.schedule else None
     result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule, memcheck=args.memcheck)
     v = result.verdict
+    ran = _schedule_name(args.schedule, device)
     if args.json:
         json.dump(
-            {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "verdict": v.to_dict()}, sys.stdout, indent=2
+            {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran, "verdict": v.to_dict()},
+            sys.stdout, indent=2,
         )
         print()
     else:
         print(f"case {config.case_id}  ({args.a} vs {args.b}, oracle checked, on {device})")
         print(f"  config: {config.cli_args() or '(defaults)'}")
+        print(f"  schedule: {ran}")
         shas = result.inputs.sha256()
         print("  inputs sha256: " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
         for impl in (result.a, result.b):
@@ -70,6 +73,8 @@ def _load_inputs(path: str):
         raise InputError(f"cannot read input file {path} ({type(exc).__name__}); save a dict of int32 tensors with torch.save") from None
     if not isinstance(data, dict):
         raise InputError(f"{path} holds a {type(data).__name__}, not a dict of tensors")
+    if not all(isinstance(k, str) for k in data):
+        raise InputError(f"{path} has non-string keys; save a dict of tensors named by their SPEC §2 names")
     known = {"req_id", "block_table", "token_indices", "prefill_request_ids", "prefill_starts"}
     missing = {"req_id", "block_table", "token_indices"} - set(data)
     if missing or set(data) - known:
@@ -77,17 +82,27 @@ def _load_inputs(path: str):
     return CaseInputs(**data)
 
 
+def _schedule_name(spec, device: str) -> str:
+    """Which program schedule ran, said plainly."""
+    if device != "cpu":
+        return "the GPU's own (not controlled)"
+    if not spec:
+        return "row_major (the interpreter's own order)"
+    policy, _, seed = spec.partition(":")
+    return f"{policy}:{int(seed or 0)}"
+
+
 def _schedule(spec: str, device: str):
-    from remap_ab.errors import ConfigError
+    from remap_ab.errors import UsageError
     from remap_ab.schedule import POLICIES, interpreter_schedule
 
     if device != "cpu":
-        raise ConfigError("--schedule permutes the Triton interpreter's programs; it needs --device cpu")
+        raise UsageError("--schedule permutes the Triton interpreter's programs; it needs --device cpu")
     policy, _, seed = spec.partition(":")
     if policy not in POLICIES:
-        raise ConfigError(f"--schedule {policy!r} is not one of {', '.join(POLICIES)}")
+        raise UsageError(f"--schedule {policy!r} is not one of {', '.join(POLICIES)}")
     try:
         seed_value = int(seed or 0)
     except ValueError:
-        raise ConfigError(f"--schedule seed {seed!r} is not an integer") from None
+        raise UsageError(f"--schedule seed {seed!r} is not an integer") from None
     return lambda: interpreter_schedule(policy, seed_value)
