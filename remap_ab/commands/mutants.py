@@ -71,7 +71,7 @@ def main(args) -> int:
 
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
-    selected = M.catalogue(_selected_ids(args.only))
+    selected = M.select(_selected_ids(args.only))
     if args.list:
         _list(M, selected, args.verbose)
         return 0

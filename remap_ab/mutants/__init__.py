@@ -2,7 +2,7 @@
 must catch. One module per job:
 
     catalogue.toml  the mutants, as data (how to add one: docs/mutants.md)
-    catalogue.py    reads and checks it: ``Mutant``, ``catalogue()``, ``get()``
+    catalogue.py    reads and checks it: ``Mutant``, ``select()``, ``get()``
     generate.py     a mutant as package ``mutant_<id>``: the target kernel plus its edits
     subset.py       the cases the checks run: the sweep subset, the race cases
     witness.py      proof that a mutant changes an output of the real kernel
@@ -15,7 +15,8 @@ must catch. One module per job:
 """
 
 from remap_ab.errors import MutantError
-from remap_ab.mutants.catalogue import Mutant, catalogue, get
+from remap_ab.mutants import catalogue
+from remap_ab.mutants.catalogue import Mutant, get, select
 from remap_ab.mutants.checks import CHECKS, CheckResult
 from remap_ab.mutants.generate import kernel_source, materialize, mutated_source
 from remap_ab.mutants.session import MutantResult, plan, run_all
@@ -37,4 +38,5 @@ __all__ = [
     "mutated_source",
     "plan",
     "run_all",
+    "select",
 ]

@@ -155,7 +155,7 @@ def load() -> tuple[Mutant, ...]:
     return parse(data)
 
 
-def catalogue(only=None) -> list[Mutant]:
+def select(only=None) -> list[Mutant]:
     """The catalogue, or the mutants named in ``only`` (ids), in catalogue order."""
     mutants = load()
     if not only:
@@ -169,4 +169,4 @@ def catalogue(only=None) -> list[Mutant]:
 
 
 def get(mutant_id: str) -> Mutant:
-    return catalogue([mutant_id])[0]
+    return select([mutant_id])[0]

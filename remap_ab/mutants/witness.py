@@ -17,7 +17,7 @@ from remap_ab import registry
 from remap_ab.config import CaseConfig
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import Mutant
-from remap_ab.mutants.subset import RACE_RUNS, sweep_subset
+from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Witness:
     original: object = None
     mutant: object = None
     lanes: int = 0
-    source: str = "declared"  # the "declared" witness, or the "sweep" subset
+    source: str = "declared"  # the "declared" witness, a "race" case, or the "sweep" subset
     run: str = ""  # which repeated run showed it (racy mutants on a GPU), else ""
 
     def line(self) -> str:
@@ -126,8 +126,14 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
 def find_witness(m: Mutant, device: Optional[str] = None, declared_only: bool = False) -> tuple[Optional[Witness], int]:
     """The declared witness case first, then (unless ``declared_only``) the sweep
     subset: (witness or None, cases tried)."""
+    from remap_ab import backend
+
+    device = device or backend.current()
     corpus = [(m.witness_config(), "declared")]
     if not declared_only:
+        if m.needs_gpu and device == "cuda":
+            # Many rows and tiles at once: where a race has its best chance.
+            corpus += [(c, "race") for c in race_cases(m, device)[1:]]
         corpus += [(c.config, "sweep") for c in sweep_subset()]
     for tried, (config, source) in enumerate(corpus, 1):
         w = compare_to_original(m, config, source, device)
