@@ -9,6 +9,7 @@ harness or kernel problem, never a kill).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -74,6 +75,15 @@ def run_sweep(m: Mutant, device: str, full: bool = False) -> CheckResult:
     return res
 
 
+@functools.lru_cache(maxsize=1)
+def side_stream_load():
+    """The contending side stream (``nondet.SideStreamLoad``), made once per process:
+    it holds three large matrices on the GPU."""
+    from remap_ab.nondet import SideStreamLoad
+
+    return SideStreamLoad()
+
+
 def _race_plans(device: str):
     """(condition, runs) pairs: the adversarial program orders on the CPU; a quiet
     device and a contending side stream on a GPU."""
@@ -82,8 +92,7 @@ def _race_plans(device: str):
     n = RACE_RUNS[device]
     if device == "cpu":
         return [("schedules", nondet.cpu_schedule_runs(n))]
-    load = nondet.SideStreamLoad()
-    return [("quiet", nondet.gpu_runs("quiet", n)), ("contended", nondet.gpu_runs("contended", n, load))]
+    return [("quiet", nondet.gpu_runs("quiet", n)), ("contended", nondet.gpu_runs("contended", n, side_stream_load()))]
 
 
 def run_race(m: Mutant, device: str, full: bool = False) -> CheckResult:

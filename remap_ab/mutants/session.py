@@ -108,9 +108,9 @@ class MutantResult:
         if self.observable == "memcheck" and self.witness is not None:
             return Outcome.BROKEN  # declared to change no output, but it does
         statuses = [self.status_of(c) for c in self.checks]
-        if Outcome.BROKEN in statuses or Outcome.TIMEOUT in statuses:
-            return Outcome.BROKEN
         killed = bool(self.killed_by)
+        if not killed and (Outcome.BROKEN in statuses or Outcome.TIMEOUT in statuses):
+            return Outcome.BROKEN  # a kill stands even if a later check ran out of time
         if self.observable == "output" and self.witness is None:
             # A race may not show on the one witness run; the race check's kill, with
             # the real kernel passing the same runs, shows the mutant is observable.

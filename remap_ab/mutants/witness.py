@@ -64,18 +64,38 @@ def _first_diff(a, b):
     return (None, row, col, int(a[tuple(idx)]), int(b[tuple(idx)]), int(bad.sum()))
 
 
-def _runs(m: Mutant, device: str):
-    """The contexts the mutant runs under: one plain run, or, for a racy mutant on a
-    GPU, repeated runs on a quiet device and under a contending side stream."""
-    import contextlib
-
+def _repeated_runs(m: Mutant, device: str):
+    """For a racy mutant on a GPU: (label, context) of repeated runs on a quiet device
+    and under a contending side stream. Else None: one plain run."""
     if not (m.needs_gpu and device == "cuda"):
-        return [("", contextlib.nullcontext)]
-    from remap_ab.nondet import SideStreamLoad, gpu_runs
+        return None
+    from remap_ab.mutants.checks import side_stream_load
+    from remap_ab.nondet import gpu_runs
 
     n = RACE_RUNS["cuda"]
-    runs = gpu_runs("quiet", n) + gpu_runs("contended", n, SideStreamLoad())
+    runs = gpu_runs("quiet", n) + gpu_runs("contended", n, side_stream_load())
     return [(r.label, r.context) for r in runs]
+
+
+def _run_under(impl, config: CaseConfig, inputs, context):
+    """One call of ``impl`` inside ``context`` (a side-stream load), as ``nondet``
+    makes it: no device synchronisation before the launch, which would drain the
+    contending stream first."""
+    import torch
+
+    from remap_ab.compare import Output
+    from remap_ab.errors import exception_line
+    from remap_ab.runner import poisoned_empty
+
+    contract = impl.order_contract(config)
+    try:
+        with context(), poisoned_empty():
+            out, counts = impl(config, inputs)
+            if inputs.device.type == "cuda":
+                torch.cuda.synchronize(inputs.device)
+    except Exception as exc:  # a broken mutant is a witness, not a crash
+        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500])
+    return Output(impl.name, out, counts, contract)
 
 
 def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared", device: Optional[str] = None):
@@ -101,9 +121,12 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
     def make(kind, row=-1, col=-1, o=None, mu=None, lanes=0, run=""):
         return Witness(config.case_id, config.to_dict(), kind, row, col, o, mu, lanes, source, run)
 
-    for label, context in _runs(m, device):
-        with context():
+    repeated = _repeated_runs(m, device)
+    for label, context in repeated or [("", None)]:
+        if context is None:
             mut = run_implementation(mutant_impl, config, inputs)
+        else:
+            mut = _run_under(mutant_impl, config, inputs, context)
         if mut.error is not None:
             return make("error", mu=mut.error[:160], run=label)
         if racy_order:
