@@ -4,9 +4,10 @@ at a time, and each mutant's verdict.
 What runs, by default (``--full`` runs every check on every mutant):
 - every mutant: the witness search, then the suite's checks, the sweep subset and the
   property suite;
-- a mutant labelled ``needs_gpu``: on a GPU, the suite's checks and the race check;
-  on the CPU only the race check (the permuted program orders are the CPU's only way
-  to show a race; the suite's checks are "not run" and say why);
+- a mutant labelled ``needs_gpu``: on a GPU, the race check, then (only if it did not
+  kill; the worker decides) the suite's checks; on the CPU only the race check (the
+  permuted program orders are the CPU's only way to show a race; the suite's checks
+  are "not run" and say why);
 - a mutant with ``observable = "memcheck"``: the memory check of its witness case
   (it changes no output, so the output checks are "not run");
 - ``memcheck=True``: the memory check on every mutant too.
@@ -170,7 +171,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
     elapsed = time.perf_counter() - t0
     data = json.loads(out.read_text()) if out.exists() else {"phase": "start"}
     res.witness, res.witness_tried = data.get("witness"), data.get("witness_tried", 0)
-    for check in ("race", "memcheck", "sweep"):
+    for check in CHECKS:  # "properties" is here only when the worker left it out
         if check in data:
             res.checks[check] = data[check]
     phase = data["phase"]

@@ -20,6 +20,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 
+_SKIPPED_AFTER_KILL = "not run: killed by an earlier check already (fast mode; --full runs every check)"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m remap_ab.mutants.worker")
     p.add_argument("mutant_id")
@@ -53,8 +56,20 @@ def main(argv: list[str]) -> int:
     declared_only = m.observable == "memcheck" or bool(m.needs_gpu and args.device == "cpu")
     w, tried = witness.find_witness(m, args.device, declared_only=declared_only)
     result.update(witness=asdict(w) if w else None, witness_tried=tried, witness_seconds=time.perf_counter() - t0)
+    # A racy mutant on a GPU: once the race check has killed it, the suite's checks
+    # (which can only kill it by a lucky race, at minutes per survivor under the gpu
+    # profile) are left out in fast mode, and say so.
+    stop_after_kill = bool(m.needs_gpu) and not args.full
+
+    def killed_already() -> bool:
+        return stop_after_kill and any(
+            isinstance(v, dict) and v.get("status") == checks.Outcome.KILLED.value for v in result.values())
+
     for name in ("race", "memcheck", "sweep"):
         if name not in planned:
+            continue
+        if killed_already():
+            result[name] = asdict(checks.not_run(name, _SKIPPED_AFTER_KILL))
             continue
         save(name)
         if name == "race":
@@ -64,7 +79,9 @@ def main(argv: list[str]) -> int:
         else:
             c = checks.run_sweep(m, args.device, full=args.full)
         result[name] = asdict(c)
-    if "properties" in planned:
+    if "properties" in planned and killed_already():
+        result["properties"] = asdict(checks.not_run("properties", _SKIPPED_AFTER_KILL))
+    elif "properties" in planned:
         save("properties")
         import pytest
 
