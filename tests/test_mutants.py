@@ -383,3 +383,23 @@ def test_side_by_side_prints_each_runs_verdict(capsys, tmp_path):
     assert "NEEDS A GPU" in out and "KILLED by race" in out
     (tmp_path / "bad.json").write_text("{}")
     assert "not a `remap-ab mutants --json` file" in _usage_error(capsys, ["mutants", "--side-by-side", str(tmp_path / "bad.json")])
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the CPU's honest-green contract; on a GPU these mutants must be killed")
+def test_cpu_run_stays_green_and_says_what_it_did_not_kill(capsys):
+    # End to end through the worker processes: the race mutant is "needs a GPU" with
+    # its reason, the memcheck-only one is killed by memcheck where run_case has it and
+    # "not run" where it has not; neither is a survivor, so the exit status is 0.
+    from remap_ab.cli import main
+
+    code = main(["mutants", "--only", "tiled_count_plain_rmw,block_table_read_past_end", "-j", "2", "--timeout", "600"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    racy = next(line for line in out.splitlines() if line.startswith("tiled_count_plain_rmw "))
+    assert racy.rstrip().endswith("NEEDS A GPU") and "SURVIVED" in racy  # the race check ran and saw nothing
+    assert "needs a GPU (not killed on the CPU" in out and M.get("tiled_count_plain_rmw").needs_gpu in out
+    oob = next(line for line in out.splitlines() if line.startswith("block_table_read_past_end "))
+    if checks.memcheck_available() is None:
+        assert oob.rstrip().endswith("KILLED"), out
+    else:
+        assert oob.rstrip().endswith("NOT RUN") and "memcheck unavailable" in out

@@ -8,6 +8,7 @@ must catch. One module per job:
     witness.py      proof that a mutant changes an output of the real kernel
     checks.py       the in-process kill checks: sweep subset, race, memcheck
     properties.py   the property-suite kill check (pytest over remap_ab.properties)
+    probe.py        the pytest plugin that records which test and example killed a mutant
     worker.py       one mutant end to end, in its own process
     session.py      which checks each mutant gets, the worker pool, each verdict
 
