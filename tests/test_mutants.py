@@ -382,7 +382,8 @@ def test_side_by_side_prints_each_runs_verdict(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "NEEDS A GPU" in out and "KILLED by race" in out
     (tmp_path / "bad.json").write_text("{}")
-    assert "not a `remap-ab mutants --json` file" in _usage_error(capsys, ["mutants", "--side-by-side", str(tmp_path / "bad.json")])
+    line = _usage_error(capsys, ["mutants", "--side-by-side", str(tmp_path / "bad.json")])
+    assert "not a `remap-ab mutants --json` file" in line
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the CPU's honest-green contract; on a GPU these mutants must be killed")

@@ -31,12 +31,14 @@ from remap_ab.status import Outcome
 
 
 def add_arguments(p):
-    p.add_argument("--list", action="store_true", help="list the catalogue and exit (with -v: each mutant's source edit)")
+    p.add_argument("--list", action="store_true",
+                   help="list the catalogue and exit (with -v: each mutant's source edit)")
     p.add_argument("-v", "--verbose", action="store_true", help="with --list: show each edit as a diff; else: every kill in detail")
     p.add_argument("--only", action="append", metavar="ID[,ID]", help="run only these mutants (repeatable)")
     p.add_argument("-j", "--jobs", type=options.positive_int, default=1, help="mutants run in parallel (default 1)")
     options.add_device(p)
-    p.add_argument("--full", action="store_true", help="run every check on every mutant, each to the end (no stop at the first kill)")
+    p.add_argument("--full", action="store_true",
+                   help="run every check on every mutant, each to the end (no stop at the first kill)")
     p.add_argument("--no-props", action="store_true", help="skip the property suite")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep subset")
     p.add_argument("--race", action="store_true", help="also run the race check on mutants not labelled needs_gpu")
@@ -87,11 +89,13 @@ def main(args) -> int:
     profile = M.properties.PROFILE_FOR_DEVICE[device]
     mode = "full (every check to the end)" if args.full else "fast (each check stops at its first kill)"
     gpu_only = sum(1 for m in live if m.needs_gpu)
+    suite = M.properties
+    props_line = "skipped" if args.no_props else \
+        f"{len(suite.property_files())} modules of {suite.SUITE_PACKAGE}, profile {profile}"
     print(
         f"remap-ab mutants on {device}: {len(live)} mutants ({gpu_only} labelled needs_gpu) + {len(equiv)} declared "
         f"equivalent, -j {args.jobs}, {mode}\n"
-        f"  properties: {'skipped' if args.no_props else f'{len(M.properties.property_files())} modules of {M.properties.SUITE_PACKAGE}, profile {profile}'}; "
-        f"sweep subset: {'skipped' if args.no_sweep else f'{len(M.subset.sweep_subset())} cases'}",
+        f"  properties: {props_line}; sweep subset: {'skipped' if args.no_sweep else f'{len(M.subset.sweep_subset())} cases'}",
         flush=True,
     )
     start = time.perf_counter()

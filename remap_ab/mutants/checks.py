@@ -165,7 +165,10 @@ def run_memcheck(m: Mutant, device: str) -> CheckResult:
         return not_run("memcheck", f"not run: memcheck unavailable ({exc})")
     res = CheckResult("memcheck", Outcome.SURVIVED, seconds=time.perf_counter() - start, examples_total=1)
     found = [f for f in verdict.failures if f.check == Check.MEMCHECK]
-    mine = [f for f in found if f.impl == m.package]
+    # Attributed by elimination: a finding that does not name the real kernel on the
+    # other side is the mutant's (however memcheck labels the implementation).
+    real_side = a if b == m.package else b
+    mine = [f for f in found if f.impl != real_side]
     if found and not mine:
         res.status = Outcome.BROKEN
         res.detail = f"the real {m.original} kernel fails memcheck on {config.case_id}: {found[0].line()}"

@@ -19,7 +19,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-
 _SKIPPED_AFTER_KILL = "not run: killed by an earlier check already (fast mode; --full runs every check)"
 
 
