@@ -404,3 +404,24 @@ def test_cpu_run_stays_green_and_says_what_it_did_not_kill(capsys):
         assert oob.rstrip().endswith("KILLED"), out
     else:
         assert oob.rstrip().endswith("NOT RUN") and "memcheck unavailable" in out
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="runs the worker in this process on the CPU backend")
+def test_worker_leaves_out_the_suite_checks_of_a_racy_mutant_once_the_race_check_killed_it(tmp_path, monkeypatch):
+    # The GPU fast path, shown on the CPU with a mutant the race check kills there:
+    # labelled needs_gpu, it gets race first and the suite's checks are "not run".
+    import dataclasses
+
+    from remap_ab.mutants import worker
+
+    m = dataclasses.replace(M.get("tiled_count_store"), needs_gpu="stand-in label for this test")
+    monkeypatch.setattr(M.catalogue, "get", lambda mutant_id: m)
+    M.materialize(m, tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    out = tmp_path / "w.json"
+    assert worker.main([m.id, str(tmp_path), str(out), "--device", "cpu", "--checks", "race,sweep,properties"]) == 0
+    data = json.loads(out.read_text())
+    assert data["phase"] == "done" and data["race"]["status"] == "killed"
+    for check in ("sweep", "properties"):
+        assert data[check]["status"] == "not run" and "killed by an earlier check" in data[check]["detail"]
+    assert "props_rc" not in data
