@@ -85,6 +85,15 @@ class PlotsUnavailable(RemapABError):
     catch it and say in one line that there is no picture."""
 
 
+class MutantError(RemapABError):
+    """The seeded-mutant catalogue cannot be used as asked: an unknown mutant id, a
+    catalogue entry that is malformed, or a source edit that no longer matches the
+    kernel it targets (the kernel was refactored).
+
+    Remedy: the message names the mutant and the field or edit; fix the entry in
+    ``remap_ab/mutants/catalogue.toml`` (``remap-ab mutants --list`` lists the ids)."""
+
+
 class InternalError(Exception):
     """remap-ab broke one of its own invariants. Not the user's fault: never exit 2.
 

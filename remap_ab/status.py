@@ -53,6 +53,12 @@ class Outcome(str, Enum):
     SURVIVED = "survived"
     NOT_RUN = "not run"  # the check was not run (say so; never count it as a kill)
     EQUIVALENT = "equivalent"
+    # A check that ran without reaching a verdict, and a mutant's overall fates that
+    # are neither a kill nor a survival. None of them is ever counted as a kill.
+    TIMEOUT = "timeout"  # the check ran out of time
+    BROKEN = "broken"  # the check (or the generated mutant) failed: a harness or catalogue problem
+    NO_WITNESS = "no witness"  # nothing showed the mutant changes an output: not counted
+    NEEDS_GPU = "needs a GPU"  # survived here, and the catalogue says why only a GPU can show it
 
     def __str__(self) -> str:
         return self.value

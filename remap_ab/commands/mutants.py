@@ -1,16 +1,20 @@
-"""Run the seeded-mutant catalogue (remap_ab/mutants.py) against the suite and print
-the kill matrix.
+"""Run the seeded-mutant catalogue (remap_ab/mutants/catalogue.toml) against the suite
+and print the kill matrix of the device it ran on.
 
 For each mutant: generate it from the real kernel source into a temporary package,
 prove it observable (a witness case where its output differs from the real kernel's),
-then run (a) the ci-profile property suite (tests/test_properties_*.py) in a
-subprocess with the mutant as implementation A (mutant of old) or B (mutant of new),
-stopping at the first failing test, and (b) a small sweep subset, stopping at the
-first failing case. --full runs every test and case, to show every check that kills.
+then run its kill checks, each stopping at its first kill: the sweep subset and the
+property suite (remap_ab.properties; profile ci on the CPU, gpu on CUDA) with the mutant
+as implementation A (mutant of old) or B (mutant of new); the race check (repeated
+multi-tile runs: permuted program orders on the CPU, quiet and under a contending side
+stream on a GPU) for mutants labelled needs_gpu; the memory check of the witness case
+for mutants only a memory check can see. --full runs every check on every mutant to
+the end.
 
-Exit status: 0 when every mutant is killed (and every declared-equivalent one shows
-no difference), 1 when one survives or cannot be shown to change any output, 2 on a
-usage error or a catalogue edit that no longer matches the kernels.
+Exit status: 0 when every mutant is killed, or is declared equivalent and shows no
+difference, or is labelled "needs a GPU" on the CPU, or could not be checked here
+("not run", said plainly); 1 when one survives, has no witness, or a check broke;
+2 on a usage error or a catalogue entry that no longer matches the kernels.
 """
 
 from __future__ import annotations
@@ -21,62 +25,107 @@ import sys
 import time
 from dataclasses import asdict
 
+from remap_ab import options
+from remap_ab.errors import BackendError, ReportError, UsageError
+from remap_ab.status import Outcome
+
 
 def add_arguments(p):
-    p.add_argument("--list", action="store_true", help="list the catalogue and exit (with -v: each mutant's source edit)")
+    p.add_argument("--list", action="store_true",
+                   help="list the catalogue and exit (with -v: each mutant's source edit)")
     p.add_argument("-v", "--verbose", action="store_true", help="with --list: show each edit as a diff; else: every kill in detail")
     p.add_argument("--only", action="append", metavar="ID[,ID]", help="run only these mutants (repeatable)")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run in parallel (default 1)")
-    p.add_argument("--full", action="store_true", help="run every property and sweep case (no stop at the first kill)")
+    p.add_argument("-j", "--jobs", type=options.positive_int, default=1, help="mutants run in parallel (default 1)")
+    options.add_device(p)
+    p.add_argument("--full", action="store_true",
+                   help="run every check on every mutant, each to the end (no stop at the first kill)")
     p.add_argument("--no-props", action="store_true", help="skip the property suite")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep subset")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant check (default 600)")
+    p.add_argument("--race", action="store_true", help="also run the race check on mutants not labelled needs_gpu")
+    p.add_argument("--memcheck", action="store_true",
+                   help="also run the memory check (run_case memcheck=True) on every mutant's witness case")
+    p.add_argument("--timeout", type=options.positive_float, default=600.0, help="seconds per mutant (default 600)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--keep", metavar="DIR", help="generate the mutant packages in DIR and keep them")
+    p.add_argument("--side-by-side", nargs="+", metavar="JSON",
+                   help="print the verdicts of earlier --json results (e.g. a CPU and a GPU run) side by side, and exit")
+
+
+def _selected_ids(only) -> list[str]:
+    ids = [i.strip() for chunk in (only or []) for i in chunk.split(",") if i.strip()]
+    if only is not None and not ids:
+        raise UsageError(f"--only {','.join(only)!r} names no mutant id; give ids such as --only blk_le_w "
+                         "(`remap-ab mutants --list` lists them)")
+    return ids
+
+
+def _device(choice: str) -> str:
+    from remap_ab import backend
+
+    device = backend.default_device() if choice == "auto" else choice
+    if device == "cuda" and not backend.cuda_available():
+        raise BackendError("--device cuda was asked for but torch sees no CUDA device; use --device cpu (the Triton interpreter)")
+    return device
 
 
 def main(args) -> int:
     from remap_ab import mutants as M
 
-    only = [i for chunk in (args.only or []) for i in chunk.split(",") if i]
-    selected = M.catalogue(only)
+    if args.side_by_side:
+        return _side_by_side(args.side_by_side)
+    selected = M.select(_selected_ids(args.only))
     if args.list:
         _list(M, selected, args.verbose)
         return 0
+    if args.no_props and args.no_sweep:
+        raise UsageError("--no-props with --no-sweep leaves none of the suite's checks to run, so no mutant could be "
+                         "killed by the suite; drop one of them")
+    json_path = options.checked_output_file(args.json, "--json") if args.json else None
+    keep = options.checked_output_dir(args.keep, "--keep") if args.keep else None
+    device = _device(args.device)
 
     live = [m for m in selected if not m.equivalent]
     equiv = [m for m in selected if m.equivalent]
-    files = M.property_files()
+    profile = M.properties.PROFILE_FOR_DEVICE[device]
     mode = "full (every check to the end)" if args.full else "fast (each check stops at its first kill)"
+    gpu_only = sum(1 for m in live if m.needs_gpu)
+    suite = M.properties
+    props_line = "skipped" if args.no_props else \
+        f"{len(suite.property_files())} modules of {suite.SUITE_PACKAGE}, profile {profile}"
     print(
-        f"remap-ab mutants: {len(live)} mutants + {len(equiv)} declared equivalent, -j {args.jobs}, {mode}\n"
-        f"  properties: {'skipped' if args.no_props else f'{len(files)} files, REMAP_AB_PROFILE=ci'}; "
-        f"sweep subset: {'skipped' if args.no_sweep else f'{len(M.sweep_subset())} cases'}",
+        f"remap-ab mutants on {device}: {len(live)} mutants ({gpu_only} labelled needs_gpu) + {len(equiv)} declared "
+        f"equivalent, -j {args.jobs}, {mode}\n"
+        f"  properties: {props_line}; sweep subset: {'skipped' if args.no_sweep else f'{len(M.subset.sweep_subset())} cases'}",
         flush=True,
     )
     start = time.perf_counter()
 
     def progress(r):
-        print(f"  {r.verdict:>10}  {r.id:<28} {r.seconds:6.1f} s", flush=True)
+        print(f"  {str(r.verdict):>12}  {r.id:<30} {r.seconds:6.1f} s", flush=True)
 
     results = M.run_all(
-        selected, jobs=args.jobs, full=args.full, props=not args.no_props, sweep=not args.no_sweep,
-        timeout=args.timeout, keep=args.keep, progress=progress,
+        selected, device, jobs=args.jobs, full=args.full, props=not args.no_props, sweep=not args.no_sweep,
+        race=args.race, memcheck=args.memcheck, timeout=args.timeout, keep=keep, progress=progress,
     )
     wall = time.perf_counter() - start
-    _print_matrix(results, wall, args.verbose)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"wall_seconds": wall, "mutants": [asdict(r) | {"verdict": r.verdict} for r in results]}, f, indent=2)
-    bad = [r for r in results if r.verdict not in ("killed", "equivalent")]
+    _print_matrix(results, device, wall, args.verbose)
+    if json_path:
+        payload = {"device": device, "wall_seconds": wall,
+                   "mutants": [asdict(r) | {"verdict": r.verdict, "killed_by": r.killed_by} for r in results]}
+        try:
+            json_path.write_text(json.dumps(payload, indent=2))
+        except OSError as exc:
+            raise UsageError(f"--json {json_path}: cannot write it ({exc.strerror}); the matrix above is complete") from None
+    bad = [r for r in results if r.verdict in M.session.FAILING]
     return 1 if bad else 0
 
 
 def _list(M, selected, verbose):
     print(f"{len(selected)} mutants ({sum(1 for m in selected if m.equivalent)} declared equivalent, never counted)")
     for m in selected:
-        tag = "  [equivalent]" if m.equivalent else ""
-        print(f"  {m.id:<28} {m.target:<4} {m.area:<22} {m.description}{tag}")
+        tag = "  [equivalent]" if m.equivalent else ("  [needs a GPU]" if m.needs_gpu else "")
+        tag += "  [memcheck only]" if m.observable == "memcheck" else ""
+        print(f"  {m.id:<30} {m.target:<4} {m.area:<22} {m.description}{tag}")
         if verbose:
             src = M.kernel_source(m.target)
             diff = difflib.unified_diff(
@@ -85,8 +134,9 @@ def _list(M, selected, verbose):
             )
             for line in list(diff)[2:]:
                 print("      " + line)
-            if m.equivalent:
-                print("      equivalent: " + m.equivalent)
+            for label, text in (("equivalent", m.equivalent), ("needs a GPU", m.needs_gpu)):
+                if text:
+                    print(f"      {label}: {text}")
 
 
 def _short(nodeid: str) -> str:
@@ -96,49 +146,88 @@ def _short(nodeid: str) -> str:
 def _cell(check: dict | None) -> str:
     if check is None:
         return "-"
-    st = check["status"]
-    if st != "killed":
-        return st.upper() if st == "survived" else st
-    if check["check"] == "sweep":
-        return f"case {check['examples']} ({check['killer']}) {check['seconds']:.1f}s"
-    ex = check.get("examples")
-    how = " @example" if check.get("how") == "regression @example" else ""
-    n = f" ex {ex}{how}" if ex is not None else ""
-    return f"{_short(check['killer'])}{n} {check['seconds']:.1f}s"
+    st = Outcome(check["status"])
+    if st == Outcome.SURVIVED:
+        return "SURVIVED"
+    if st != Outcome.KILLED:
+        return str(st)
+    if check["check"] == "properties":
+        ex = check.get("examples")
+        how = " @example" if check.get("how") == "regression @example" else ""
+        n = f" ex {ex}{how}" if ex is not None else ""
+        return f"{_short(check['killer'])}{n} {check['seconds']:.1f}s"
+    if check["check"] == "race":
+        return f"{check['killer']} {check['how']} {check['seconds']:.1f}s"
+    if check["check"] == "memcheck":
+        return f"{check['killer']} {check['seconds']:.1f}s"
+    return f"case {check['examples']} ({check['killer']}) {check['seconds']:.1f}s"
 
 
-def _print_matrix(results, wall, verbose):
+def _print_matrix(results, device, wall, verbose):
     print()
-    print("kill matrix (properties: first failing test, its examples up to the kill, time; sweep: first failing case)")
-    head = f"{'mutant':<28} {'side':<4} {'witness':<8} {'properties':<58} {'sweep':<38} verdict"
+    print(f"kill matrix on {device} (properties: first failing test, its examples up to the kill, time; "
+          "sweep: first failing case; race: first failing case and condition; memcheck: the witness case)")
+    head = (f"{'mutant':<30} {'side':<4} {'witness':<8} {'properties':<56} {'sweep':<36} {'race':<30} "
+            f"{'memcheck':<20} verdict")
     print(head)
     print("-" * len(head))
     for r in results:
-        w = "yes" if r.witness else ("none" if r.equivalent else "NONE")
-        props = _cell(r.checks.get("properties")) if not r.equivalent else "(not run: equivalent)"
-        sweep = _cell(r.checks.get("sweep")) if not r.equivalent else ""
-        print(f"{r.id:<28} {r.target:<4} {w:<8} {props:<58} {sweep:<38} {r.verdict.upper()}")
+        w = "yes" if r.witness else ("none" if (r.equivalent or r.observable == "memcheck" or
+                                               (r.needs_gpu and device == "cpu")) else "NONE")
+        cells = [_cell(r.checks.get(c)) for c in ("properties", "sweep", "race", "memcheck")]
+        print(f"{r.id:<30} {r.target:<4} {w:<8} {cells[0]:<56} {cells[1]:<36} {cells[2]:<30} {cells[3]:<20} "
+              f"{str(r.verdict).upper()}")
     counted = [r for r in results if not r.equivalent]
-    killed = [r for r in counted if r.verdict == "killed"]
-    by_props = [r for r in counted if r.checks.get("properties", {}).get("status") == "killed"]
-    by_sweep = [r for r in counted if r.checks.get("sweep", {}).get("status") == "killed"]
+    by = {c: sum(1 for r in counted if r.status_of(c) == Outcome.KILLED) for c in ("properties", "sweep", "race", "memcheck")}
+    tally = {o: [r for r in counted if r.verdict == o] for o in Outcome}
     print("-" * len(head))
-    print(
-        f"killed {len(killed)}/{len(counted)} (properties {len(by_props)}, sweep subset {len(by_sweep)}); "
-        f"{len(results) - len(counted)} declared equivalent, not counted; wall {wall:.1f} s"
-    )
+    parts = [f"killed {len(tally[Outcome.KILLED])}/{len(counted)} "
+             f"({', '.join(f'{c} {n}' for c, n in by.items())})"]
+    if tally[Outcome.NEEDS_GPU]:
+        parts.append(f"{len(tally[Outcome.NEEDS_GPU])} need a GPU (not killed here)")
+    if tally[Outcome.NOT_RUN]:
+        parts.append(f"{len(tally[Outcome.NOT_RUN])} not run here")
+    for o in (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN):
+        if tally[o]:
+            parts.append(f"{len(tally[o])} {o}")
+    parts.append(f"{len(results) - len(counted)} declared equivalent, not counted; wall {wall:.1f} s")
+    print("; ".join(parts))
+    if tally[Outcome.NEEDS_GPU]:
+        print()
+        print("needs a GPU (not killed on the CPU; the race check ran the permuted program orders and saw nothing):")
+        for r in tally[Outcome.NEEDS_GPU]:
+            print(f"  {r.id}: {r.needs_gpu}")
+    if tally[Outcome.NOT_RUN]:
+        print()
+        print("not run here (no verdict: neither killed nor survived):")
+        for r in tally[Outcome.NOT_RUN]:
+            whys = sorted({c["detail"] for c in r.checks.values() if Outcome(c["status"]) == Outcome.NOT_RUN
+                           and "memcheck" in c["check"]}) or sorted({c["detail"] for c in r.checks.values()})
+            print(f"  {r.id}: {'; '.join(whys)}")
     print()
     print("witnesses (the mutant changes this output of the real kernel):")
+    from remap_ab.mutants import Witness
+
     for r in results:
         if r.witness:
-            from remap_ab.mutants import Witness
-
             print(f"  {r.id}: {Witness(**r.witness).line()}")
         elif r.equivalent:
             print(f"  {r.id}: no difference on {r.witness_tried} cases (declared equivalent: {r.equivalent})")
+        elif r.observable == "memcheck":
+            print(f"  {r.id}: outputs unchanged on its witness case, as declared; only the memory check sees it")
+        elif r.needs_gpu and device == "cpu":
+            print(f"  {r.id}: no difference on its declared case here (needs a GPU)")
+        elif r.verdict == Outcome.KILLED:
+            print(f"  {r.id}: none on the single witness runs; the race check's kill, with the real kernel "
+                  f"passing the same runs, shows it")
         else:
             print(f"  {r.id}: NO WITNESS in {r.witness_tried} cases — not counted as a kill")
-    problems = [r for r in results if r.verdict not in ("killed", "equivalent")]
+    notes = [(r.id, n) for r in results for n in r.notes]
+    if notes:
+        print()
+        for rid, n in notes:
+            print(f"note: {rid}: {n}")
+    problems = [r for r in results if r.verdict in (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)]
     if verbose or problems:
         print()
         print("details:")
@@ -154,3 +243,30 @@ def _print_matrix(results, wall, verbose):
         print()
         for r in problems:
             print(f"SURVIVOR/PROBLEM: {r.id} ({r.verdict}): {r.description}", file=sys.stderr)
+
+
+def _side_by_side(paths) -> int:
+    """Verdict and killing checks per mutant, one column per results file."""
+    runs = []
+    for path in paths:
+        try:
+            data = json.loads(open(path).read())
+            rows = {m["id"]: m for m in data["mutants"]}
+            device = str(data["device"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ReportError(f"--side-by-side {path}: not a `remap-ab mutants --json` file ({exc})") from None
+        runs.append((f"{device} ({path})", rows))
+    ids = list(dict.fromkeys(i for _, rows in runs for i in rows))
+    width = max(34, *(len(label) + 2 for label, _ in runs))
+    print(f"{'mutant':<30} " + " ".join(f"{label:<{width}}" for label, _ in runs))
+    for i in ids:
+        cells = []
+        for _, rows in runs:
+            m = rows.get(i)
+            if m is None:
+                cells.append("(not in this run)")
+                continue
+            killers = [c for c, v in m["checks"].items() if v["status"] == Outcome.KILLED.value]
+            cells.append(f"{str(m['verdict']).upper()}" + (f" by {'+'.join(killers)}" if killers else ""))
+        print(f"{i:<30} " + " ".join(f"{c:<{width}}" for c in cells))
+    return 0

@@ -1,7 +1,7 @@
 """A pytest plugin for ``remap-ab mutants``: records, as JSON lines in the file named
 by ``$REMAP_AB_MUTANT_PROBE``, every Hypothesis example (test, status, phase) and every
 test outcome, so the mutant runner can say which property killed a mutant and after
-how many examples. Loaded only on request (``-p remap_ab.mutant_probe``); inert when
+how many examples. Loaded only on request (``-p remap_ab.mutants.probe``); inert when
 the variable is unset.
 
 Examples come from Hypothesis's observability callbacks (one observation per test

@@ -1,0 +1,178 @@
+"""The kill checks that run in the worker process itself: the sweep subset, the race
+check and the memory check. (The property suite runs through pytest:
+``properties.py``.)
+
+Each returns a ``CheckResult`` whose status is an ``Outcome``: killed, survived, not
+run (with the reason in ``detail``), or broken when the unmutated side fails too (a
+harness or kernel problem, never a kill).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from remap_ab.errors import RemapABError
+from remap_ab.mutants.catalogue import Mutant
+from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
+from remap_ab.status import Check, Outcome
+
+CHECKS = ("sweep", "properties", "race", "memcheck")
+
+
+@dataclass
+class CheckResult:
+    """One check on one mutant."""
+
+    check: str
+    status: Outcome
+    seconds: float = 0.0
+    killer: str = ""  # test node id or case id that failed first
+    detail: str = ""  # first failure line, or why the check did not run
+    examples: Optional[int] = None  # properties: valid examples of the killing test up to the kill; sweep/race: cases
+    examples_total: Optional[int] = None  # examples (cases) run in the whole check up to the kill
+    killers: list = field(default_factory=list)  # every failing test / case (all of them with --full)
+    how: str = ""  # properties: "generated" or "regression @example"; race: the run that showed it
+
+    @property
+    def killed(self) -> bool:
+        return self.status == Outcome.KILLED
+
+
+def not_run(check: str, why: str) -> CheckResult:
+    return CheckResult(check, Outcome.NOT_RUN, detail=why)
+
+
+def run_sweep(m: Mutant, device: str, full: bool = False) -> CheckResult:
+    """The sweep subset with the mutant on its side, in this process (the mutant's
+    package must be importable). Stops at the first failing case unless ``full``."""
+    from remap_ab.runner import run_case
+
+    a, b = m.sides
+    start = time.perf_counter()
+    res = CheckResult("sweep", Outcome.SURVIVED)
+    cases = sweep_subset()
+    for i, case in enumerate(cases, 1):
+        v = run_case(case.config, a, b, device=device).verdict
+        if v.passed:
+            continue
+        mine = [f for f in v.failures if f.impl == m.package]
+        line = (mine or v.failures)[0].line()
+        if not mine:
+            line = "(the unmutated side failed: a harness bug) " + line
+        res.killers.append(case.case_id)
+        if res.status != Outcome.KILLED:
+            res.status, res.killer, res.detail = Outcome.KILLED, case.case_id, f"{case.label}: {line}"
+            res.examples = res.examples_total = i
+        if not full:
+            break
+    res.seconds = time.perf_counter() - start
+    if res.status != Outcome.KILLED:
+        res.examples_total = len(cases)
+    return res
+
+
+@functools.lru_cache(maxsize=1)
+def side_stream_load():
+    """The contending side stream (``nondet.SideStreamLoad``), made once per process:
+    it holds three large matrices on the GPU."""
+    from remap_ab.nondet import SideStreamLoad
+
+    return SideStreamLoad()
+
+
+def _race_plans(device: str):
+    """(condition, runs) pairs: the adversarial program orders on the CPU; a quiet
+    device and a contending side stream on a GPU."""
+    from remap_ab import nondet
+
+    n = RACE_RUNS[device]
+    if device == "cpu":
+        return [("schedules", nondet.cpu_schedule_runs(n))]
+    return [("quiet", nondet.gpu_runs("quiet", n)), ("contended", nondet.gpu_runs("contended", n, side_stream_load()))]
+
+
+def run_race(m: Mutant, device: str, full: bool = False) -> CheckResult:
+    """The race check: the witness case and a few multi-tile cases, each run
+    ``RACE_RUNS`` times per condition (GPU: quiet and under a contending side stream;
+    CPU: permuted program orders). Kills on any run whose output breaks the contract
+    (judged against the oracle), on counts that vary between runs, and on an output
+    that varies where the implementation promises column order (``nondet.judge``)."""
+    from remap_ab import registry
+    from remap_ab.inputs import generate_inputs
+    from remap_ab.nondet import characterise
+
+    start = time.perf_counter()
+    res = CheckResult("race", Outcome.SURVIVED)
+    mutant, original = registry.get(m.package), registry.get(m.original)
+    configs = race_cases(m, device)
+    plans = _race_plans(device)
+    tried = 0
+    for config in configs:
+        inputs = generate_inputs(config, device=device)
+        for condition, runs in plans:
+            tried += 1
+            status, why = characterise(mutant, config, inputs, runs, condition).judge()
+            if status != "FAIL":
+                continue
+            # The real kernel under the same runs must pass, or the check is broken.
+            o_status, o_why = characterise(original, config, inputs, runs, condition).judge()
+            if o_status == "FAIL":
+                res.status = Outcome.BROKEN
+                res.detail = f"the real {m.original} kernel fails the race check too on {config.case_id} ({condition}): {o_why}"
+                res.seconds = time.perf_counter() - start
+                return res
+            res.killers.append(f"{config.case_id}:{condition}")
+            if res.status != Outcome.KILLED:
+                res.status, res.killer, res.how = Outcome.KILLED, config.case_id, condition
+                res.detail = f"{condition} x{len(runs)}: {why}"
+                res.examples = res.examples_total = tried
+            if not full:
+                res.seconds = time.perf_counter() - start
+                return res
+    res.seconds = time.perf_counter() - start
+    if res.status != Outcome.KILLED:
+        res.examples_total = tried
+    return res
+
+
+def memcheck_available() -> Optional[str]:
+    """None when ``run_case`` can check memory, else why not."""
+    from remap_ab import runner
+
+    if "memcheck" not in inspect.signature(runner.run_case).parameters:
+        return "memcheck unavailable (remap_ab.runner.run_case has no memcheck parameter in this version)"
+    return None
+
+
+def run_memcheck(m: Mutant, device: str) -> CheckResult:
+    """The witness case through ``run_case(..., memcheck=True)``: a ``memcheck``
+    failure of the mutant's side is a kill."""
+    from remap_ab import runner
+
+    start = time.perf_counter()
+    why = memcheck_available()
+    if why:
+        return not_run("memcheck", f"not run: {why}")
+    config = m.witness_config()
+    a, b = m.sides
+    try:
+        verdict = runner.run_case(config, a, b, device=device, memcheck=True).verdict
+    except RemapABError as exc:  # e.g. the sanitizer cannot run on this machine
+        return not_run("memcheck", f"not run: memcheck unavailable ({exc})")
+    res = CheckResult("memcheck", Outcome.SURVIVED, seconds=time.perf_counter() - start, examples_total=1)
+    found = [f for f in verdict.failures if f.check == Check.MEMCHECK]
+    # Attributed by elimination: a finding that does not name the real kernel on the
+    # other side is the mutant's (however memcheck labels the implementation).
+    real_side = a if b == m.package else b
+    mine = [f for f in found if f.impl != real_side]
+    if found and not mine:
+        res.status = Outcome.BROKEN
+        res.detail = f"the real {m.original} kernel fails memcheck on {config.case_id}: {found[0].line()}"
+    elif mine:
+        res.status, res.killer, res.detail = Outcome.KILLED, config.case_id, mine[0].line()
+        res.killers, res.examples = [config.case_id], 1
+    return res

@@ -1,0 +1,145 @@
+"""The property-suite kill check: the suite is a package, ``remap_ab.properties``
+(installed with remap-ab; ``tests/`` only collects it), run through pytest with the
+mutant on its side, and the mutant-probe plugin's records turned into a CheckResult.
+
+The suite is found where Python imports it from, so the check needs no checkout and
+never reads the repository's ``tests/`` folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+from remap_ab.config import CaseConfig
+from remap_ab.errors import MutantError
+from remap_ab.mutants.catalogue import Mutant
+from remap_ab.mutants.checks import CheckResult
+from remap_ab.status import Outcome
+
+SUITE_PACKAGE = "remap_ab.properties"
+PROFILE_FOR_DEVICE = {"cpu": "ci", "cuda": "gpu"}
+
+
+def suite_dir() -> Path:
+    spec = importlib.util.find_spec(SUITE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MutantError(f"the property suite {SUITE_PACKAGE} is not importable; reinstall remap-ab")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def property_files() -> list[Path]:
+    return sorted(suite_dir().glob("test_*.py"))
+
+
+def property_tests(files=None) -> list[str]:
+    """Node ids (``/path/test_file.py::test_name``) of the suite's tests, in file order."""
+    ids = []
+    for f in property_files() if files is None else files:
+        names = re.findall(r"^(?:async\s+)?def (test_\w+)", f.read_text(), re.M)
+        ids += [f"{f.as_posix()}::{n}" for n in names] if names else [f.as_posix()]
+    return ids
+
+
+def _path_keywords(config: CaseConfig) -> list[str]:
+    """Words naming the SPEC path a case exercises, as property tests name it."""
+    if config.mode == "convert":
+        return ["convert"]
+    if config.dcp_size == 1:
+        return ["size_one", "delegat"]
+    return ["compact"] if config.compact else ["in_place", "inplace"]
+
+
+def order_for(m: Mutant, tests: list[str]) -> list[str]:
+    """The property tests, those named after the mutant's witness path first (a stable
+    sort: the rest keep their order). Only the time to the first kill depends on it."""
+    words = _path_keywords(m.witness_config())
+
+    def rank(nodeid: str) -> int:
+        name = nodeid.rsplit("::", 1)[-1]
+        return 0 if any(w in name for w in words) else 1
+
+    return sorted(tests, key=rank)
+
+
+def pytest_args(m: Mutant, root: Path, full: bool) -> list[str]:
+    """pytest's arguments: an empty ini in the mutant folder (no checkout's settings
+    apply), remap-ab's plugin and the probe, and the tests in the order to run."""
+    ini = Path(root) / "pytest.ini"
+    if not ini.exists():
+        ini.write_text("[pytest]\n")
+    args = ["-q", "--no-header", "-c", str(ini), "--rootdir", str(root),
+            "-p", "remap_ab.pytest_plugin", "-p", "remap_ab.mutants.probe", "-p", "no:cacheprovider", "-p", "no:xdist",
+            "-W", "ignore::DeprecationWarning"]
+    if not full:
+        args.append("-x")
+    tests = property_tests()
+    return args + (tests if full else order_for(m, tests))
+
+
+def summarize_probe(probe: Path, returncode: int, output: str) -> CheckResult:
+    """Turn the probe's records and pytest's exit status into a CheckResult."""
+    records = []
+    if probe.exists():
+        for line in probe.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    tests = [r for r in records if r.get("kind") == "test"]
+    failed = [r for r in tests if r["outcome"] == "failed"]
+    res = CheckResult("properties", Outcome.SURVIVED)
+    if returncode < 0:
+        # A signal (e.g. SIGSEGV from an out-of-bounds access): a crash is a kill.
+        started = [r for r in records if r.get("kind") == "start"]
+        res.status = Outcome.KILLED
+        res.killer = started[-1]["nodeid"] if started else "(crash)"
+        res.killers = [res.killer]
+        res.detail = f"crashed (signal {-returncode}) " + " ".join(output.strip().splitlines()[-2:])[:300]
+        return res
+    if returncode not in (0, 1):
+        res.status, res.detail = Outcome.BROKEN, f"pytest exit {returncode}: " + " ".join(output.strip().splitlines()[-3:])[:300]
+        return res
+    examples = [r for r in records if r.get("kind") == "example"]
+    if failed:
+        first = failed[0]
+        res.status, res.killer, res.detail = Outcome.KILLED, first["nodeid"], first.get("message", "")
+        res.killers = [r["nodeid"] for r in failed]
+        # Valid examples of the killing test up to and including its first failing one,
+        # and of the whole run up to that point.
+        mine = [e for e in examples if e.get("nodeid") == first["nodeid"]]
+        n, how = _examples_to_first_failure(mine)
+        res.examples, res.how = n, how
+        before = [e for e in examples if e["seq"] < first["seq"] and e.get("nodeid") != first["nodeid"]]
+        if n is not None:
+            res.examples_total = sum(1 for e in before if _counts_as_example(e)) + n
+    elif returncode == 1:
+        res.status = Outcome.BROKEN
+        res.detail = "pytest failed without a failing test: " + " ".join(output.strip().splitlines()[-3:])[:300]
+    else:
+        res.examples_total = sum(1 for e in examples if _counts_as_example(e))
+    return res
+
+
+def _is_failure(e: dict) -> bool:
+    # Hypothesis reports a failing explicit @example as "gave_up" (no "failed" record).
+    return e["status"] == "failed" or (e["status"] == "gave_up" and e.get("how") == "explicit example")
+
+
+def _counts_as_example(e: dict) -> bool:
+    """A valid example: passed or failed (not a draw Hypothesis rejected)."""
+    return e["status"] == "passed" or _is_failure(e)
+
+
+def _examples_to_first_failure(examples: list) -> tuple[Optional[int], str]:
+    """(valid examples up to and including the first failing one, how it was generated)."""
+    n = 0
+    for e in examples:
+        if _counts_as_example(e):
+            n += 1
+        if _is_failure(e):
+            return n, ("regression @example" if e.get("how") == "explicit example" else "generated")
+    return None, ""

@@ -1,0 +1,246 @@
+"""A mutant run: which checks each mutant gets, one worker process per mutant, ``jobs``
+at a time, and each mutant's verdict.
+
+What runs, by default (``--full`` runs every check on every mutant):
+- every mutant: the witness search, then the suite's checks, the sweep subset and the
+  property suite;
+- a mutant labelled ``needs_gpu``: on a GPU, the race check, then (only if it did not
+  kill; the worker decides) the suite's checks; on the CPU only the race check (the
+  permuted program orders are the CPU's only way to show a race; the suite's checks
+  are "not run" and say why);
+- a mutant with ``observable = "memcheck"``: the memory check of its witness case
+  (it changes no output, so the output checks are "not run");
+- ``memcheck=True``: the memory check on every mutant too.
+A check that was not run is ``not run`` with its reason: never a kill, never a survival.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from remap_ab.errors import MutantError
+from remap_ab.mutants.catalogue import Mutant
+from remap_ab.mutants.checks import CHECKS, CheckResult, not_run
+from remap_ab.mutants.generate import import_roots, materialize, mutated_source
+from remap_ab.mutants.properties import summarize_probe
+from remap_ab.status import Outcome
+
+# A mutant's verdict: these fail the run (exit 1); every other one does not.
+FAILING = (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which checks run on a mutant, and why each other one does not."""
+
+    run: tuple
+    skipped: dict  # check -> why it is not run
+
+
+def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, sweep: bool = True,
+         race: bool = False, memcheck: bool = False) -> Plan:
+    if m.equivalent:
+        return Plan((), {c: "declared equivalent: nothing to kill" for c in CHECKS})
+    wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full}
+    skipped: dict = {}
+    if m.needs_gpu:
+        wanted["race"] = True
+        if device == "cpu" and not full:
+            for c in ("sweep", "properties"):
+                if wanted[c]:
+                    skipped[c] = "needs a GPU: a sequential run cannot show this bug (--full runs it anyway)"
+                    wanted[c] = False
+    if m.observable == "memcheck":
+        wanted["memcheck"] = True
+        if not full:
+            for c in ("sweep", "properties", "race"):
+                if wanted[c]:
+                    skipped[c] = "outputs unchanged by design: only a memory check sees this bug"
+                    wanted[c] = False
+    for c, on in wanted.items():
+        if not on and c not in skipped:
+            flag = {"sweep": "--no-sweep", "properties": "--no-props"}.get(c)
+            skipped[c] = f"skipped ({flag})" if flag else f"not requested (--{c} or --full runs it)"
+    order = ("race", "memcheck", "sweep", "properties")
+    return Plan(tuple(c for c in order if wanted[c]), skipped)
+
+
+@dataclass
+class MutantResult:
+    id: str
+    target: str
+    area: str
+    description: str
+    equivalent: Optional[str]
+    needs_gpu: Optional[str]
+    observable: str
+    device: str
+    witness: Optional[dict]
+    witness_tried: int
+    checks: dict  # check name -> CheckResult as dict (every check, "not run" ones included)
+    seconds: float
+    error: Optional[str] = None
+    notes: list = field(default_factory=list)
+
+    def status_of(self, check: str) -> Optional[Outcome]:
+        c = self.checks.get(check)
+        return Outcome(c["status"]) if c else None
+
+    @property
+    def killed_by(self) -> list[str]:
+        return [name for name in self.checks if self.status_of(name) == Outcome.KILLED]
+
+    @property
+    def verdict(self) -> Outcome:
+        if self.error:
+            return Outcome.BROKEN
+        if self.equivalent:
+            # A declared-equivalent mutant that changes an output is a catalogue bug.
+            return Outcome.EQUIVALENT if self.witness is None else Outcome.BROKEN
+        if self.observable == "memcheck" and self.witness is not None:
+            return Outcome.BROKEN  # declared to change no output, but it does
+        statuses = [self.status_of(c) for c in self.checks]
+        killed = bool(self.killed_by)
+        if not killed and (Outcome.BROKEN in statuses or Outcome.TIMEOUT in statuses):
+            return Outcome.BROKEN  # a kill stands even if a later check ran out of time
+        if self.observable == "output" and self.witness is None:
+            # A race may not show on the one witness run; the race check's kill, with
+            # the real kernel passing the same runs, shows the mutant is observable.
+            if killed and self.needs_gpu and self.status_of("race") == Outcome.KILLED:
+                return Outcome.KILLED
+            if not killed and self.needs_gpu and self.device == "cpu":
+                return Outcome.NEEDS_GPU
+            return Outcome.NO_WITNESS
+        if killed:
+            return Outcome.KILLED
+        if self.needs_gpu and self.device == "cpu":
+            return Outcome.NEEDS_GPU
+        if all(s == Outcome.NOT_RUN for s in statuses):
+            return Outcome.NOT_RUN
+        return Outcome.SURVIVED
+
+
+def _child_env(root: Path, slot_env: dict) -> dict:
+    import os
+
+    env = dict(os.environ)
+    paths = [str(root)] + [str(p) for p in import_roots()]
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    # -j mutants share the cores: one thread each.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(var, "1")
+    env.update(slot_env)
+    return env
+
+
+def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool = False,
+               timeout: float = 600.0, slot_env: Optional[dict] = None) -> MutantResult:
+    """Generate the mutant and run its worker process; collect the results."""
+    start = time.perf_counter()
+    res = MutantResult(m.id, m.target, m.area, m.description, m.equivalent, m.needs_gpu, m.observable, device,
+                       None, 0, {}, 0.0)
+    for check, why in the_plan.skipped.items():
+        res.checks[check] = asdict(not_run(check, why))
+    try:
+        materialize(m, root)
+    except MutantError as exc:
+        res.error = str(exc)
+        return res
+    out = Path(root) / f"{m.id}.worker.json"
+    probe = Path(root) / f"{m.id}.probe.jsonl"
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "remap_ab.mutants.worker", m.id, str(root), str(out), "--device", device,
+           "--checks", ",".join(the_plan.run)] + (["--full"] if full else [])
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=root, env=_child_env(root, slot_env or {}), capture_output=True, text=True,
+                              timeout=timeout)
+        rc, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc = None
+        output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+    elapsed = time.perf_counter() - t0
+    data = json.loads(out.read_text()) if out.exists() else {"phase": "start"}
+    res.witness, res.witness_tried = data.get("witness"), data.get("witness_tried", 0)
+    for check in CHECKS:  # "properties" is here only when the worker left it out
+        if check in data:
+            res.checks[check] = data[check]
+    phase = data["phase"]
+    tail = " ".join(output.strip().splitlines()[-3:])[:300]
+    if phase == "done":
+        if "props_rc" in data:
+            c = summarize_probe(probe, data["props_rc"], output)
+            c.seconds = data["props_seconds"]
+            res.checks["properties"] = asdict(c)
+    elif phase == "properties" and (rc is None or rc < 0):
+        if rc is None:
+            c = CheckResult("properties", Outcome.TIMEOUT, detail=f"no verdict within the {timeout:.0f} s budget")
+        else:
+            c = summarize_probe(probe, rc, output)  # a crash inside the suite: a kill
+        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "memcheck", "sweep"))
+        c.seconds = elapsed - data.get("witness_seconds", 0.0) - done
+        res.checks["properties"] = asdict(c)
+    else:
+        why = "timeout" if rc is None else (f"signal {-rc}" if rc < 0 else f"exit {rc}")
+        res.error = f"worker stopped in its {phase} phase ({why}, {elapsed:.0f} s): {tail}"
+    for check in the_plan.run:  # a planned check the worker never reached
+        res.checks.setdefault(check, asdict(not_run(check, "not reached: the worker stopped before it")))
+    res.checks = {c: res.checks[c] for c in CHECKS if c in res.checks}
+    if m.needs_gpu and device == "cpu" and res.killed_by:
+        res.notes.append(f"labelled needs_gpu, yet killed on the CPU by {', '.join(res.killed_by)}: "
+                         "the label may be stale")
+    res.seconds = time.perf_counter() - start
+    return res
+
+
+def _slot_envs(jobs: int, device: str) -> list[dict]:
+    """Per worker slot, the environment that pins it: one GPU each (round robin) on
+    CUDA, no GPU and the interpreter on the CPU."""
+    import os
+
+    from remap_ab import gpus
+
+    visible = gpus.visible_gpus(os.environ, gpus.count_gpus()) if device == "cuda" else []
+    return gpus.worker_environments(jobs, device, visible)
+
+
+def run_all(mutants: list[Mutant], device: str, *, jobs: int = 1, full: bool = False, props: bool = True,
+            sweep: bool = True, race: bool = False, memcheck: bool = False, timeout: float = 600.0,
+            keep: Optional[Path] = None, progress=None) -> list[MutantResult]:
+    """Every mutant, ``jobs`` at a time (each in its own process); results in catalogue order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Fail fast, before any process starts, if an edit no longer applies.
+    for m in mutants:
+        mutated_source(m)
+    root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="remap-ab-mutants-"))
+    root.mkdir(parents=True, exist_ok=True)
+    slots: queue.Queue = queue.Queue()
+    for env in _slot_envs(max(1, jobs), device):
+        slots.put(env)
+    try:
+        def one(m):
+            env = slots.get()
+            try:
+                p = plan(m, device, full=full, props=props, sweep=sweep, race=race, memcheck=memcheck)
+                r = run_mutant(m, root, device, p, full=full, timeout=timeout, slot_env=env)
+            finally:
+                slots.put(env)
+            if progress:
+                progress(r)
+            return r
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, mutants))
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,165 @@
+"""Witnesses: showing, by running it, that a mutant changes an output of the real kernel.
+
+A mutant nobody can tell from the real kernel tests nothing, so a kill only counts
+for a mutant with a witness: a case on which its output differs from the unmutated
+kernel's, measured here on the device the kernels run on. Where the real kernel's own
+output is racy by contract (a tiled compaction: the order of the tile segments), a
+bitwise difference proves nothing; there the mutant's output must break the contract
+(judged against the oracle) to count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from remap_ab import registry
+from remap_ab.config import CaseConfig
+from remap_ab.errors import MutantError
+from remap_ab.mutants.catalogue import Mutant
+from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
+
+
+@dataclass
+class Witness:
+    """Where a mutant's output first differs from the real kernel's, on one case."""
+
+    case_id: str
+    config: dict
+    kind: str  # "out", "counts", "error", "shape", or the contract check that failed
+    row: int = -1
+    col: int = -1
+    original: object = None
+    mutant: object = None
+    lanes: int = 0
+    source: str = "declared"  # the "declared" witness, a "race" case, or the "sweep" subset
+    run: str = ""  # which repeated run showed it (racy mutants on a GPU), else ""
+
+    def line(self) -> str:
+        cfg = CaseConfig(**self.config)
+        where = f"row {self.row}" + (f", col {self.col}" if self.col >= 0 else "")
+        if self.kind == "error":
+            what = f"original returns, mutant raises {self.mutant}"
+        elif self.kind == "shape":
+            what = f"original returns {self.original}, mutant returns {self.mutant}"
+        else:
+            what = f"{self.kind} at {where}: original {self.original}, mutant {self.mutant} ({self.lanes} differ)"
+        run = f" [run {self.run}]" if self.run else ""
+        return f"case {self.case_id} (remap-ab run {cfg.cli_args()}){run}: {what}"
+
+
+def _first_diff(a, b):
+    import torch
+
+    if a is None and b is None:
+        return None
+    if a is None or b is None or tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        desc = lambda t: "nothing" if t is None else f"{t.dtype} {tuple(t.shape)}"  # noqa: E731
+        return ("shape", -1, -1, desc(a), desc(b), 0)
+    bad = a != b
+    if not bad.any():
+        return None
+    idx = torch.nonzero(bad)[0].tolist()
+    row, col = (idx[0], idx[1]) if len(idx) == 2 else (idx[0], -1)
+    return (None, row, col, int(a[tuple(idx)]), int(b[tuple(idx)]), int(bad.sum()))
+
+
+def _repeated_runs(m: Mutant, device: str):
+    """For a racy mutant on a GPU: (label, context) of repeated runs on a quiet device
+    and under a contending side stream. Else None: one plain run."""
+    if not (m.needs_gpu and device == "cuda"):
+        return None
+    from remap_ab.mutants.checks import side_stream_load
+    from remap_ab.nondet import gpu_runs
+
+    n = RACE_RUNS["cuda"]
+    runs = gpu_runs("quiet", n) + gpu_runs("contended", n, side_stream_load())
+    return [(r.label, r.context) for r in runs]
+
+
+def _run_under(impl, config: CaseConfig, inputs, context):
+    """One call of ``impl`` inside ``context`` (a side-stream load), as ``nondet``
+    makes it: no device synchronisation before the launch, which would drain the
+    contending stream first."""
+    import torch
+
+    from remap_ab.compare import Output
+    from remap_ab.errors import exception_line
+    from remap_ab.runner import poisoned_empty
+
+    contract = impl.order_contract(config)
+    try:
+        with context(), poisoned_empty():
+            out, counts = impl(config, inputs)
+            if inputs.device.type == "cuda":
+                torch.cuda.synchronize(inputs.device)
+    except Exception as exc:  # a broken mutant is a witness, not a crash
+        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500])
+    return Output(impl.name, out, counts, contract)
+
+
+def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared", device: Optional[str] = None):
+    """Run the real kernel and the mutant (already importable) on one case, on the
+    device the kernels run on, both with uninitialised memory poisoned; return a
+    Witness where their outputs differ, else None."""
+    from remap_ab import backend
+    from remap_ab.compare import compare
+    from remap_ab.inputs import generate_inputs
+    from remap_ab.runner import reference, run_implementation
+
+    device = device or backend.current()
+    inputs = generate_inputs(config, device=device)
+    orig = run_implementation(registry.get(m.original), config, inputs)
+    if orig.error is not None:
+        raise MutantError(f"the real {m.original} kernel raised on witness case {config.case_id}: {orig.error}")
+    # A tiled compaction's segment order is a race in the real kernel itself: there the
+    # mutant must break the contract, not merely differ.
+    racy_order = config.compacts and not orig.contract.ordered
+    ref = reference(config, inputs) if racy_order else None
+    mutant_impl = registry.get(m.package)
+
+    def make(kind, row=-1, col=-1, o=None, mu=None, lanes=0, run=""):
+        return Witness(config.case_id, config.to_dict(), kind, row, col, o, mu, lanes, source, run)
+
+    repeated = _repeated_runs(m, device)
+    for label, context in repeated or [("", None)]:
+        if context is None:
+            mut = run_implementation(mutant_impl, config, inputs)
+        else:
+            mut = _run_under(mutant_impl, config, inputs, context)
+        if mut.error is not None:
+            return make("error", mu=mut.error[:160], run=label)
+        if racy_order:
+            verdict = compare(config.case_id, mut, mut, ref, compacted=True, counts_returned=config.counts_returned)
+            if not verdict.passed:
+                f = verdict.first
+                o = f.values.get("oracle") if isinstance(f.values, dict) else None
+                return make(str(f.check), f.row, f.col, o, f.values.get(mut.name) if isinstance(f.values, dict) else None,
+                            f.lanes, label)
+            diffs = [("counts", orig.counts, mut.counts)]
+        else:
+            diffs = [("out", orig.out, mut.out), ("counts", orig.counts, mut.counts)]
+        for kind, a, b in diffs:
+            d = _first_diff(a, b)
+            if d is not None:
+                return make(d[0] or kind, d[1], d[2], d[3], d[4], d[5], label)
+    return None
+
+
+def find_witness(m: Mutant, device: Optional[str] = None, declared_only: bool = False) -> tuple[Optional[Witness], int]:
+    """The declared witness case first, then (unless ``declared_only``) the sweep
+    subset: (witness or None, cases tried)."""
+    from remap_ab import backend
+
+    device = device or backend.current()
+    corpus = [(m.witness_config(), "declared")]
+    if not declared_only:
+        if m.needs_gpu and device == "cuda":
+            # Many rows and tiles at once: where a race has its best chance.
+            corpus += [(c, "race") for c in race_cases(m, device)[1:]]
+        corpus += [(c.config, "sweep") for c in sweep_subset()]
+    for tried, (config, source) in enumerate(corpus, 1):
+        w = compare_to_original(m, config, source, device)
+        if w is not None:
+            return w, tried
+    return None, len(corpus)
