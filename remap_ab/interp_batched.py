@@ -276,6 +276,7 @@ class _Launch:
 
     def record(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, itemsize: int) -> None:
         """Note one memory operation; ``ptrs``/``mask`` have the program axis first."""
+        assert mask.dtype == bool and mask.shape == ptrs.shape
         self.ops += 1
         session = _memcheck_session()
         if session is not None:
@@ -463,9 +464,24 @@ def _batched_patches(interpreter, launch: _Launch):
 
         return refuse
 
+    def same_rank(name, method):
+        # An elementwise op is right for any shape only if its operands' Triton shapes
+        # agree (the semantic layer broadcasts them first); with the program axis last,
+        # equal ranks are what keeps numpy from lining a block axis up with it.
+        def checked(*args, **kwargs):
+            ranks = {a.data.ndim for a in args if isinstance(a, TensorHandle)}
+            if len(ranks) > 1:
+                raise Unsupported(f"builder.{name} on operands of different ranks {sorted(ranks)}")
+            return method(*args, **kwargs)
+
+        return checked
+
     for name in dir(type(builder)):
-        if name.startswith("create_") and name not in _ELEMENTWISE:
-            patches.set(builder, name, unsupported(name))
+        if name.startswith("create_"):
+            if name in _ELEMENTWISE:
+                patches.set(builder, name, same_rank(name, getattr(builder, name)))
+            else:
+                patches.set(builder, name, unsupported(name))
 
     def get_program_id(axis):
         return TensorHandle(np.ascontiguousarray(launch.order[:, axis].astype(np.int32)), tl.int32)
@@ -528,7 +544,7 @@ def _batched_patches(interpreter, launch: _Launch):
         m_data = (
             np.ones(p_data.shape, dtype=bool)
             if mask is None
-            else _owned(np.broadcast_to(_program_major(mask.data, P), p_data.shape))
+            else _owned(np.broadcast_to(_program_major(mask.data, P), p_data.shape).astype(bool))
         )
         if other is None:
             o_data = np.zeros(p_data.shape, dtype=dtype_np)
@@ -547,7 +563,7 @@ def _batched_patches(interpreter, launch: _Launch):
         m_data = (
             np.ones(p_data.shape, dtype=bool)
             if mask is None
-            else _owned(np.broadcast_to(_program_major(mask.data, P), p_data.shape))
+            else _owned(np.broadcast_to(_program_major(mask.data, P), p_data.shape).astype(bool))
         )
         launch.record("store", p_data, m_data, _itemsize(ptrs.get_element_ty()))
         return _interp.store(p_data, v_data, m_data)
@@ -560,7 +576,7 @@ def _batched_patches(interpreter, launch: _Launch):
         op = builder.ir_rmw_op_to_interpreter_rmw_op[rmwOp]
         p_data = _program_major(ptr.data, P)
         v_data = _owned(np.broadcast_to(_program_major(val.data, P), p_data.shape))
-        m_data = _owned(np.broadcast_to(_program_major(mask.data, P), p_data.shape))
+        m_data = _owned(np.broadcast_to(_program_major(mask.data, P), p_data.shape).astype(bool))
         launch.record("atomic", p_data, m_data, _itemsize(ptr.get_element_ty()))
         ret = _interp.atomic_rmw(op, p_data, v_data, m_data, builder.ir_sem_to_interpreter_sem[sem])
         return TensorHandle(np.moveaxis(ret.reshape(p_data.shape), 0, -1), val.dtype.scalar)
