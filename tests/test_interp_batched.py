@@ -240,7 +240,8 @@ def test_memcheck_sees_every_batched_access(monkeypatch):
     seen = []
 
     class Session:
-        def access(self, kind, addresses, mask, programs):
+        def access(self, kind, addresses, mask, programs, itemsize=1):
+            assert itemsize == 4
             assert addresses.dtype == np.int64 and mask.dtype == bool and mask.shape == addresses.shape
             assert programs.shape == addresses.shape + (3,)
             seen.append((kind, addresses[mask], programs[mask]))
@@ -297,3 +298,35 @@ def test_unknown_set_grid_idx_patch_falls_back():
             del builder.set_grid_idx
         results[mode] = buf
     assert torch.equal(results["sequential"], results["batched"])
+
+
+@triton.jit
+def _over_read_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    # The last program reads one element past x: memcheck's finding.
+    pid = tl.program_id(0)
+    r = tl.arange(0, N)
+    tl.store(y_ptr + pid * N + r, tl.load(x_ptr + pid * N + r + 1))
+
+
+def test_memcheck_findings_are_the_sequential_ones():
+    memcheck = pytest.importorskip("remap_ab.memcheck", reason="remap_ab.memcheck is not in this checkout yet")
+    reports = {}
+    for mode in ("sequential", "batched"):
+        x, y = torch.arange(32, dtype=torch.int32), torch.zeros(32, dtype=torch.int32)
+        with ib.using(mode), memcheck.watching({"x": x, "y": y}, "k") as session, warnings.catch_warnings():
+            warnings.simplefilter("ignore", ib.BatchedFallbackWarning)
+            _over_read_kernel[(4,)](x, y, N=8)
+        r = session.report
+        reports[mode] = (r.launches, r.lanes_checked, r.bad_lanes, sorted(r.bad_rows), [f.describe().split(" at address")[0] for f in r.findings])
+    assert reports["batched"] == reports["sequential"]
+    assert reports["sequential"][2] == 1  # the check saw the over-read
+    # A clean launch stays batched and checks as many lanes.
+    config = CaseConfig(mode="dcp", tokens=2, topk=512, dcp_size=2, compact=True, counts=True)
+    inputs = generate_inputs(config)
+    checked = {}
+    for mode in ("sequential", "batched"):
+        before = dict(ib.stats)
+        with ib.using(mode), memcheck.watching(inputs.tensors(), "old") as session:
+            registry.get("old")(config, inputs)
+        checked[mode] = (session.report.lanes_checked, session.report.bad_lanes, ib.stats["batched"] - before["batched"])
+    assert checked["sequential"][:2] == checked["batched"][:2] and checked["batched"][2] == 1
