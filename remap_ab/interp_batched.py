@@ -194,13 +194,13 @@ def _run_batched(interpreter, fn, args, grid, args_hst, kwargs_hst) -> bool:
     before) when it must run sequentially instead."""
     from remap_ab import schedule
 
-    order = schedule.launch_order(grid)
+    order = schedule.launch_order(grid, as_array=True)
     if order is None:
         _fall_back(fn, "unknown program order: set_grid_idx is patched by something other than remap_ab.schedule")
         return False
     snapshot = _Snapshot(list(args_hst) + list(kwargs_hst.values()))
     memcheck_state = _MemcheckState()
-    launch = _Launch(np.asarray(order, dtype=np.int64).reshape(-1, 3), snapshot.memory())
+    launch = _Launch(order, snapshot.memory())
     try:
         with _batched_patches(interpreter, launch):
             fn(**args)

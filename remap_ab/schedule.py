@@ -56,20 +56,32 @@ def program_order(policy: str, grid: Grid, seed: int = 0) -> list[Grid]:
 _active: list = []
 
 
-def launch_order(grid: Grid) -> list[Grid] | None:
+def launch_order(grid: Grid, as_array: bool = False):
     """The order in which the sequential interpreter would run ``grid``'s programs right
-    now: the innermost ``interpreter_schedule``'s, else row-major. None when the
+    now: the innermost ``interpreter_schedule``'s, else row-major; a list of grid
+    indices, or with ``as_array`` an int64 array of shape (programs, 3). None when the
     interpreter's ``set_grid_idx`` was replaced by something this module did not install
     (its order is then unknown, and only the sequential interpreter honours it)."""
     from triton.runtime import interpreter
 
     patched = vars(interpreter.interpreter_builder).get("set_grid_idx")
     if not _active:
-        return program_order("row_major", grid) if patched is None else None
+        if patched is not None:
+            return None
+        if as_array:  # the common case, without a Python tuple per program
+            import numpy as np
+
+            return np.indices(grid, dtype=np.int64).reshape(3, -1).T.copy()
+        return program_order("row_major", grid)
     policy, seed, ours = _active[-1]
     if patched is not ours or len(_active) > 1:  # nested schedules compose their orders
         return None
-    return program_order(policy, grid, seed)
+    order = program_order(policy, grid, seed)
+    if as_array:
+        import numpy as np
+
+        return np.asarray(order, dtype=np.int64).reshape(-1, 3)
+    return order
 
 
 @contextlib.contextmanager
