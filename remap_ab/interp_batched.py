@@ -730,9 +730,20 @@ def _batched_patches(interpreter, launch: _Launch):
         return None
 
     patches.set(semantic, "binary_op_sanitize_overflow_impl", sanitize_overflow)
-    patches.set(tl.core.tensor, "__bool__", _bool)
-    patches.set(tl.core.tensor, "__index__", _index)
-    patches.set(tl.core.tensor, "T", property(_transpose))
+    tensor_patches = {"__bool__": _bool, "__index__": _index, "T": property(_transpose)}
+    for name, value in tensor_patches.items():
+        patches.set(tl.core.tensor, name, value)
+
+    def patch_lang_tensor(tensor, scope):
+        # Every call of a jitted helper (tl.sum, tl.cumsum...) re-runs the interpreter's
+        # _patch_lang, which would put the one-program __bool__ back mid-launch and let a
+        # per-program branch through unchecked: it installs ours instead.
+        original_patch_lang_tensor(tensor, scope)
+        for name, value in tensor_patches.items():
+            scope.set_attr(tensor, name, value)
+
+    original_patch_lang_tensor = interpreter._patch_lang_tensor
+    patches.set(interpreter, "_patch_lang_tensor", patch_lang_tensor)
     patches.set(interpreter, "ReduceOps", _reduce_class(interpreter))
     patches.set(interpreter, "ScanOps", _scan_class(interpreter))
     try:

@@ -189,7 +189,7 @@ def _launch_both(kernel, grid, make_args, policy="row_major"):
             warnings.simplefilter("always")
             kernel[grid](*args)
         ran = {k: ib.stats[k] - before[k] for k in ib.stats}
-        results[mode] = ([a.clone() for a in args], ran, [w for w in caught if issubclass(w.category, ib.BatchedFallbackWarning)])
+        results[mode] = ([a.clone() for a in args if isinstance(a, torch.Tensor)], ran, [w for w in caught if issubclass(w.category, ib.BatchedFallbackWarning)])
     return results
 
 
@@ -330,3 +330,24 @@ def test_memcheck_findings_are_the_sequential_ones():
             registry.get("old")(config, inputs)
         checked[mode] = (session.report.lanes_checked, session.report.bad_lanes, ib.stats["batched"] - before["batched"])
     assert checked["sequential"][:2] == checked["batched"][:2] and checked["batched"][2] == 1
+
+
+@triton.jit
+def _sum_then_branch_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    # tl.sum is itself a jitted helper: calling it re-patches triton.language in the
+    # interpreter, which must not undo the batched mode's per-program branch guard.
+    pid = tl.program_id(0)
+    total = tl.sum(tl.load(x_ptr + pid * N + tl.arange(0, N)), axis=0)
+    if total > 10:
+        tl.store(out_ptr + pid, total)
+    else:
+        tl.store(out_ptr + pid, -total)
+
+
+def test_branch_after_a_jitted_helper_still_falls_back():
+    ib._warned.clear()
+    make = lambda: [torch.arange(32, dtype=torch.int32) % 7, torch.zeros(8, dtype=torch.int32)]  # noqa: E731
+    results = _launch_both(_sum_then_branch_kernel, (8,), lambda: make() + [4])
+    (seq_args, _, _), (bat_args, ran, caught) = results["sequential"], results["batched"]
+    assert torch.equal(seq_args[1], bat_args[1]) and (seq_args[1] > 0).any() and (seq_args[1] < 0).any()
+    assert ran["fallback"] == 1 and "differs between programs" in str(caught[0].message)
