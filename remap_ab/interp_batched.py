@@ -108,6 +108,7 @@ def install() -> None:
     """Route interpreted launches through ``BatchedGridExecutor``. Needs
     ``TRITON_INTERPRET=1`` already set; harmless to call twice."""
     global _installed
+    mode()  # a bad REMAP_AB_INTERPRETER is a usage error now, not an error per launch
     if _installed:
         return
     from triton.runtime import interpreter
