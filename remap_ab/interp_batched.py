@@ -424,7 +424,16 @@ def _program_range(access: _Access, common: np.ndarray):
     return lo, hi
 
 
-_memcheck_module: list = []
+def _memcheck_module():
+    # A memcheck session can only be active once its module is imported (watching()
+    # lives there), so look in sys.modules: no import attempt per launch, and a module
+    # that appears later (optional piece of the tool) is still seen.
+    return sys.modules.get("remap_ab.memcheck")
+
+
+def _memcheck_session():
+    active = getattr(_memcheck_module(), "active", None)
+    return active() if active is not None else None
 
 
 def _takes_itemsize(session) -> bool:
@@ -435,18 +444,6 @@ def _takes_itemsize(session) -> bool:
         return "itemsize" in inspect.signature(session.access).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _memcheck_session():
-    # remap_ab.memcheck is optional (another piece of the tool); look it up once.
-    if not _memcheck_module:
-        try:
-            from remap_ab import memcheck
-        except ImportError:
-            memcheck = None
-        _memcheck_module.append(memcheck)
-    active = getattr(_memcheck_module[0], "active", None)
-    return active() if active is not None else None
 
 
 # ---------------------------------------------------------------------------------------

@@ -247,7 +247,7 @@ def test_memcheck_sees_every_batched_access(monkeypatch):
             seen.append((kind, addresses[mask], programs[mask]))
 
     fake = types.SimpleNamespace(active=lambda: Session())
-    monkeypatch.setattr(ib, "_memcheck_module", [fake])
+    monkeypatch.setitem(sys.modules, "remap_ab.memcheck", fake)
     counter = torch.zeros(2, dtype=torch.int32)
     tickets = torch.zeros((12, 4), dtype=torch.int32)
     with ib.using("batched"):
