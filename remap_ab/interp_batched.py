@@ -43,10 +43,9 @@ import linecache
 import os
 import re
 import sys
-import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import numpy as np
 
@@ -54,10 +53,9 @@ ENV = "REMAP_AB_INTERPRETER"
 MODES = ("batched", "sequential")
 DEFAULT_MODE = "batched"
 
-_override: Optional[str] = None
+_override: str | None = None
 _installed = False
 _warned: set = set()
-_lock = threading.Lock()
 
 # Counters of what happened, per process: tests and the bench read them.
 stats = {"batched": 0, "sequential": 0, "fallback": 0}
@@ -208,7 +206,7 @@ def _run_batched(interpreter, fn, args, grid, args_hst, kwargs_hst) -> bool:
         hazard = launch.conflict()
     except Unsupported as e:
         hazard = f"unsupported: {e}"
-    except Exception as e:  # the sequential run decides what the kernel's error is
+    except Exception as e:  # noqa: BLE001  (the sequential run decides what the kernel's error is)
         snapshot.restore()
         memcheck_state.restore()
         launch.discard()
@@ -343,7 +341,7 @@ class _Launch:
         self.accesses.append(access)
         return access
 
-    def gather(self, access: Optional[_Access], ptrs, mask, other, dtype_np) -> Optional[np.ndarray]:
+    def gather(self, access: _Access | None, ptrs, mask, other, dtype_np) -> np.ndarray | None:
         """The load of ``ptrs`` done with numpy when every accessed lane lies inside one
         argument storage at that storage's element alignment; else None."""
         if access is None:
@@ -369,7 +367,7 @@ class _Launch:
         index[~mask] = 0
         return np.where(mask, elements.take(index), other)
 
-    def conflict(self) -> Optional[str]:
+    def conflict(self) -> str | None:
         """None when op-major order gave what schedule order would; else why not.
 
         Two accesses to one address from programs p (earlier in the schedule) and q,
@@ -394,7 +392,7 @@ class _Launch:
         self.accesses.clear()
 
 
-def _pair_conflict(a: _Access, b: _Access) -> Optional[str]:
+def _pair_conflict(a: _Access, b: _Access) -> str | None:
     where = f"operations {min(a.op, b.op)} and {max(a.op, b.op)} ({a.kind}/{b.kind})"
     size = a.itemsize
     if size != b.itemsize or len(np.unique(np.concatenate([a.addresses % size, b.addresses % size]))) > 1:
@@ -404,8 +402,8 @@ def _pair_conflict(a: _Access, b: _Access) -> Optional[str]:
         return None
     first, second = (a, b) if a.op < b.op else (b, a)
     # Per shared address: the range of programs touching it in each operation.
-    lo1, hi1 = _program_range(first, common)
-    lo2, hi2 = _program_range(second, common)
+    _, hi1 = _program_range(first, common)
+    lo2, _ = _program_range(second, common)
     # `first` runs entirely before `second` here; in the schedule a program of
     # `second` runs before one of `first` iff its rank is lower.
     if np.any(lo2 < hi1):
@@ -454,8 +452,7 @@ def _takes_itemsize(session) -> bool:
 # are. Transcendental float functions are absent on purpose: numpy's vector and scalar
 # loops may round them differently, so a batched array could differ from a one-program
 # array in the last bit.
-_ELEMENTWISE = frozenset(
-    """
+_ELEMENTWISE_NAMES = """
     create_fadd create_fmul create_fdiv create_frem create_fsub create_mul create_precise_divf
     create_sdiv create_udiv create_srem create_urem create_add create_sub create_shl create_lshr
     create_minsi create_minui create_minimumf create_minnumf create_maxsi create_maxui
@@ -468,8 +465,8 @@ _ELEMENTWISE = frozenset(
     create_fp_trunc create_int_cast create_fp_to_fp create_bitcast create_select create_clampf
     create_fma create_fabs create_iabs create_floor create_ceil create_sqrt create_precise_sqrt
     create_addptr create_barrier create_assert create_assume create_get_num_programs
-    """.split()
-)
+"""
+_ELEMENTWISE = frozenset(_ELEMENTWISE_NAMES.split())
 
 
 def _p(data: np.ndarray) -> int:

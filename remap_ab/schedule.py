@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import Iterator
+from collections.abc import Iterator
 
 POLICIES = ("row_major", "reversed", "random", "tiles_reversed", "tiles_rotated")
 

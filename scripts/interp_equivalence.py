@@ -26,11 +26,12 @@ from remap_ab import backend
 
 backend.select("cpu")
 
-import torch  # noqa: E402
+import torch
 
-from remap_ab import grid, interp_batched as ib, registry, runner  # noqa: E402
-from remap_ab.inputs import generate_inputs  # noqa: E402
-from remap_ab.schedule import POLICIES, interpreter_schedule  # noqa: E402
+from remap_ab import grid, registry, runner
+from remap_ab import interp_batched as ib
+from remap_ab.inputs import generate_inputs
+from remap_ab.schedule import POLICIES, interpreter_schedule
 
 # (grid filters, implementations, policies): K=384 is tiled in both kernels, so both
 # race for compaction slots under every schedule; K=2048 with prefill is old's largest
@@ -61,7 +62,7 @@ def default_sweep() -> int:
                 start = time.process_time()
                 with ib.using(mode):
                     outs[mode] = runner.run_implementation(
-                        registry.get(impl), config, inputs, schedule=lambda: interpreter_schedule(policy, n)
+                        registry.get(impl), config, inputs, schedule=lambda policy=policy, n=n: interpreter_schedule(policy, n)
                     )
                 cpu[mode] += time.process_time() - start
             a, b = outs["sequential"], outs["batched"]
@@ -96,7 +97,7 @@ def main() -> int:
                         start = time.process_time()
                         with ib.using(mode):
                             outs[mode] = runner.run_implementation(
-                                registry.get(impl), config, inputs, schedule=lambda: interpreter_schedule(policy, 5)
+                                registry.get(impl), config, inputs, schedule=lambda policy=policy: interpreter_schedule(policy, 5)
                             )
                         cpu[mode] += time.process_time() - start
                     a, b = outs["sequential"], outs["batched"]

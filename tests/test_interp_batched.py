@@ -109,7 +109,7 @@ def test_runs_batched_and_is_faster():
     inputs = generate_inputs(config)
     times = {}
     for mode in ("sequential", "batched", "sequential", "batched"):
-        out, ran = _run("old", config, inputs, mode, "row_major")
+        _, ran = _run("old", config, inputs, mode, "row_major")
         assert ran[mode] == 1
         start = time.perf_counter()
         _run("old", config, inputs, mode, "row_major")
@@ -346,7 +346,7 @@ def _sum_then_branch_kernel(x_ptr, out_ptr, N: tl.constexpr):
 
 def test_branch_after_a_jitted_helper_still_falls_back():
     ib._warned.clear()
-    make = lambda: [torch.arange(32, dtype=torch.int32) % 7, torch.zeros(8, dtype=torch.int32)]  # noqa: E731
+    make = lambda: [torch.arange(32, dtype=torch.int32) % 7, torch.zeros(8, dtype=torch.int32)]
     results = _launch_both(_sum_then_branch_kernel, (8,), lambda: make() + [4])
     (seq_args, _, _), (bat_args, ran, caught) = results["sequential"], results["batched"]
     assert torch.equal(seq_args[1], bat_args[1]) and (seq_args[1] > 0).any() and (seq_args[1] < 0).any()
