@@ -45,6 +45,10 @@ def select(device: str | None = None) -> str:
         if wanted == "cpu":
             _require_interpreter_before_import()
             os.environ["TRITON_INTERPRET"] = "1"
+            # interp helper: run each launch's programs together (REMAP_AB_INTERPRETER).
+            from remap_ab import interp_batched
+
+            interp_batched.install()
         elif os.environ.get("TRITON_INTERPRET") == "1":
             raise BackendError("TRITON_INTERPRET=1 is set in the environment but --device cuda was asked for; unset it")
         _chosen = wanted
