@@ -143,10 +143,13 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
     return Draw(CaseConfig(**fields), path)
 
 
-def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0):
-    """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``.
-    Every ``contend_every``-th draw (0: none) is marked to run under contention."""
-    rng = random.Random(f"remap-ab soak {seed} worker {worker}")
+def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
+          generation: int = 0):
+    """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
+    (a restarted worker's ``generation`` gives it a stream of its own). Every
+    ``contend_every``-th draw (0: none) is marked to run under contention."""
+    key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
+    rng = random.Random(key)
     n = 0
     while True:
         d = draw(rng, max_tokens, max_topk)
@@ -187,6 +190,7 @@ class WorkerPlan:
     max_cases: Optional[int] = None  # per worker
     contend_every: int = 4  # GPU only
     batch: int = 16  # GPU only: quiet cases per run_batch call
+    generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
 
 
 def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
@@ -204,7 +208,8 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
         from remap_ab.nondet import SideStreamLoad
 
         load = SideStreamLoad(device="cuda")
-    stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0)
+    stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
+                   plan.generation)
     done = 0
     quiet: list = []
 
@@ -233,19 +238,72 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
     return done
 
 
+class ContextLost(Exception):
+    """The CUDA context of this worker is unusable (a sticky error, e.g. an illegal
+    address in a kernel): every later case would fail for that reason alone."""
+
+
+def _context_lost(device: str) -> bool:
+    if device != "cuda":
+        return False
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        return True
+    return False
+
+
 def _run_one(plan: WorkerPlan, device: str, d: Draw, load=None) -> CaseRecord:
-    """One case through ``run_case`` (under the side-stream load when ``d`` is
-    contended); a report for anything that does not pass."""
+    """One case through ``run_case``, or under the side-stream load when ``d`` is
+    contended; a report for anything that does not pass."""
     from remap_ab.errors import exception_line
     from remap_ab.runner import run_case
 
     start = time.perf_counter()
     try:
-        result = run_case(d.config, plan.a, plan.b, device=device,
-                          schedule=load.enqueue if (load is not None and d.contended) else None)
+        if load is not None and d.contended:
+            result = _run_contended(d.config, plan.a, plan.b, device, load)
+        else:
+            result = run_case(d.config, plan.a, plan.b, device=device)
     except Exception as exc:  # the soak goes on; the case becomes a crash report
-        return _crash_record(plan, device, d, exception_line(exc)[:400], time.perf_counter() - start)
+        rec = _crash_record(plan, device, d, exception_line(exc)[:400], time.perf_counter() - start)
+        if _context_lost(device):
+            raise ContextLost(f"{rec.line}; report {rec.report}") from None
+        return rec
     return _record(plan, d, result.verdict, time.perf_counter() - start, result)
+
+
+def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
+    """``run_case``, except that A and B are launched right after matrix products are
+    queued on the side stream, with no device-wide sync in between (``run_case``'s
+    ``schedule`` hook is entered before its sync, which would wait for the load)."""
+    import torch
+
+    from remap_ab import registry
+    from remap_ab.compare import Output, compare
+    from remap_ab.errors import exception_line
+    from remap_ab.inputs import generate_inputs
+    from remap_ab.runner import CaseResult, poisoned_empty, reference, run_implementation
+
+    inputs = generate_inputs(config, device=device)
+    torch.cuda.synchronize()
+    outputs = []
+    for impl in (registry.get(a), registry.get(b)):
+        contract = impl.order_contract(config)
+        try:
+            with load.enqueue(), poisoned_empty():
+                out, counts = impl(config, inputs)
+            torch.cuda.synchronize()
+            outputs.append(Output(impl.name, out, counts, contract))
+        except Exception as exc:  # a broken implementation is a verdict, not a crash
+            outputs.append(Output(impl.name, None, None, contract, error=exception_line(exc)[:500]))
+    ref = reference(config, inputs)
+    oracle = run_implementation(registry.get("oracle"), config, inputs)
+    verdict = compare(config.case_id, outputs[0], outputs[1], ref,
+                      compacted=config.compacts, counts_returned=config.counts_returned)
+    return CaseResult(config, inputs, outputs[0], outputs[1], ref, verdict, oracle=oracle)
 
 
 def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
@@ -257,7 +315,9 @@ def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
     start = time.perf_counter()
     try:
         outcomes = run_batch([d.config for d in batch], plan.a, plan.b, device)
-    except Exception:
+    except Exception as exc:
+        if _context_lost(device):
+            raise ContextLost(f"run_batch raised {exception_line(exc)[:300]} on a batch of {len(batch)} cases") from None
         # One bad case must not hide the others: judge each alone.
         return [_run_one(plan, device, d) for d in batch]
     each = (time.perf_counter() - start) / len(batch)
@@ -274,6 +334,8 @@ def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
                 result = run_case(d.config, plan.a, plan.b, device=device)
             except Exception as exc:
                 records.append(_crash_record(plan, device, d, exception_line(exc)[:400], each))
+                if _context_lost(device):
+                    raise ContextLost(f"{records[-1].line}; report {records[-1].report}") from None
                 continue
         records.append(_record(plan, d, o.verdict, each, result))
     return records
@@ -407,6 +469,10 @@ def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progres
         run_worker(plan, emit, lambda: interrupted.asked)
     except KeyboardInterrupt:
         pass  # the second Ctrl-C: the case in flight is abandoned, the summary follows
+    except ContextLost as exc:
+        # One process, one CUDA context: nothing more can run in it.
+        tally.add(CaseRecord(plan.worker, "-", {}, "crash", 0.0, line=f"the CUDA context is lost, soak stopped: {exc}"))
+        progress()
 
 
 def _worker_process(plan: WorkerPlan, results, stop) -> None:
@@ -430,10 +496,17 @@ def _worker_process(plan: WorkerPlan, results, stop) -> None:
         results.put(("failed", plan.worker, exception_line(exc)[:400]))
 
 
+MAX_RESTARTS = 3  # per worker: a worker that keeps dying is left dead
+
+
 def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupted,
-                  progress: Callable[[], None], say: Callable[[str], None]) -> None:
+                  progress: Callable[[], None], say: Callable[[str], None],
+                  max_restarts: int = MAX_RESTARTS) -> None:
     """One spawned process per plan, with its environment (GPU pinning), until every
-    worker is done; a worker that dies leaves crash reports for the cases it held."""
+    worker is done. A worker that dies (or whose CUDA context is lost) leaves crash
+    reports for the cases it held, and is replaced by a fresh one, up to
+    ``max_restarts`` times."""
+    import dataclasses
     import multiprocessing as mp
     import os
     import queue
@@ -441,8 +514,12 @@ def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupte
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     stop = ctx.Event()
-    procs = {}
-    for plan, env in zip(plans, envs):
+    procs: dict = {}
+    current = {plan.worker: plan for plan in plans}
+    env_of = {plan.worker: env for plan, env in zip(plans, envs)}
+
+    def start(plan: WorkerPlan) -> None:
+        env = env_of[plan.worker]
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)  # the child inherits this environment at spawn
         try:
@@ -456,43 +533,59 @@ def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupte
                 else:
                     os.environ[k] = v
         procs[plan.worker] = p
+        current[plan.worker] = plan
+
+    def lost(wid: int, why: str) -> None:
+        """Worker ``wid`` is gone: report what it held, and replace it if there is time."""
+        plan = current[wid]
+        say(f"soak: worker {wid} {why}")
+        _crash_held(plan, held.pop(wid, []), f"the soak worker {why}", tally)
+        if stop.is_set() or interrupted.asked or time.time() >= plan.deadline or plan.generation >= max_restarts:
+            finished.add(wid)
+            return
+        start(dataclasses.replace(plan, generation=plan.generation + 1))
+
     held: dict = {}  # worker -> configs it announced and has not finished
     finished: set = set()
+
+    def handle(msg) -> None:
+        kind, wid = msg[0], msg[1]
+        if kind == "ready":
+            tally.started.setdefault(wid, time.time())
+            tally.gpus[wid] = msg[2]
+        elif kind == "start":
+            held[wid] = list(msg[2])
+        elif kind == "case":
+            rec = CaseRecord(**msg[2])
+            tally.add(rec)
+            held[wid] = [c for c in held.get(wid, []) if CaseConfig.from_dict(c).case_id != rec.case_id]
+        elif kind == "done":
+            finished.add(wid)
+        elif kind == "failed":
+            procs[wid].join(timeout=10)
+            lost(wid, f"failed: {msg[2]}")
+
+    for plan in plans:
+        start(plan)
     try:
         while len(finished) < len(procs):
             if interrupted.asked:
                 stop.set()
             try:
-                msg = results.get(timeout=0.5)
-            except queue.Empty:
-                msg = None
-            if msg is not None:
-                kind, wid = msg[0], msg[1]
-                if kind == "ready":
-                    tally.started[wid] = time.time()
-                    tally.gpus[wid] = msg[2]
-                elif kind == "start":
-                    held[wid] = list(msg[2])
-                elif kind == "case":
-                    rec = CaseRecord(**msg[2])
-                    tally.add(rec)
-                    pending = held.get(wid, [])
-                    held[wid] = [c for c in pending if CaseConfig.from_dict(c).case_id != rec.case_id]
-                    progress()
-                elif kind == "done":
-                    finished.add(wid)
-                elif kind == "failed":
-                    say(f"soak: worker {wid} failed: {msg[2]}")
-                    _crash_held(plans[wid], held.pop(wid, []), f"the soak worker failed: {msg[2]}", tally)
-                    finished.add(wid)
+                handle(results.get(timeout=0.5))
+                progress()
                 continue
-            for wid, p in procs.items():
+            except queue.Empty:
+                pass
+            for wid, p in list(procs.items()):
                 if wid not in finished and not p.is_alive():
-                    # Drain what it sent before dying, then name the cases it held.
-                    p.join(0.1)
-                    say(f"soak: worker {wid} died (exit status {p.exitcode})")
-                    _crash_held(plans[wid], held.pop(wid, []), f"the soak worker died (exit status {p.exitcode})", tally)
-                    finished.add(wid)
+                    try:  # what it sent before dying comes first
+                        while wid not in finished:
+                            handle(results.get(timeout=0.5))
+                    except queue.Empty:
+                        pass
+                    if wid not in finished and not procs[wid].is_alive():
+                        lost(wid, f"died (exit status {p.exitcode})")
             progress()
     except KeyboardInterrupt:
         pass  # the second Ctrl-C: abandon the cases in flight

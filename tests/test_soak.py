@@ -149,3 +149,32 @@ def test_bad_options_are_one_line_and_exit_2(argv, message, capsys, tmp_path):
         code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
+    # Two worker processes (the GPU layout, here on the CPU); B kills its process on
+    # the DCP wrapper, so each worker judges plain-convert cases until it draws a
+    # DCP one and dies: the cases it held become crash reports, the others are kept.
+    (tmp_path / "brk_die.py").write_text(textwrap.dedent('''
+        import os
+        import signal
+        import kernels_new as _real
+        triton_convert_req_index_to_global_index = _real.triton_convert_req_index_to_global_index
+        def triton_filter_and_convert_dcp_index(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+    '''))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO)]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = _soak(tmp_path, "--seed", "4", "--max-cases", "6", "--workers", "2", "--max-restarts", "0",
+                 "--b", "brk_die")
+    captured = capsys.readouterr()
+    assert code == 1
+    data = _soak_json(tmp_path)
+    crashes = [f for f in data["failures"] if f["status"] == "crash"]
+    assert len(crashes) == 2, data  # one per worker, never replaced (--max-restarts 0)
+    assert all("died (exit status -9)" in f["line"] for f in crashes)
+    for f in crashes:
+        assert (Path(f["report"]) / "verdict.json").is_file()
+    assert set(data["workers"]) == {"0", "1"}
+    assert data["statuses"].get("pass", 0) == data["cases"] - 2
+    assert "soak: worker" in captured.err and "died" in captured.err

@@ -51,6 +51,8 @@ def add_arguments(p):
     p.add_argument("--contend-every", type=non_negative_int, default=4,
                    help="GPU: run every Nth case under a contending side stream (0: never; default 4)")
     p.add_argument("--batch", type=positive_int, default=16, help="GPU: quiet cases judged per batch (default 16)")
+    p.add_argument("--max-restarts", type=non_negative_int, default=3,
+                   help="with several workers: how often a worker that died is replaced (default 3)")
     add_implementations(p)
     add_device(p)
     add_root(p)
@@ -120,7 +122,7 @@ def main(args) -> int:
             soak.run_inline(plans[0], tally, interrupted, progress)
         else:
             envs = gpus.worker_environments(workers, device, gpu_list)
-            soak.run_processes(plans, envs, tally, interrupted, progress, say)
+            soak.run_processes(plans, envs, tally, interrupted, progress, say, args.max_restarts)
     finally:
         signal.signal(signal.SIGINT, previous)
     progress()
