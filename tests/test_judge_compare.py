@@ -468,29 +468,33 @@ def _verdict_dict() -> dict:
     return _failing_verdict().to_dict()
 
 
-@pytest.mark.parametrize("path,value,field", [
-    (("status",), "passed", "status"),
-    (("status",), 1, "status"),
-    (("case_id",), 7, "case_id"),
-    (("failures",), {}, "failures"),
-    (("info",), "x", "info"),
-    (("info",), [1], "info"),
-    (("order_differs",), 0, "order_differs"),
-    (("order_differs_rows",), True, "order_differs_rows"),
-    (("order_differs_rows",), "2", "order_differs_rows"),
-    (("failures", 0, "check"), "wrong", "check"),
-    (("failures", 0, "row"), 1.5, "row"),
-    (("failures", 0, "col"), None, "col"),
-    (("failures", 0, "lanes"), "1", "lanes"),
-    (("failures", 0, "rows"), False, "rows"),
-    (("failures", 0, "impl"), 3, "impl"),
-    (("failures", 0, "message"), [], "message"),
-    (("failures", 0, "values"), [], "values"),
-    (("failures", 0, "values", "b"), "5", "values"),
-    (("failures", 0, "values", "b"), 5.0, "values"),
-    (("failures", 0), "oops", "failure 0"),
+_V, _F = "verdict field", "verdict failure 0 field"
+
+
+@pytest.mark.parametrize("path,value,expected", [
+    (("status",), "passed", f"{_V} 'status': 'passed' is not one of pass, fail, error, crash, timeout"),
+    (("status",), 1, f"{_V} 'status': 1 is not a string"),
+    (("case_id",), 7, f"{_V} 'case_id': 7 is not a string"),
+    (("failures",), {}, f"{_V} 'failures': {{}} is not a list"),
+    (("info",), "x", f"{_V} 'info': 'x' is not a list"),
+    (("info",), [1], f"{_V} 'info' entry 0: 1 is not a string"),
+    (("order_differs",), 0, f"{_V} 'order_differs': 0 is not true or false"),
+    (("order_differs_rows",), True, f"{_V} 'order_differs_rows': True is not an integer"),
+    (("order_differs_rows",), "2", f"{_V} 'order_differs_rows': '2' is not an integer"),
+    (("failures", 0, "check"), "wrong", f"{_F} 'check': 'wrong' is not one of " + ", ".join(c.value for c in Check)),
+    (("failures", 0, "row"), 1.5, f"{_F} 'row': 1.5 is not an integer"),
+    (("failures", 0, "col"), None, f"{_F} 'col': None is not an integer"),
+    (("failures", 0, "lanes"), "1", f"{_F} 'lanes': '1' is not an integer"),
+    (("failures", 0, "rows"), False, f"{_F} 'rows': False is not an integer"),
+    (("failures", 0, "impl"), 3, f"{_F} 'impl': 3 is not a string"),
+    (("failures", 0, "message"), [], f"{_F} 'message': [] is not a string"),
+    (("failures", 0, "values"), [], f"{_F} 'values': [] is not an object"),
+    (("failures", 0, "values", "b"), "5", f"{_F} 'values' entry 'b': '5' is not an integer or null"),
+    (("failures", 0, "values", "b"), 5.0, f"{_F} 'values' entry 'b': 5.0 is not an integer or null"),
+    (("failures", 0, "values", "b"), True, f"{_F} 'values' entry 'b': True is not an integer or null"),
+    (("failures", 0), "oops", "verdict failure 0 is str, expected an object"),
 ])
-def test_from_dict_refuses_a_wrong_typed_field_naming_it(path, value, field):
+def test_from_dict_refuses_a_wrong_typed_field_naming_it(path, value, expected):
     d = _verdict_dict()
     target = d
     for key in path[:-1]:
@@ -498,7 +502,7 @@ def test_from_dict_refuses_a_wrong_typed_field_naming_it(path, value, field):
     target[path[-1]] = value
     with pytest.raises(ReportError) as info:
         Verdict.from_dict(d)
-    assert field in str(info.value) and "\n" not in str(info.value)
+    assert str(info.value) == expected
 
 
 @pytest.mark.parametrize("path", [
@@ -512,13 +516,26 @@ def test_from_dict_refuses_a_missing_field_naming_it(path):
     for key in path[:-1]:
         target = target[key]
     del target[path[-1]]
-    with pytest.raises(ReportError, match=f"'{path[-1]}' is missing"):
+    where = "verdict failure 0" if path[0] == "failures" and len(path) > 1 else "verdict"
+    with pytest.raises(ReportError) as info:
         Verdict.from_dict(d)
+    assert str(info.value) == f"{where} field '{path[-1]}' is missing"
 
 
 def test_from_dict_refuses_what_is_no_object():
-    with pytest.raises(ReportError, match="verdict is list"):
+    with pytest.raises(ReportError) as info:
         Verdict.from_dict([])
+    assert str(info.value) == "verdict is list, expected an object"
+    d = _verdict_dict()
+    d["failures"][0] = 3
+    with pytest.raises(ReportError) as info:
+        Verdict.from_dict(d)
+    assert str(info.value) == "verdict failure 0 is int, expected an object"
+    d = _verdict_dict()
+    d["info"] = ["fine", 4]
+    with pytest.raises(ReportError) as info:
+        Verdict.from_dict(d)
+    assert str(info.value) == "verdict field 'info' entry 1: 4 is not a string"
 
 
 def test_from_dict_messages():
@@ -541,3 +558,19 @@ def test_from_dict_messages():
     d = _verdict_dict()
     d["failures"][0]["values"]["b"] = None
     assert Verdict.from_dict(d).first.values["b"] is None
+
+
+def test_mismatch_line_wording():
+    m = Mismatch(Check.OUT, "b", 0, 0, {"b": 1, "oracle": 2}, 1, 1, "m")
+    assert m.line() == "[out] b: m at row 0, col 0 (b=1, oracle=2); 1 lane in 1 row differs"
+    m = Mismatch(Check.COUNTS, "b", 3, -1, {"b": None}, 2, 1, "m")
+    assert m.line() == "[counts] b: m at row 3 (b=None); 2 lanes in 1 row differ"
+    m = Mismatch(Check.OUT, "b", 1, 2, {}, 1, 2, "m")
+    assert m.line() == "[out] b: m at row 1, col 2 (); 1 lane in 2 rows differs"
+
+
+def test_summary_joins_info_lines():
+    v = Verdict("c", Status.PASS, info=["x", "y"])
+    assert v.summary() == "c: PASS (x; y)"
+    assert v.describe() == "case c: PASS\n  info x\n  info y"
+    assert v.first is None and v.mismatch_lanes == 0 and v.mismatch_rows == 0
