@@ -482,33 +482,30 @@ def segment_witness(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tensor
     interchangeable); ``compare`` then decides."""
     t, k = out.shape
     if seg <= 0 or k % seg:
-        return torch.zeros((), dtype=torch.bool, device=out.device)
+        return out.new_zeros((), dtype=torch.bool)
     tiles = k // seg
     valid = ref.valid.view(t, tiles, seg)
-    lanes = ref.lanes.view(t, tiles, seg).to(torch.int64)
+    lanes = ref.lanes.view(t, tiles, seg)
     vi = valid.to(torch.int64)
     n = vi.sum(-1)  # [t, tiles] segment lengths
     e = torch.cumsum(vi, -1) - vi  # exclusive rank of each valid lane in its tile
-    count = ref.counts.to(torch.int64).view(t, 1)
-    cols = torch.arange(k, device=out.device).view(1, k)
+    count = ref.counts.view(t, 1)
+    cols = torch.arange(k, device=out.device)
     tail_ok = torch.where(cols < count, True, out == -1).all()
-    out64 = out.to(torch.int64)
     used = n == 0
-    pos = torch.zeros(t, 1, dtype=torch.int64, device=out.device)
-    rows_ok = torch.ones(t, dtype=torch.bool, device=out.device)
-    tile_ids = torch.arange(tiles, device=out.device).view(1, tiles)
+    pos = n.new_zeros(t, 1)
+    tile_ids = torch.arange(tiles, device=out.device)
+    # A row where no unused segment matches keeps its state, so it matches nothing at
+    # every later step too and ends with a segment unused: no separate failure flag.
     for _ in range(tiles):
         idx = (pos.view(t, 1, 1) + e).clamp(max=k - 1).view(t, -1)
-        got = out64.gather(1, idx).view(t, tiles, seg)
+        got = out.gather(1, idx).view(t, tiles, seg)
         match = (~valid | (got == lanes)).all(-1) & ~used & (pos + n <= count)
-        any_match = match.any(-1)
-        done = used.all(-1)
-        rows_ok &= any_match | done
+        take = match.any(-1, keepdim=True)
         j = torch.argmax(match.to(torch.int64), dim=-1, keepdim=True)  # first match
-        take = any_match & ~done
-        pos = pos + torch.where(take.view(t, 1), n.gather(1, j), 0)
-        used = used | ((tile_ids == j) & take.view(t, 1))
-    return tail_ok & (rows_ok & used.all(-1) & (pos.view(t) == count.view(t))).all()
+        pos = pos + torch.where(take, n.gather(1, j), 0)
+        used = used | ((tile_ids == j) & take)
+    return tail_ok & used.all() & (pos == count).all()
 
 
 def compare(

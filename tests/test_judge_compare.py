@@ -417,6 +417,24 @@ def test_segment_witness_rejects_a_segment_width_that_does_not_tile_the_row():
     assert not bool(segment_witness(ref.out, ref, 0))
 
 
+def test_segment_witness_edges():
+    ref = compacted_ref([[1, 2, 3, -1, 5, 6], [4, -1, -1, -1, -1, -1]])
+    # Segments of one lane: any order of the valid values is a witness.
+    assert bool(segment_witness(t32([[6, 3, 1, 5, 2, -1], [4, -1, -1, -1, -1, -1]]), ref, 1))
+    # The lane right at the count must be -1 too.
+    assert not bool(segment_witness(t32([[1, 2, 3, 5, 6, 0], [4, -1, -1, -1, -1, -1]]), ref, 1))
+    assert not bool(segment_witness(t32([[1, 2, 3, 5, 6, -1], [4, 7, -1, -1, -1, -1]]), ref, 2))
+    assert segment_witness(ref.out, ref, 2).dtype == torch.bool
+    assert segment_witness(ref.out, ref, 4).dtype == torch.bool  # the refusal too
+    assert segment_witness(ref.out, ref, 2).shape == ()
+    # A full row (count == K): the walk reads up to the last column and no further.
+    full = compacted_ref([[1, 2, 3, 4]])
+    assert bool(segment_witness(t32([[3, 4, 1, 2]]), full, 2))
+    nearly = compacted_ref([[1, 2, 3, -1]])
+    assert bool(segment_witness(t32([[3, 1, 2, -1]]), nearly, 2))
+    assert not bool(segment_witness(t32([[3, 2, 1, -1]]), nearly, 2))
+
+
 def test_segment_witness_needs_every_segment_and_the_whole_count():
     # A row that stops early or skips a segment is no witness, even with a -1 tail.
     ref = compacted_ref([[1, 2, 3, 4]])
