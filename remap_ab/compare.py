@@ -429,25 +429,22 @@ def is_segment_permutation(row_out: list, lanes: list, valid: list, segment: int
     segs = tile_segments(lanes, valid, segment)
     total = sum(len(s) for s in segs)
     prefix = row_out[:total]
-    used = [False] * len(segs)
 
-    def place(pos: int) -> bool:
+    def place(pos: int, unused: tuple) -> bool:
         if pos == total:
             return True
-        tried = set()
-        for i, seg in enumerate(segs):
+        tried = set()  # segments with equal values are interchangeable: try one of them
+        for i in unused:
+            seg = segs[i]
             key = tuple(seg)
-            if used[i] or key in tried:
+            if key in tried:
                 continue
             tried.add(key)
-            if prefix[pos : pos + len(seg)] == seg:
-                used[i] = True
-                if place(pos + len(seg)):
-                    return True
-                used[i] = False
+            if prefix[pos : pos + len(seg)] == seg and place(pos + len(seg), tuple(u for u in unused if u != i)):
+                return True
         return False
 
-    return place(0)
+    return place(0, tuple(range(len(segs))))
 
 
 _is_segment_permutation = is_segment_permutation  # the name older callers import
@@ -497,10 +494,12 @@ def segment_witness(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tensor
     tile_ids = torch.arange(tiles, device=out.device)
     # A row where no unused segment matches keeps its state, so it matches nothing at
     # every later step too and ends with a segment unused: no separate failure flag.
+    # Nor can a match overrun the count: the unused segments' lengths sum to what is
+    # left of it.
     for _ in range(tiles):
         idx = (pos.view(t, 1, 1) + e).clamp(max=k - 1).view(t, -1)
         got = out.gather(1, idx).view(t, tiles, seg)
-        match = (~valid | (got == lanes)).all(-1) & ~used & (pos + n <= count)
+        match = (~valid | (got == lanes)).all(-1) & ~used
         take = match.any(-1, keepdim=True)
         j = torch.argmax(match.to(torch.int64), dim=-1, keepdim=True)  # first match
         pos = pos + torch.where(take, n.gather(1, j), 0)

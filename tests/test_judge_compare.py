@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -370,6 +371,18 @@ def test_note_order_differs_default_why():
     note_order_differs(v, a, b, 2, 3)
     assert (v.order_differs, v.order_differs_rows) == (True, 2)
     assert v.info == ["prefix order differs between a and b in 2 of 3 rows (allowed: a: tiled; b: one tile)"]
+    w = Verdict("c", Status.PASS)
+    note_order_differs(w, b, a, 1, 3)
+    assert w.info == ["prefix order differs between b and a in 1 of 3 rows (allowed: b: one tile; a: tiled)"]
+
+
+def test_permutation_search_tries_equal_segments_once():
+    # Fifteen equal one-lane segments and a last value that no order can place: a
+    # search that tried every equal segment at every depth would take 15! steps.
+    lanes = [7] * 15 + [8]
+    start = time.perf_counter()
+    assert not is_segment_permutation([7] * 15 + [9], lanes, [True] * 16, 1)
+    assert time.perf_counter() - start < 1.0
 
 
 def test_tile_segments_and_permutation_rule():
