@@ -25,6 +25,7 @@ from remap_ab.compare import (
     is_segment_permutation,
     note_order_differs,
     proof_of_pass,
+    rows_witnessed,
     segment_witness,
     shape_ok,
     tile_segments,
@@ -446,6 +447,14 @@ def test_segment_witness_edges():
     nearly = compacted_ref([[1, 2, 3, -1]])
     assert bool(segment_witness(t32([[3, 1, 2, -1]]), nearly, 2))
     assert not bool(segment_witness(t32([[3, 2, 1, -1]]), nearly, 2))
+
+
+def test_rows_witnessed_row_by_row():
+    ref = compacted_ref([[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, -1, -1], [-1, -1, -1, -1]])
+    out_ = t32([[3, 4, 1, 2], [2, 1, 3, 4], [1, 2, -1, 5], [-1, -1, -1, -1]])
+    assert rows_witnessed(out_, ref, 2).tolist() == [True, False, False, True]
+    assert rows_witnessed(out_, ref, 3).tolist() == [False] * 4
+    assert rows_witnessed(out_, ref, 2).dtype == torch.bool
 
 
 def test_segment_witness_needs_every_segment_and_the_whole_count():
