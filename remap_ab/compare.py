@@ -33,9 +33,6 @@ import torch
 from remap_ab.errors import ReportError
 from remap_ab.status import Check, Status
 
-_SENTINEL = 2**40  # sorts after every int32
-
-
 @dataclass(frozen=True)
 class OrderContract:
     """What an implementation promises about the order of a compacted row.
@@ -296,10 +293,7 @@ def _first_surplus_lane(got: list, want: list) -> int:
     differing = [c for c, (g, w) in enumerate(zip(got, want)) if g != w]
     have = Counter(got[c] for c in differing)
     lack = Counter(want[c] for c in differing)
-    for c in differing:
-        if have[got[c]] > lack[got[c]]:
-            return c
-    raise AssertionError("called on equal multisets")  # unreachable: see the docstring
+    return next(c for c in differing if have[got[c]] > lack[got[c]])
 
 
 class _Checker:
@@ -362,15 +356,17 @@ class _Checker:
         ref = self.ref
         t, k = ref.out.shape
         cols = torch.arange(k, device=ref.out.device).view(1, k)
-        count = ref.counts.to(torch.int64).view(t, 1)
+        count = ref.counts.view(t, 1)
         in_prefix = cols < count
 
         tail_bad = (~in_prefix) & (o.out != -1)
         if tail_bad.any():
             self._add(Check.TAIL, o.name, tail_bad, "lane past the valid count is not -1")
 
-        got = torch.sort(torch.where(in_prefix, o.out.to(torch.int64), _SENTINEL), dim=1).values
-        want = torch.sort(torch.where(in_prefix, ref.out.to(torch.int64), _SENTINEL), dim=1).values
+        # Past the count both rows hold the oracle's lanes, so the sorted rows are equal
+        # exactly when the prefixes hold the same multiset of values.
+        got = torch.sort(torch.where(in_prefix, o.out, ref.out), dim=1).values
+        want = torch.sort(ref.out, dim=1).values
         set_bad_rows = (got != want).any(dim=1)
         if set_bad_rows.any():
             # Name a lane that really differs: a value the oracle's prefix holds fewer

@@ -614,3 +614,58 @@ def test_summary_joins_info_lines():
     assert v.summary() == "c: PASS (x; y)"
     assert v.describe() == "case c: PASS\n  info x\n  info y"
     assert v.first is None and v.mismatch_lanes == 0 and v.mismatch_rows == 0
+
+
+def test_values_of_the_other_side_that_has_no_such_lane_are_none():
+    ref = in_place_ref([[1, 2]])
+    v = judge(out("a", [[1, 3]], [2]), out("b", None, None), ref, compacted=False)
+    assert v.failures[0].values == {"a": 3, "b": None, "oracle": 2}
+    v = judge(out("a", [[1, 3]], [2]), out("b", [1, 2], [2]), ref, compacted=False)  # 1-D: no (0, 1)
+    assert v.failures[0].values == {"a": 3, "b": None, "oracle": 2}
+    v = judge(out("a", [[1, 2]], [1]), out("b", [[1, 2]], None), ref, compacted=False)
+    assert v.failures[0].check is Check.COUNTS and v.failures[0].values == {"a": 1, "b": None, "oracle": 2}
+
+
+def test_output_on_another_device_is_a_shape_failure():
+    ref = compacted_ref([[5, 6]])
+    elsewhere = torch.empty((1, 2), dtype=I32, device="meta")
+    v = judge(good(ref), Output("b", elsewhere, ref.counts.clone(), TILED2), ref)
+    assert v.first.message == "returned torch.int32 (1, 2) on meta, expected int32 (1, 2) on cpu"
+    counts_elsewhere = torch.empty((1,), dtype=I32, device="meta")
+    bad = Output("b", ref.out.clone(), counts_elsewhere, TILED2)
+    v = judge(good(ref), bad, ref)
+    assert v.first.message == "returned counts torch.int32 (1,) on meta, expected int32 (1,) on cpu"
+    assert not shape_ok(bad, ref, True)
+
+
+def test_first_differing_lane_skips_values_the_oracle_has_as_often():
+    # b = [7, 5, 5] against [5, 7, 6]: every column differs; 7 appears once in both,
+    # 5 twice in b and once in the oracle's: the lane named is col 1, b's first 5.
+    ref = compacted_ref([[5, 7, 6]])
+    v = judge(good(ref), out("b", [[7, 5, 5]], [3], contract=ORDERED), ref)
+    m = v.first
+    assert (m.check, m.col, m.lanes) == (Check.PREFIX_SET, 1, 1)
+    assert m.values == {"a": 7, "b": 5, "oracle": 7}
+    assert m.message.endswith("(value 5: 2× here, 1× in the oracle's prefix)")
+
+
+def test_order_note_counts_rows_of_many():
+    ref = compacted_ref([[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4]])
+    b = out("b", [[3, 4, 1, 2], [5, 6, 7, 8], [3, 4, 1, 2]], [4, 4, 4])
+    v = judge(good(ref, "a", ORDERED), b, ref)
+    assert v.passed and v.order_differs_rows == 2
+    assert v.info[0].startswith("prefix order differs between a and b in 2 of 3 rows")
+
+
+def test_mismatch_totals_are_the_largest_failure():
+    ref = in_place_ref([[1, 2, 3], [4, 5, 6]])
+    v = judge(out("a", [[0, 2, 3], [4, 5, 6]], [3, 3]), out("b", [[0, 0, 3], [0, 5, 6]], [3, 3]), ref, compacted=False)
+    assert [(m.lanes, m.rows) for m in v.failures] == [(1, 1), (3, 2)]
+    assert (v.mismatch_lanes, v.mismatch_rows) == (3, 2)
+
+
+def test_output_defaults():
+    o = Output("a", None, None, OrderContract(True, 4))
+    assert (o.error, o.seconds, o.contract.why) == (None, 0.0, "")
+    v = Verdict("c", Status.PASS)
+    assert (v.failures, v.info, v.order_differs, v.order_differs_rows) == ([], [], False, 0)
