@@ -82,11 +82,18 @@ class Draw:
         }
 
 
+def _bucket(value: int, tops: tuple) -> str:
+    """The range of ``tops`` (ascending upper bounds) that holds ``value``, e.g. "9-64"."""
+    low = 1
+    for top in tops:
+        if value <= top:
+            return str(top) if low == top else f"{low}-{top}"
+        low = top + 1
+    return f"> {tops[-1]}"
+
+
 def k_bucket(k: int) -> str:
-    for top in (128, 512, 1024, 2048):
-        if k <= top:
-            return f"<= {top}"
-    return f"<= {MAX_TOPK}" if k <= MAX_TOPK else f"> {MAX_TOPK}"
+    return _bucket(k, (128, 512, 1024, 2048, MAX_TOPK))
 
 
 def k_kind(c: CaseConfig) -> str:
@@ -96,10 +103,7 @@ def k_kind(c: CaseConfig) -> str:
 
 
 def tokens_bucket(t: int) -> str:
-    for top in (1, 8, 64, 512):
-        if t <= top:
-            return "1" if top == 1 else f"<= {top}"
-    return "<= 4096" if t <= 4096 else "> 4096"
+    return _bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
 
 
 def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:

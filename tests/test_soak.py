@@ -56,6 +56,12 @@ def test_draws_reach_beyond_the_grid():
     assert any(c.is_dcp and not c.compact for c in configs) and any(c.has_prefill for c in configs)
 
 
+def test_buckets():
+    assert [soak.tokens_bucket(t) for t in (1, 2, 8, 9, 64, 65, 4096, 5000)] == [
+        "1", "2-8", "2-8", "9-64", "9-64", "65-512", "513-4096", "> 4096"]
+    assert [soak.k_bucket(k) for k in (32, 128, 129, 4096)] == ["1-128", "1-128", "129-512", "2049-4096"]
+
+
 def test_draws_respect_the_token_cap_and_mark_contended_cases():
     drawn = _take(3, 0, 200, max_tokens=4, contend_every=4)
     assert max(d.config.tokens for d in drawn) <= 4
