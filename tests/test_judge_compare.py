@@ -394,6 +394,8 @@ def test_tile_segments_and_permutation_rule():
     assert tile_segments(lanes, [True] * 6, 4) == [[1, 2, 3, 4], [5, 6]]
     assert is_segment_permutation([5, 6, 1, -1], lanes, valid, 2)
     assert not is_segment_permutation([6, 5, 1, -1], lanes, valid, 2)
+    # Equal segments are tried once, and the search goes on to the others.
+    assert is_segment_permutation([2, 1, 1], [1, 1, 2], [True] * 3, 1)
     # Prefix ambiguity: [1] is a prefix of [1, 2]; only a full search finds [1][1, 2].
     assert is_segment_permutation([1, 1, 2], [1, 2, 1, -1], [True, True, True, False], 2)
 
@@ -455,6 +457,7 @@ def test_rows_witnessed_row_by_row():
     assert rows_witnessed(out_, ref, 2).tolist() == [True, False, False, True]
     assert rows_witnessed(out_, ref, 3).tolist() == [False] * 4
     assert rows_witnessed(out_, ref, 2).dtype == torch.bool
+    assert rows_witnessed(out_, ref, 3).dtype == torch.bool  # the refusal too
 
 
 def test_segment_witness_needs_every_segment_and_the_whole_count():
