@@ -277,11 +277,9 @@ def _surplus(got_sorted: torch.Tensor, want_sorted: torch.Tensor) -> torch.Tenso
     """For rows of sorted values: True at each element of ``got_sorted`` that is one
     occurrence more of its value than ``want_sorted`` holds (the multiset difference
     got − want, lane by lane). Its row sums are the lanes that would have to change."""
-    first_of_run = torch.searchsorted(got_sorted, got_sorted, right=False)
+    first_of_run = torch.searchsorted(got_sorted, got_sorted)
     occurrence = torch.arange(got_sorted.shape[1], device=got_sorted.device).view(1, -1) - first_of_run
-    in_want = torch.searchsorted(want_sorted, got_sorted, right=True) - torch.searchsorted(
-        want_sorted, got_sorted, right=False
-    )
+    in_want = torch.searchsorted(want_sorted, got_sorted, right=True) - torch.searchsorted(want_sorted, got_sorted)
     return occurrence >= in_want
 
 
@@ -489,11 +487,11 @@ def rows_witnessed(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tensor:
     valid = ref.valid.view(t, tiles, seg)
     lanes = ref.lanes.view(t, tiles, seg)
     vi = valid.to(torch.int64)
-    n = vi.sum(-1)  # [t, tiles] segment lengths
-    e = torch.cumsum(vi, -1) - vi  # exclusive rank of each valid lane in its tile
+    n = vi.sum(2)  # [t, tiles] segment lengths
+    e = torch.cumsum(vi, 2) - vi  # exclusive rank of each valid lane in its tile
     count = ref.counts.view(t, 1)
     cols = torch.arange(k, device=out.device)
-    tail_ok = torch.where(cols < count, True, out == -1).all(-1)
+    tail_ok = torch.where(cols < count, True, out == -1).all(1)
     used = n == 0
     pos = n.new_zeros(t, 1)
     tile_ids = torch.arange(tiles, device=out.device)
@@ -502,14 +500,16 @@ def rows_witnessed(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tensor:
     # Nor can a match overrun the count: the unused segments' lengths sum to what is
     # left of it.
     for _ in range(tiles):
+        # Never past k - 1 in fact (a row's unused segments and invalid lanes leave room
+        # for it); the clamp keeps a device gather in bounds all the same.
         idx = (pos.view(t, 1, 1) + e).clamp(max=k - 1).view(t, -1)
         got = out.gather(1, idx).view(t, tiles, seg)
-        match = (~valid | (got == lanes)).all(-1) & ~used
-        take = match.any(-1, keepdim=True)
-        j = torch.argmax(match.to(torch.int64), dim=-1, keepdim=True)  # first match
+        match = (~valid | (got == lanes)).all(2) & ~used
+        take = match.any(1, keepdim=True)
+        j = torch.argmax(match.to(torch.int64), dim=1, keepdim=True)  # first match
         pos = pos + torch.where(take, n.gather(1, j), 0)
         used = used | ((tile_ids == j) & take)
-    return tail_ok & used.all(-1) & (pos == count).view(t)
+    return tail_ok & used.all(1) & (pos == count).view(t)
 
 
 def compare(
