@@ -278,7 +278,7 @@ def _surplus(got_sorted: torch.Tensor, want_sorted: torch.Tensor) -> torch.Tenso
     occurrence more of its value than ``want_sorted`` holds (the multiset difference
     got − want, lane by lane). Its row sums are the lanes that would have to change."""
     first_of_run = torch.searchsorted(got_sorted, got_sorted)
-    occurrence = torch.arange(got_sorted.shape[1], device=got_sorted.device).view(1, -1) - first_of_run
+    occurrence = torch.arange(got_sorted.shape[1], device=got_sorted.device) - first_of_run
     in_want = torch.searchsorted(want_sorted, got_sorted, right=True) - torch.searchsorted(want_sorted, got_sorted)
     return occurrence >= in_want
 
@@ -353,7 +353,7 @@ class _Checker:
     def _check_compacted(self, o: Output) -> None:
         ref = self.ref
         t, k = ref.out.shape
-        cols = torch.arange(k, device=ref.out.device).view(1, k)
+        cols = torch.arange(k, device=ref.out.device)
         count = ref.counts.view(t, 1)
         in_prefix = cols < count
 
@@ -363,8 +363,8 @@ class _Checker:
 
         # Past the count both rows hold the oracle's lanes, so the sorted rows are equal
         # exactly when the prefixes hold the same multiset of values.
-        got = torch.sort(torch.where(in_prefix, o.out, ref.out), dim=1).values
-        want = torch.sort(ref.out, dim=1).values
+        got = torch.sort(torch.where(in_prefix, o.out, ref.out)).values
+        want = torch.sort(ref.out).values
         set_bad_rows = (got != want).any(dim=1)
         if set_bad_rows.any():
             # Name a lane that really differs: a value the oracle's prefix holds fewer

@@ -226,7 +226,7 @@ def test_prefix_repeating_one_oracle_value_in_place_of_another():
     v = judge(good(ref), out("b", [[4, 1, 4, 3]], [4], contract=ORDERED), ref)
     assert [m.check for m in v.failures] == [Check.PREFIX_SET]
     m = v.first
-    assert (m.row, m.col, m.lanes, m.rows) == (0, 2, 1, 1)
+    assert (m.impl, m.row, m.col, m.lanes, m.rows) == ("b", 0, 2, 1, 1)
     assert m.values == {"a": 9, "b": 4, "oracle": 9}
     assert "value 4: 2× here, 1× in the oracle's prefix" in m.message
 
@@ -256,7 +256,7 @@ def test_valid_minus_one_from_a_padded_table_and_a_dropped_lane():
     bad[0, 4] = -1
     v = judge(good(ref, "old"), out("B", bad, ref.counts.clone(), contract=ORDERED), ref)
     m = v.first
-    assert (m.check, m.row, m.col, m.lanes, m.rows) == (Check.PREFIX_SET, 0, 4, 1, 1)
+    assert (m.check, m.impl, m.row, m.col, m.lanes, m.rows) == (Check.PREFIX_SET, "B", 0, 4, 1, 1)
     assert m.values == {"old": 8, "B": -1, "oracle": 8}
     assert "value -1: 2× here, 1× in the oracle's prefix" in m.message
 
@@ -268,7 +268,7 @@ def test_set_failure_lanes_count_the_multiset_difference_over_rows():
     bad[2, 0] = 8  # one
     v = judge(good(ref), out("b", bad, ref.counts.clone()), ref)
     m = v.first
-    assert (m.check, m.row, m.col, m.lanes, m.rows) == (Check.PREFIX_SET, 0, 2, 3, 2)
+    assert (m.check, m.impl, m.row, m.col, m.lanes, m.rows) == (Check.PREFIX_SET, "b", 0, 2, 3, 2)
     assert len(v.failures) == 1  # no order failure on top of a set failure
 
 
@@ -313,7 +313,7 @@ def test_column_order_promised_fields():
     v = judge(good(ref, "a", ORDERED), out("b", [[1, 3, 2, 4]], [4], contract=ORDERED), ref)
     m = v.first
     assert [x.check for x in v.failures] == [Check.ORDER]
-    assert (m.row, m.col, m.lanes, m.rows) == (0, 1, 2, 1)
+    assert (m.impl, m.row, m.col, m.lanes, m.rows) == ("b", 0, 1, 2, 1)
     assert m.values == {"a": 2, "b": 3, "oracle": 2}
     assert m.message == "compacted prefix is not in column order (single tile)"
 
@@ -338,7 +338,7 @@ def test_values_repeated_across_tiles_are_no_licence_to_reorder():
     v = judge(good(ref), out("b", [[1, 2, 1, 2]], [4]), ref)
     m = v.first
     assert [x.check for x in v.failures] == [Check.ORDER]
-    assert (m.row, m.col, m.lanes, m.rows) == (0, 2, 2, 1)
+    assert (m.impl, m.row, m.col, m.lanes, m.rows) == ("b", 0, 2, 2, 1)
     assert m.message == "compacted prefix is no concatenation of 2-wide tile segments (tiles of 2)"
 
 
@@ -347,7 +347,7 @@ def test_only_inadmissible_rows_are_counted():
     bad = t32([[3, 4, 1, 2], [6, 5, 7, 8], [1, 2, 4, 3]])
     v = judge(good(ref), out("b", bad, [4, 4, 4]), ref)
     m = v.first
-    assert (m.check, m.row, m.col, m.lanes, m.rows) == (Check.ORDER, 1, 0, 4, 2)
+    assert (m.check, m.impl, m.row, m.col, m.lanes, m.rows) == (Check.ORDER, "b", 1, 0, 4, 2)
 
 
 def test_passing_identical_outputs_have_no_order_note():
