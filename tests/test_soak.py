@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, soak
+from remap_ab import backend, cli, soak
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,8 +69,11 @@ def test_draws_respect_the_token_cap_and_mark_contended_cases():
 
 
 def _soak(tmp_path, *extra):
-    return cli.main(["soak", "--minutes", "5", "--device", "cpu", "--max-topk", "256",
-                     "--root", str(tmp_path / "root"), *extra])
+    # In-process: the device this test session runs kernels on (the interpreter on a
+    # CPU machine, the GPU on a CUDA one: the backend is fixed per process). Small T
+    # and K either way; on a GPU every other case runs under the contending stream.
+    return cli.main(["soak", "--minutes", "5", "--device", backend.current(), "--max-topk", "256",
+                     "--max-tokens", "4", "--contend-every", "2", "--root", str(tmp_path / "root"), *extra])
 
 
 def _soak_json(tmp_path) -> dict:
@@ -82,7 +85,7 @@ def test_short_soak_passes(tmp_path, capsys):
     assert _soak(tmp_path, "--seed", "5", "--max-cases", "3") == 0
     out = capsys.readouterr().out
     assert "soak: PASS — all 3 cases passed" in out
-    assert "T capped at 4" in out and "configurations drawn:" in out and "cases/s" in out
+    assert "T up to 4" in out and "configurations drawn:" in out and "cases/s" in out
     data = _soak_json(tmp_path)
     assert data["cases"] == 3 and data["statuses"] == {"pass": 3} and data["failures"] == []
     assert sum(data["distribution"]["path"].values()) == 3
@@ -150,7 +153,7 @@ def test_ctrl_c_stops_with_a_summary(tmp_path):
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys, tmp_path):
     try:
-        code = cli.main(["soak", "--device", "cpu", "--root", str(tmp_path), *argv])
+        code = cli.main(["soak", "--device", backend.current(), "--root", str(tmp_path), *argv])
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
     assert code == 2
@@ -172,7 +175,7 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO)]))
     monkeypatch.syspath_prepend(str(tmp_path))
     code = _soak(tmp_path, "--seed", "4", "--max-cases", "6", "--workers", "2", "--max-restarts", "0",
-                 "--b", "brk_die")
+                 "--batch", "1", "--b", "brk_die")
     captured = capsys.readouterr()
     assert code == 1
     data = _soak_json(tmp_path)
