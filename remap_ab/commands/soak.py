@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import random
 import signal
 import sys
@@ -68,7 +69,7 @@ def main(args) -> int:
         raise UsageError(f"--max-topk {args.max_topk}: K must allow at least one tile of {min(soak.BLOCK_NS)}; give 32 or more")
     max_tokens = args.max_tokens or (soak.GPU_MAX_TOKENS if on_gpu else soak.CPU_MAX_TOKENS)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    gpu_list = gpus.visible_gpus(__import__("os").environ, gpus.count_gpus()) if on_gpu else []
+    gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if on_gpu else []
     workers = args.workers or (len(gpu_list) if on_gpu else 1)
     # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
     from remap_ab import registry
