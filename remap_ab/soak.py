@@ -29,8 +29,8 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional
 
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
 
@@ -191,7 +191,7 @@ class WorkerPlan:
     max_topk: int
     folder: str  # where failing cases' reports go
     deadline: float  # time.time() after which no case starts
-    max_cases: Optional[int] = None  # per worker
+    max_cases: int | None = None  # per worker
     contend_every: int = 4  # GPU only
     batch: int = 16  # GPU only: quiet cases per run_batch call
     generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
@@ -289,7 +289,12 @@ def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
     from remap_ab.compare import Output, compare
     from remap_ab.errors import exception_line
     from remap_ab.inputs import generate_inputs
-    from remap_ab.runner import CaseResult, poisoned_empty, reference, run_implementation
+    from remap_ab.runner import (
+        CaseResult,
+        poisoned_empty,
+        reference,
+        run_implementation,
+    )
 
     inputs = generate_inputs(config, device=device)
     torch.cuda.synchronize()
