@@ -33,7 +33,8 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
-from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note_order_differs
+from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note_order_differs, proof_of_pass
+from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs
@@ -90,73 +91,6 @@ def _call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs,
     except Exception as exc:  # a broken implementation is a verdict, not a crash
         return Output(impl.name, None, None, contract, error=exception_line(exc)[:500]), None
     return Output(impl.name, out, counts, contract), (t0, t1)
-
-
-def _shape_ok(o: Output, ref: Reference, counts_returned: bool) -> bool:
-    if o.error is not None or not isinstance(o.out, torch.Tensor):
-        return False
-    if tuple(o.out.shape) != tuple(ref.out.shape) or o.out.dtype != torch.int32 or o.out.device != ref.out.device:
-        return False
-    if counts_returned:
-        c = o.counts
-        if not isinstance(c, torch.Tensor) or tuple(c.shape) != tuple(ref.counts.shape) or c.dtype != torch.int32:
-            return False
-        if c.device != ref.counts.device:
-            return False
-    return True
-
-
-def proof_of_pass(o: Output, ref: Reference, config: CaseConfig, witness: bool = True) -> Optional[torch.Tensor]:
-    """A 0-dim bool tensor, True only if ``compare`` would find no failure for ``o``;
-    None when the host already knows it would (error, shape, dtype). ``witness=False``
-    leaves out the search for a tile order (exact equality only)."""
-    if not _shape_ok(o, ref, config.counts_returned):
-        return None
-    ok = (o.out == ref.out).all()
-    if witness and config.compacts and not o.contract.ordered:
-        ok = ok | _segment_witness(o.out, ref, o.contract.segment)
-    if config.counts_returned:
-        ok = ok & (o.counts == ref.counts).all()
-    return ok
-
-
-def _segment_witness(out: torch.Tensor, ref: Reference, seg: int) -> torch.Tensor:
-    """True if ``out``'s rows are, provably, -1-tailed concatenations of their tile
-    segments in some order (the tiled compaction's contract; see the module doc).
-
-    A greedy walk, vectorised over rows: at the current position, take the first
-    unused segment that the output holds there lane by lane, and move past it. At most
-    ``K / seg`` steps, no host sync. Greedy can miss an order only when one segment's
-    values are a prefix of another's; ``compare`` then decides."""
-    t, k = out.shape
-    if seg <= 0 or k % seg:
-        return torch.zeros((), dtype=torch.bool, device=out.device)
-    tiles = k // seg
-    valid = ref.valid.view(t, tiles, seg)
-    lanes = ref.lanes.view(t, tiles, seg).to(torch.int64)
-    vi = valid.to(torch.int64)
-    n = vi.sum(-1)  # [t, tiles] segment lengths
-    e = torch.cumsum(vi, -1) - vi  # exclusive rank of each valid lane in its tile
-    count = ref.counts.to(torch.int64).view(t, 1)
-    cols = torch.arange(k, device=out.device).view(1, k)
-    tail_ok = torch.where(cols < count, True, out == -1).all()
-    out64 = out.to(torch.int64)
-    used = n == 0
-    pos = torch.zeros(t, 1, dtype=torch.int64, device=out.device)
-    rows_ok = torch.ones(t, dtype=torch.bool, device=out.device)
-    tile_ids = torch.arange(tiles, device=out.device).view(1, tiles)
-    for _ in range(tiles):
-        idx = (pos.view(t, 1, 1) + e).clamp(max=k - 1).view(t, -1)
-        got = out64.gather(1, idx).view(t, tiles, seg)
-        match = (~valid | (got == lanes)).all(-1) & ~used & (pos + n <= count)
-        any_match = match.any(-1)
-        done = used.all(-1)
-        rows_ok &= any_match | done
-        j = torch.argmax(match.to(torch.int64), dim=-1, keepdim=True)  # first match
-        take = any_match & ~done
-        pos = pos + torch.where(take.view(t, 1), n.gather(1, j), 0)
-        used = used | ((tile_ids == j) & take.view(t, 1))
-    return tail_ok & (rows_ok & used.all(-1) & (pos.view(t) == count.view(t))).all()
 
 
 _HASHERS: Optional[ThreadPoolExecutor] = None

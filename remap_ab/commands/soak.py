@@ -1,0 +1,172 @@
+"""Run fresh random configurations — beyond the grid — through A, B and the oracle
+until the deadline (--minutes), --max-cases per worker, or Ctrl-C.
+
+Every draw is new: K any multiple of BLOCK_N up to --max-topk (4096), T up to
+--max-tokens, every wrapper path, DCP sizes 2/4/8 with any rank and interleave, every
+block-table kind, row layout and kind of negative id. Draws are seeded (--seed; printed
+when drawn at random), so the same seed draws the same cases in the same order.
+
+GPU: one worker process per visible GPU (or --workers), every --contend-every-th case
+under a contending side stream, the others in batches. CPU (Triton interpreter, ~2 ms a
+program): one worker, T capped at 4 unless --max-tokens says otherwise.
+
+Each case that does not pass is written as a normal case report under
+ROOT/soak/<time>/ with its replay command. Ctrl-C stops after the cases in flight and
+prints the summary (a second Ctrl-C abandons them). Exit status: 0 every case passed,
+1 a case did not pass (or none finished), 2 bad input, 130 stopped by Ctrl-C with no
+failure.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+import signal
+import sys
+import time
+
+from remap_ab.options import (
+    add_device,
+    add_implementations,
+    add_root,
+    checked_output_dir,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+
+
+def add_arguments(p):
+    p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
+    p.add_argument("--seed", type=non_negative_int, default=None,
+                   help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
+    p.add_argument("--max-tokens", type=positive_int, default=None,
+                   help="largest T drawn (default 4096 on GPU; 4 on CPU, where the interpreter costs ~2 ms a program)")
+    p.add_argument("--max-topk", type=positive_int, default=4096,
+                   help="largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default 4096)")
+    p.add_argument("--max-cases", type=positive_int, default=None, help="stop each worker after this many cases")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="worker processes (default: one per visible GPU; 1 on CPU)")
+    p.add_argument("--contend-every", type=non_negative_int, default=4,
+                   help="GPU: run every Nth case under a contending side stream (0: never; default 4)")
+    p.add_argument("--batch", type=positive_int, default=16, help="GPU: quiet cases judged per batch (default 16)")
+    p.add_argument("--max-restarts", type=non_negative_int, default=3,
+                   help="with several workers: how often a worker that died is replaced (default 3)")
+    add_implementations(p)
+    add_device(p)
+    add_root(p)
+
+
+def main(args) -> int:
+    from remap_ab import backend, gpus, soak
+    from remap_ab.errors import UsageError
+
+    device = backend.select(args.device)
+    on_gpu = device == "cuda"
+    if args.max_topk < min(soak.BLOCK_NS):
+        raise UsageError(f"--max-topk {args.max_topk}: K must allow at least one tile of {min(soak.BLOCK_NS)}; give 32 or more")
+    max_tokens = args.max_tokens or (soak.GPU_MAX_TOKENS if on_gpu else soak.CPU_MAX_TOKENS)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if on_gpu else []
+    workers = args.workers or (len(gpu_list) if on_gpu else 1)
+    # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
+    from remap_ab import registry
+
+    registry.get(args.a), registry.get(args.b)
+
+    root = checked_output_dir(args.root, "--root")
+    folder = root / "soak" / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder.mkdir(parents=True, exist_ok=True)
+
+    say = lambda text: print(text, file=sys.stderr, flush=True)
+    where = (f"{workers} worker(s) on GPU(s) {','.join(gpu_list)}" if on_gpu
+             else f"CPU (Triton interpreter, ~2 ms a program): {workers} worker(s), "
+                  f"T capped at {max_tokens}" + ("" if args.max_tokens else " (--max-tokens to change)"))
+    print(f"soak {args.a} vs {args.b} for {args.minutes:g} min, seed {seed}: {where}; "
+          f"K up to {args.max_topk}, T up to {max_tokens}"
+          + (f", every {args.contend_every}th case under a contending side stream" if on_gpu and args.contend_every else ""),
+          flush=True)
+    print(f"  repeat with: remap-ab soak --minutes {args.minutes:g} --seed {seed} --a {args.a} --b {args.b}"
+          f" --device {device}" + (f" --max-tokens {args.max_tokens}" if args.max_tokens else ""), flush=True)
+
+    start = time.time()
+    deadline = start + args.minutes * 60.0
+    plans = [
+        soak.WorkerPlan(worker=w, device=device, a=args.a, b=args.b, seed=seed, max_tokens=max_tokens,
+                        max_topk=args.max_topk, folder=str(folder), deadline=deadline, max_cases=args.max_cases,
+                        contend_every=args.contend_every, batch=args.batch)
+        for w in range(workers)
+    ]
+    tally = soak.Tally()
+    interrupted = soak.Interrupted(say)
+    last = [time.time()]
+    reported = [0]
+
+    def progress() -> None:
+        for rec in tally.failures[reported[0]:]:
+            say(f"soak: FAIL {rec.line}")
+            if rec.report:
+                say(f"      report {rec.report}")
+            say(f"      replay: {rec.replay}")
+        reported[0] = len(tally.failures)
+        now = time.time()
+        if now - last[0] >= soak.PROGRESS_EVERY_S:
+            last[0] = now
+            say(f"soak {_clock(now - start)}/{_clock(args.minutes * 60)}: {len(tally.records)} cases, "
+                f"{len(tally.failures)} not passing; {tally.rate_line(now)}")
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        if workers == 1:
+            soak.run_inline(plans[0], tally, interrupted, progress)
+        else:
+            envs = gpus.worker_environments(workers, device, gpu_list)
+            soak.run_processes(plans, envs, tally, interrupted, progress, say, args.max_restarts)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    progress()
+    return _summary(args, tally, interrupted, start, folder, seed)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
+    from remap_ab import soak
+
+    now = time.time()
+    elapsed = now - start
+    why = ("stopped by Ctrl-C" if interrupted.asked
+           else "deadline reached" if now >= start + args.minutes * 60 else "--max-cases reached")
+    failures = tally.failures
+    print()
+    print(f"soak summary ({why} after {_clock(elapsed)} of {_clock(args.minutes * 60)}; seed {seed}):")
+    print(f"  {len(tally.records)} cases judged, {len(failures)} not passing")
+    print(f"  throughput: {tally.rate_line(now) or 'no worker started'}")
+    print("  configurations drawn:")
+    for line in soak.distribution_lines(tally.distribution()):
+        print("  " + line)
+    for rec in failures:
+        print(f"  FAIL {rec.line}")
+        if rec.report:
+            print(f"       report {rec.report}")
+        print(f"       replay: {rec.replay}")
+    (folder / "soak.json").write_text(json.dumps({
+        "a": args.a, "b": args.b, "seed": seed, "minutes": args.minutes, "stopped": why,
+        "seconds": round(elapsed, 3), **tally.to_dict(now)}, indent=2) + "\n")
+    print(f"  wrote {folder / 'soak.json'}")
+    if failures:
+        print(f"soak: FAIL — {len(failures)} of {len(tally.records)} cases did not pass")
+        return 1
+    if not tally.records:
+        print("soak: no case finished; nothing was checked")
+        return 1
+    if interrupted.asked:
+        print(f"soak: interrupted — the {len(tally.records)} cases judged all passed")
+        return 130
+    print(f"soak: PASS — all {len(tally.records)} cases passed")
+    return 0

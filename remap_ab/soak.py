@@ -1,0 +1,615 @@
+"""Soak: fresh random configurations, beyond the grid, through A, B and the oracle
+until a deadline.
+
+The sweep runs a fixed grid; a soak draws configurations the grid never holds: K any
+multiple of BLOCK_N up to 4096, T up to 4096, every wrapper path (plain convert with
+and without counts and prefill rows, the DCP wrapper at size 1, DCP 2/4/8 compacting
+or in place, with and without counts), any rank and interleave, every block-table kind,
+row layout and kind of negative id, and a fresh input seed each time.
+
+Draws are seeded: worker ``w`` of a soak with seed ``s`` draws from its own stream
+(``s``, ``w``), so the same seed draws the same cases in the same order on every run,
+whatever the machine's speed (how many of them fit before the deadline varies).
+
+On a GPU every ``contend_every``-th case runs while a side stream keeps the device busy
+with matrix products (``nondet.SideStreamLoad``): a busy device changes how the
+programs of a row interleave, which is what the old kernel's race depends on. The
+other cases run in batches through ``batch.run_batch`` (few host syncs). One worker
+process per GPU, pinned through ``CUDA_VISIBLE_DEVICES`` before CUDA starts
+(``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
+one at a time and T is capped small by default.
+
+A case that does not pass becomes a normal case report (``report.write_case_report``)
+with its replay command; a case whose run raises becomes a crash report.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
+
+# Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
+PATHS = {
+    "convert": dict(mode="convert", counts=False),
+    "convert-counts": dict(mode="convert", counts=True),
+    "convert-prefill": dict(mode="convert", counts=False, prefill=True),
+    "convert-prefill-counts": dict(mode="convert", counts=True, prefill=True),
+    "dcp1": dict(mode="dcp", dcp=(1,), counts=False),
+    "dcp1-counts": dict(mode="dcp", dcp=(1,), counts=True),
+    "dcp-compact": dict(mode="dcp", dcp=(2, 4, 8), compact=True, counts=False),
+    "dcp-compact-counts": dict(mode="dcp", dcp=(2, 4, 8), compact=True, counts=True),
+    "dcp-inplace": dict(mode="dcp", dcp=(2, 4, 8), compact=False, counts=False),
+    "dcp-inplace-counts": dict(mode="dcp", dcp=(2, 4, 8), compact=False, counts=True),
+}
+
+MAX_TOPK = 4096
+GPU_MAX_TOKENS = 4096
+# The interpreter runs T x K/BLOCK_N programs per implementation at ~2 ms each: T=4 at
+# K=4096, BLOCK_N=32 is already ~1 s for the old kernel.
+CPU_MAX_TOKENS = 4
+BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
+BLOCK_SIZES = (16, 64, 64, 128)
+WIDTHS = (1, 8, 64, 64, 256)  # W = blocks_per_req, a constexpr: few values, few compiles
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One drawn case and the labels the soak's distribution counts it under."""
+
+    config: CaseConfig
+    path: str
+    contended: bool = False
+
+    def labels(self) -> dict:
+        c = self.config
+        return {
+            "path": self.path,
+            "K": k_bucket(c.topk),
+            "K kind": k_kind(c),
+            "tokens": tokens_bucket(c.tokens),
+            "dcp size": str(c.effective_dcp[0]),
+            "table": c.table,
+            "row layout": c.row_layout,
+            "negatives": c.negatives,
+            "BLOCK_N": str(c.block_n),
+            "contended": "yes" if self.contended else "no",
+        }
+
+
+def _bucket(value: int, tops: tuple) -> str:
+    """The range of ``tops`` (ascending upper bounds) that holds ``value``, e.g. "9-64"."""
+    low = 1
+    for top in tops:
+        if value <= top:
+            return str(top) if low == top else f"{low}-{top}"
+        low = top + 1
+    return f"> {tops[-1]}"
+
+
+def k_bucket(k: int) -> str:
+    return _bucket(k, (128, 512, 1024, 2048, MAX_TOPK))
+
+
+def k_kind(c: CaseConfig) -> str:
+    if c.topk == c.block_n:
+        return "one tile (K == BLOCK_N)"
+    return "power of two" if c.topk_is_pow2 else "not a power of two"
+
+
+def tokens_bucket(t: int) -> str:
+    return _bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
+
+
+def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
+    """One fresh configuration (every field drawn from ``rng``)."""
+    path = rng.choice(list(PATHS))
+    spec = PATHS[path]
+    block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
+    tiles_max = max(1, max_topk // block_n)
+    if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
+        topk = block_n << rng.randrange(int(math.log2(tiles_max)) + 1)
+    else:
+        topk = block_n * rng.randint(1, tiles_max)
+    # Log-uniform: small and large T alike.
+    tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    block_size = rng.choice(BLOCK_SIZES)
+    fields = dict(
+        mode=spec["mode"],
+        tokens=tokens,
+        topk=topk,
+        block_n=block_n,
+        block_size=block_size,
+        blocks_per_req=rng.choice(WIDTHS),
+        num_reqs=rng.randint(1, 8),
+        negatives=rng.choice(NEGATIVE_KINDS),
+        table=rng.choice(TABLE_KINDS),
+        row_layout=rng.choice(ROW_LAYOUTS),
+        counts=spec["counts"],
+        seed=rng.randrange(2**31),
+    )
+    invalid = rng.choice((0.0, 1.0, round(rng.uniform(0.0, 1.0), 2)))
+    fields["invalid_ratio"] = invalid
+    fields["out_of_range"] = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.0, 1.0 - invalid), 2)
+    if spec["mode"] == "dcp":
+        size = rng.choice(spec["dcp"])
+        fields["dcp_size"] = size
+        fields["dcp_rank"] = rng.randrange(size)
+        fields["interleave"] = rng.choice([i for i in (1, 1, 2, 4, 8, 16, 64, block_size) if block_size % i == 0])
+        fields["compact"] = spec.get("compact", rng.random() < 0.5)  # size 1 ignores it
+    if spec.get("prefill"):
+        fields["prefill_fraction"] = round(rng.uniform(0.05, 1.0), 2)
+    return Draw(CaseConfig(**fields), path)
+
+
+def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
+          generation: int = 0):
+    """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
+    (a restarted worker's ``generation`` gives it a stream of its own). Every
+    ``contend_every``-th draw (0: none) is marked to run under contention."""
+    key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
+    rng = random.Random(key)
+    n = 0
+    while True:
+        d = draw(rng, max_tokens, max_topk)
+        n += 1
+        if contend_every and n % contend_every == 0:
+            d = Draw(d.config, d.path, contended=True)
+        yield d
+
+
+# --------------------------------------------------------------------------- one worker
+
+
+@dataclass
+class CaseRecord:
+    """What the soak keeps of one case (plain data: it crosses process boundaries)."""
+
+    worker: int
+    case_id: str
+    labels: dict
+    status: str  # a Status word
+    seconds: float
+    line: str = ""  # the verdict's summary line, for cases that do not pass
+    report: str = ""  # the report folder, for cases that do not pass
+    replay: str = ""  # the command that replays it
+
+
+@dataclass
+class WorkerPlan:
+    worker: int
+    device: str
+    a: str
+    b: str
+    seed: int
+    max_tokens: int
+    max_topk: int
+    folder: str  # where failing cases' reports go
+    deadline: float  # time.time() after which no case starts
+    max_cases: int | None = None  # per worker
+    contend_every: int = 4  # GPU only
+    batch: int = 16  # GPU only: quiet cases per run_batch call
+    generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
+
+
+def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
+               starting: Callable[[list], None] = lambda configs: None) -> int:
+    """Draw and judge cases until the deadline, ``max_cases`` or ``stopping()``;
+    ``emit`` every case's record as it is judged, after announcing the configurations
+    about to run with ``starting`` (so a crash of the whole process can name them).
+    Returns the number of cases."""
+    from remap_ab import backend
+
+    device = backend.select(plan.device)
+    on_gpu = device == "cuda"
+    load = None
+    if on_gpu and plan.contend_every:
+        from remap_ab.nondet import SideStreamLoad
+
+        load = SideStreamLoad(device="cuda")
+    stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
+                   plan.generation)
+    done = 0
+    quiet: list = []
+
+    def flush() -> None:
+        nonlocal done
+        if quiet:
+            starting([d.config for d in quiet])
+            for rec in _run_quiet_batch(plan, device, quiet):
+                emit(rec)
+                done += 1
+            quiet.clear()
+
+    while True:
+        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and done + len(quiet) >= plan.max_cases):
+            break
+        d = next(stream)
+        if on_gpu and not d.contended:
+            quiet.append(d)
+            if len(quiet) >= plan.batch:
+                flush()
+            continue
+        starting([d.config])
+        emit(_run_one(plan, device, d, load))
+        done += 1
+    flush()
+    return done
+
+
+class ContextLost(Exception):
+    """The CUDA context of this worker is unusable (a sticky error, e.g. an illegal
+    address in a kernel): every later case would fail for that reason alone."""
+
+
+def _context_lost(device: str) -> bool:
+    if device != "cuda":
+        return False
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        return True
+    return False
+
+
+def _run_one(plan: WorkerPlan, device: str, d: Draw, load=None) -> CaseRecord:
+    """One case through ``run_case``, or under the side-stream load when ``d`` is
+    contended; a report for anything that does not pass."""
+    from remap_ab.errors import exception_line
+    from remap_ab.runner import run_case
+
+    start = time.perf_counter()
+    try:
+        if load is not None and d.contended:
+            result = _run_contended(d.config, plan.a, plan.b, device, load)
+        else:
+            result = run_case(d.config, plan.a, plan.b, device=device)
+    except Exception as exc:  # the soak goes on; the case becomes a crash report
+        rec = _crash_record(plan, device, d, exception_line(exc)[:400], time.perf_counter() - start)
+        if _context_lost(device):
+            raise ContextLost(f"{rec.line}; report {rec.report}") from None
+        return rec
+    return _record(plan, d, result.verdict, time.perf_counter() - start, result)
+
+
+def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
+    """``run_case``, except that A and B are launched right after matrix products are
+    queued on the side stream, with no device-wide sync in between (``run_case``'s
+    ``schedule`` hook is entered before its sync, which would wait for the load)."""
+    import torch
+
+    from remap_ab import registry
+    from remap_ab.compare import Output, compare
+    from remap_ab.errors import exception_line
+    from remap_ab.inputs import generate_inputs
+    from remap_ab.runner import (
+        CaseResult,
+        poisoned_empty,
+        reference,
+        run_implementation,
+    )
+
+    inputs = generate_inputs(config, device=device)
+    torch.cuda.synchronize()
+    outputs = []
+    for impl in (registry.get(a), registry.get(b)):
+        contract = impl.order_contract(config)
+        try:
+            with load.enqueue(), poisoned_empty():
+                out, counts = impl(config, inputs)
+            torch.cuda.synchronize()
+            outputs.append(Output(impl.name, out, counts, contract))
+        except Exception as exc:  # a broken implementation is a verdict, not a crash
+            outputs.append(Output(impl.name, None, None, contract, error=exception_line(exc)[:500]))
+    ref = reference(config, inputs)
+    oracle = run_implementation(registry.get("oracle"), config, inputs)
+    verdict = compare(config.case_id, outputs[0], outputs[1], ref,
+                      compacted=config.compacts, counts_returned=config.counts_returned)
+    return CaseResult(config, inputs, outputs[0], outputs[1], ref, verdict, oracle=oracle)
+
+
+def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
+    """Quiet GPU cases through ``run_batch``; a case that does not pass there is run
+    again alone through ``run_case`` for its report (the batch's verdict is kept)."""
+    from remap_ab.batch import run_batch
+    from remap_ab.errors import exception_line
+
+    start = time.perf_counter()
+    try:
+        outcomes = run_batch([d.config for d in batch], plan.a, plan.b, device)
+    except Exception as exc:
+        if _context_lost(device):
+            raise ContextLost(f"run_batch raised {exception_line(exc)[:300]} on a batch of {len(batch)} cases") from None
+        # One bad case must not hide the others: judge each alone.
+        return [_run_one(plan, device, d) for d in batch]
+    each = (time.perf_counter() - start) / len(batch)
+    records = []
+    for d, o in zip(batch, outcomes):
+        if o.verdict.passed:
+            records.append(_record(plan, d, o.verdict, each, None))
+            continue
+        result = getattr(o, "result", None)
+        if result is None:
+            from remap_ab.runner import run_case
+
+            try:
+                result = run_case(d.config, plan.a, plan.b, device=device)
+            except Exception as exc:
+                records.append(_crash_record(plan, device, d, exception_line(exc)[:400], each))
+                if _context_lost(device):
+                    raise ContextLost(f"{records[-1].line}; report {records[-1].report}") from None
+                continue
+        records.append(_record(plan, d, o.verdict, each, result))
+    return records
+
+
+def _record(plan: WorkerPlan, d: Draw, verdict, seconds: float, result) -> CaseRecord:
+    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), str(verdict.status), seconds)
+    if verdict.passed:
+        return rec
+    from remap_ab.report import replay_command, run_command, write_case_report
+
+    rec.line = verdict.summary()
+    if result is not None and not result.verdict.passed:
+        folder = write_case_report(result, plan.folder)
+        rec.report, rec.replay = str(folder), replay_command(folder, plan.a, plan.b)
+    else:
+        # Failed in the batch, passed when run again alone: nondeterministic. No
+        # passing tensors are saved as if they had failed; the case is rerun by config.
+        rec.line += " (passed when run again alone: nondeterministic)"
+        rec.replay = run_command(d.config, plan.a, plan.b)
+    return rec
+
+
+def _crash_record(plan: WorkerPlan, device: str, d: Draw, message: str, seconds: float) -> CaseRecord:
+    from remap_ab.report import replay_command, write_crash_report
+
+    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), "crash", seconds,
+                     line=f"{d.config.case_id}: CRASH — {message}")
+    folder = write_crash_report(d.config, plan.a, plan.b, message, plan.folder, device)
+    rec.report, rec.replay = str(folder), replay_command(folder, plan.a, plan.b)
+    return rec
+
+
+# --------------------------------------------------------------------------- the tally
+
+
+@dataclass
+class Tally:
+    """Every record of a soak, and what the summary says about them."""
+
+    records: list = field(default_factory=list)
+    started: dict = field(default_factory=dict)  # worker -> time.time() it was ready
+    gpus: dict = field(default_factory=dict)  # worker -> its GPU ("" on the CPU)
+
+    def add(self, rec: CaseRecord) -> None:
+        self.records.append(rec)
+
+    @property
+    def failures(self) -> list:
+        return [r for r in self.records if r.status != "pass"]
+
+    def per_worker(self, now: float) -> dict:
+        """worker -> (cases, cases per second since it was ready)."""
+        out = {}
+        for w, t0 in sorted(self.started.items()):
+            n = sum(1 for r in self.records if r.worker == w)
+            out[w] = (n, n / max(now - t0, 1e-9))
+        return out
+
+    def rate_line(self, now: float) -> str:
+        parts = []
+        for w, (n, rate) in self.per_worker(now).items():
+            where = f"GPU {self.gpus[w]}" if self.gpus.get(w) else f"worker {w} (CPU)"
+            parts.append(f"{where}: {n} cases, {rate:.2f} cases/s")
+        return "; ".join(parts)
+
+    def distribution(self) -> dict:
+        """label name -> Counter of label values, over every case judged."""
+        dist: dict = {}
+        for r in self.records:
+            for k, v in r.labels.items():
+                dist.setdefault(k, Counter())[v] += 1
+        return dist
+
+    def to_dict(self, now: float) -> dict:
+        return {
+            "cases": len(self.records),
+            "statuses": dict(Counter(r.status for r in self.records)),
+            "workers": {str(w): {"gpu": self.gpus.get(w, ""), "cases": n, "cases_per_s": round(rate, 3)}
+                        for w, (n, rate) in self.per_worker(now).items()},
+            "distribution": {k: dict(sorted(c.items())) for k, c in self.distribution().items()},
+            "failures": [asdict(r) for r in self.failures],
+        }
+
+
+def distribution_lines(dist: dict) -> list[str]:
+    lines = []
+    for name, counter in dist.items():
+        items = ", ".join(f"{k} {v}" for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"  {name:>11}: {items}")
+    return lines
+
+
+# --------------------------------------------------------------------------- the session
+
+PROGRESS_EVERY_S = 10.0
+
+
+class Interrupted:
+    """SIGINT handling of a soak: the first Ctrl-C asks every worker to stop after the
+    case in flight; a second one abandons the cases in flight."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.count = 0
+        self.say = say
+
+    def __call__(self, signum, frame) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.say("soak: Ctrl-C: stopping after the cases in flight (Ctrl-C again to abandon them)")
+            return
+        raise KeyboardInterrupt
+
+    @property
+    def asked(self) -> bool:
+        return self.count > 0
+
+
+def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progress: Callable[[], None]) -> None:
+    """One worker in this process (the CPU default, or a single GPU)."""
+    import os
+
+    tally.started[plan.worker] = time.time()
+    tally.gpus[plan.worker] = os.environ.get("CUDA_VISIBLE_DEVICES", "0") if plan.device == "cuda" else ""
+
+    def emit(rec: CaseRecord) -> None:
+        tally.add(rec)
+        progress()
+
+    try:
+        run_worker(plan, emit, lambda: interrupted.asked)
+    except KeyboardInterrupt:
+        pass  # the second Ctrl-C: the case in flight is abandoned, the summary follows
+    except ContextLost as exc:
+        # One process, one CUDA context: nothing more can run in it.
+        tally.add(CaseRecord(plan.worker, "-", {}, "crash", 0.0, line=f"the CUDA context is lost, soak stopped: {exc}"))
+        progress()
+
+
+def _worker_process(plan: WorkerPlan, results, stop) -> None:
+    """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    from remap_ab.errors import exception_line
+
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") if plan.device == "cuda" else ""
+    try:
+        from remap_ab import backend
+
+        backend.select(plan.device)
+        results.put(("ready", plan.worker, gpu))
+        n = run_worker(plan, lambda r: results.put(("case", plan.worker, asdict(r))), stop.is_set,
+                       lambda configs: results.put(("start", plan.worker, [c.to_dict() for c in configs])))
+        results.put(("done", plan.worker, n))
+    except BaseException as exc:
+        results.put(("failed", plan.worker, exception_line(exc)[:400]))
+
+
+MAX_RESTARTS = 3  # per worker: a worker that keeps dying is left dead
+
+
+def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupted,
+                  progress: Callable[[], None], say: Callable[[str], None],
+                  max_restarts: int = MAX_RESTARTS) -> None:
+    """One spawned process per plan, with its environment (GPU pinning), until every
+    worker is done. A worker that dies (or whose CUDA context is lost) leaves crash
+    reports for the cases it held, and is replaced by a fresh one, up to
+    ``max_restarts`` times."""
+    import dataclasses
+    import multiprocessing as mp
+    import os
+    import queue
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    stop = ctx.Event()
+    procs: dict = {}
+    current = {plan.worker: plan for plan in plans}
+    env_of = {plan.worker: env for plan, env in zip(plans, envs)}
+
+    def start(plan: WorkerPlan) -> None:
+        env = env_of[plan.worker]
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)  # the child inherits this environment at spawn
+        try:
+            p = ctx.Process(target=_worker_process, args=(plan, results, stop), daemon=True,
+                            name=f"remap-ab-soak-{plan.worker}")
+            p.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        procs[plan.worker] = p
+        current[plan.worker] = plan
+
+    def lost(wid: int, why: str) -> None:
+        """Worker ``wid`` is gone: report what it held, and replace it if there is time."""
+        plan = current[wid]
+        say(f"soak: worker {wid} {why}")
+        _crash_held(plan, held.pop(wid, []), f"the soak worker {why}", tally)
+        if stop.is_set() or interrupted.asked or time.time() >= plan.deadline or plan.generation >= max_restarts:
+            finished.add(wid)
+            return
+        start(dataclasses.replace(plan, generation=plan.generation + 1))
+
+    held: dict = {}  # worker -> configs it announced and has not finished
+    finished: set = set()
+
+    def handle(msg) -> None:
+        kind, wid = msg[0], msg[1]
+        if kind == "ready":
+            tally.started.setdefault(wid, time.time())
+            tally.gpus[wid] = msg[2]
+        elif kind == "start":
+            held[wid] = list(msg[2])
+        elif kind == "case":
+            rec = CaseRecord(**msg[2])
+            tally.add(rec)
+            held[wid] = [c for c in held.get(wid, []) if CaseConfig.from_dict(c).case_id != rec.case_id]
+        elif kind == "done":
+            finished.add(wid)
+        elif kind == "failed":
+            procs[wid].join(timeout=10)
+            lost(wid, f"failed: {msg[2]}")
+
+    for plan in plans:
+        start(plan)
+    try:
+        while len(finished) < len(procs):
+            if interrupted.asked:
+                stop.set()
+            try:
+                handle(results.get(timeout=0.5))
+                progress()
+                continue
+            except queue.Empty:
+                pass
+            for wid, p in list(procs.items()):
+                if wid not in finished and not p.is_alive():
+                    try:  # what it sent before dying comes first
+                        while wid not in finished:
+                            handle(results.get(timeout=0.5))
+                    except queue.Empty:
+                        pass
+                    if wid not in finished and not procs[wid].is_alive():
+                        lost(wid, f"died (exit status {p.exitcode})")
+            progress()
+    except KeyboardInterrupt:
+        pass  # the second Ctrl-C: abandon the cases in flight
+    finally:
+        stop.set()
+        for p in procs.values():
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+
+
+def _crash_held(plan: WorkerPlan, configs: list, message: str, tally: Tally) -> None:
+    if plan.worker not in tally.started:
+        tally.started[plan.worker] = time.time()
+    for c in configs:
+        config = CaseConfig.from_dict(c)
+        tally.add(_crash_record(plan, plan.device, Draw(config, "?"), message, 0.0))
