@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 GPU_LIST_VAR = "REMAP_AB_GPUS"
 PINNED_VAR = "REMAP_AB_PINNED_GPU"

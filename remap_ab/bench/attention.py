@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -44,7 +45,7 @@ class Consumer:
     queries: torch.Tensor  # [T, d]
 
     @classmethod
-    def for_case(cls, config: CaseConfig, inputs: CaseInputs, head_dim: int = HEAD_DIM, seed: int = 0) -> "Consumer":
+    def for_case(cls, config: CaseConfig, inputs: CaseInputs, head_dim: int = HEAD_DIM, seed: int = 0) -> Consumer:
         table = inputs.block_table
         # Enough slots for every block id the table holds (capped: slots wrap modulo the cache).
         slots = min(max(int(table.max().item()) + 1, 1) * config.block_size, 1 << 18)

@@ -22,8 +22,9 @@ hits; ``cold`` adds the same cells with rotating input copies (cold_l2.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -220,7 +221,8 @@ def printable(cells: Sequence[Cell]):
     rows = []
     for c in cells:
         r = c.row()
-        pr = "—" if r["pr_gb200_old_us"] != r["pr_gb200_old_us"] else f"{r['pr_gb200_old_us']:.2f}→{r['pr_gb200_new_us']:.2f} ({r['pr_gb200_old_us'] / r['pr_gb200_new_us']:.2f}x)"
+        old_us, new_us = r["pr_gb200_old_us"], r["pr_gb200_new_us"]
+        pr = "—" if old_us != old_us else f"{old_us:.2f}→{new_us:.2f} ({old_us / new_us:.2f}x)"
         rows.append({
             "path": r["path"], "K": r["topk"], "T": r["tokens"],
             f"{c.a} µs": us(r, "a"), f"{c.b} µs": us(r, "b"),

@@ -16,9 +16,10 @@ import shutil
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from remap_ab.bench import figures, page
 from remap_ab.bench.decode import DecodeModel
@@ -365,7 +366,8 @@ class Suite:
             if g not in groups:
                 groups.append(g)
         for r in rows:
-            series.setdefault(f"{r['impl']} {r['dtype']}", {})[f"{r['condition']} K={r['topk']} T={r['tokens']}"] = r["distinct_attention_outputs"]
+            cell = f"{r['condition']} K={r['topk']} T={r['tokens']}"
+            series.setdefault(f"{r['impl']} {r['dtype']}", {})[cell] = r["distinct_attention_outputs"]
         values = {k: [v.get(g, math.nan) for g in groups] for k, v in series.items()}
         section.charts.append(Chart("distinct", "distinct attention outputs per cell",
                                     figures.grouped_bars("distinct attention outputs", groups, values, "distinct outputs")))
