@@ -103,7 +103,7 @@ class Tally:
 
     @property
     def max_abs_delta(self) -> float:
-        if self.low is None:
+        if self.low is None or self.high is None:  # set together by add()
             return float("nan")
         return float((self.high - self.low).max().item()) if self.low.numel() else 0.0
 
@@ -201,7 +201,7 @@ def summary(rows: Sequence[dict]) -> list[str]:
             mine = [r for r in rows if r["condition"] == cond and r["topk"] == k and r["impl"] == impl]
             if not mine:
                 continue
-            worst = {}
+            worst: dict[str, dict] = {}
             for r in mine:
                 w = worst.get(r["dtype"])
                 if w is None or r["distinct_attention_outputs"] > w["distinct_attention_outputs"]:

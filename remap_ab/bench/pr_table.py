@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -106,7 +106,7 @@ class Cell:
 
     def row(self) -> dict:
         c = self.config
-        row = {"path": path_of(c), "topk": c.topk, "tokens": c.tokens, "a": self.a, "b": self.b, "status": self.status}
+        row: dict[str, Any] = {"path": path_of(c), "topk": c.topk, "tokens": c.tokens, "a": self.a, "b": self.b, "status": self.status}
         for key in ("a", "b", "floor_a", "floor_b", "a_cold", "b_cold"):
             t = self.times.get(key)
             row[f"{key}_us"] = t.median if t else float("nan")
