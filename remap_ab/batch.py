@@ -158,6 +158,7 @@ def run_batch(
         # tile-order witness (a loop of launches per case) is then only searched for
         # the few that are not (second round below).
         pa, pb = proof_of_pass(oa, ref, c, witness=False), proof_of_pass(ob, ref, c, witness=False)
+        po: Optional[torch.Tensor]
         if oo is None:
             po = true
         else:
@@ -180,6 +181,7 @@ def run_batch(
     verdicts = []
     for c, (oa, _, ob, _), ref, oo, (fa, fb, fo, nd, _) in zip(configs, outs, refs, oracles, host_flags):
         if not fo:
+            assert oo is not None  # po is true where the oracle was not called
             msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
             verdicts.append(
                 Verdict(c.case_id, Status.ERROR, [Mismatch(Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
@@ -245,8 +247,10 @@ def _witness_round(configs: list, outs: list, refs: list, host_flags: list) -> N
     for i, (c, (oa, _, ob, _), ref, flags) in enumerate(zip(configs, outs, refs, host_flags)):
         for side, o in enumerate((oa, ob)):
             if not flags[side] and c.compacts and not o.contract.ordered and _shape_ok(o, ref, c.counts_returned):
+                proof = proof_of_pass(o, ref, c)
+                assert proof is not None  # None only where _shape_ok fails
                 todo.append((i, side))
-                proofs.append(proof_of_pass(o, ref, c))
+                proofs.append(proof)
     if todo:
         for (i, side), ok in zip(todo, torch.stack(proofs).tolist()):
             host_flags[i][side] = int(ok)
@@ -256,7 +260,7 @@ def _paths_sampled(configs: list) -> list[int]:
     """Indices of the first case of each wrapper path among ``configs``: the plain
     convert (with or without the prefill workspace), the DCP wrapper's delegation at
     dcp_size 1, and its filter with or without compaction; each with or without counts."""
-    first = {}
+    first: dict[tuple[str, bool, bool, bool, bool], int] = {}
     for i, c in enumerate(configs):
         first.setdefault((c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned), i)
     return sorted(first.values())

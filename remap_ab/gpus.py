@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Optional
+from collections.abc import Mapping, MutableMapping
+from typing import Optional
 
 GPU_LIST_VAR = "REMAP_AB_GPUS"
 PINNED_VAR = "REMAP_AB_PINNED_GPU"
@@ -78,7 +79,7 @@ def count_gpus() -> int:
 _XDIST_ID = re.compile(r"gw(\d+)$")
 
 
-def xdist_pin(env: Optional[dict] = None) -> Optional[str]:
+def xdist_pin(env: Optional[MutableMapping[str, str]] = None) -> Optional[str]:
     """In a pytest-xdist worker, pin this process to its GPU (before CUDA starts).
 
     Uses ``REMAP_AB_GPUS`` (set by the controller, see ``export_gpu_list``) and the
@@ -98,7 +99,7 @@ def xdist_pin(env: Optional[dict] = None) -> Optional[str]:
     return gpu
 
 
-def export_gpu_list(env: Optional[dict] = None, count: Optional[int] = None) -> list[str]:
+def export_gpu_list(env: Optional[MutableMapping[str, str]] = None, count: Optional[int] = None) -> list[str]:
     """In the pytest controller: publish the visible GPUs for the workers it starts."""
     env = os.environ if env is None else env
     if env.get(GPU_LIST_VAR) is not None or env.get(PINNED_VAR):

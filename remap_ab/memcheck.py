@@ -203,7 +203,8 @@ class Session:
         caller may let through."""
         if kind not in KINDS:
             raise InternalError(f"memcheck access kind {kind!r} is not one of {', '.join(KINDS)}")
-        if self._kernel is None:
+        kernel = self._kernel
+        if kernel is None:
             raise InternalError("memcheck saw a memory access before any launch registered its tensors")
         addr = np.asarray(addresses).astype(np.int64, copy=False)
         active = np.broadcast_to(np.asarray(mask, dtype=bool), addr.shape)
@@ -214,10 +215,10 @@ class Session:
         self.report.lanes_checked += int(np.count_nonzero(active))
         bad = active & ~inside
         if bad.any():
-            self._record(kind, addr, bad, np.asarray(programs), itemsize)
+            self._record(kind, kernel, addr, bad, np.asarray(programs), itemsize)
         return active & inside
 
-    def _record(self, kind: str, addr: np.ndarray, bad: np.ndarray, programs: np.ndarray, itemsize: int) -> None:
+    def _record(self, kind: str, kernel: str, addr: np.ndarray, bad: np.ndarray, programs: np.ndarray, itemsize: int) -> None:
         """Count every bad lane (vectorised: a batched launch may bring millions) and
         keep the first ``DETAILED_FINDINGS`` in full."""
         rep = self.report
@@ -235,7 +236,7 @@ class Session:
         rep.bad_lanes += len(bad_addr)
         rep.bad_rows.update(np.unique(bad_progs[:, 0]).tolist())
         for j in np.unique(nearest).tolist():
-            key = (kind, self._kernel, self._regions[j].name)
+            key = (kind, kernel, self._regions[j].name)
             hits = nearest == j
             rep.bad_by_group[key] = rep.bad_by_group.get(key, 0) + int(hits.sum())
             rep.rows_by_group.setdefault(key, set()).update(np.unique(bad_progs[hits, 0]).tolist())
@@ -257,7 +258,7 @@ class Session:
                 after, before = 0, -1
             col = program[1] * width + int(where[n][-1]) if lanes_are_columns else -1
             rep.findings.append(
-                Finding(rep.label, self._kernel, kind, program[0], col, program, address, itemsize,
+                Finding(rep.label, kernel, kind, program[0], col, program, address, itemsize,
                         region.name, after, before, region.numel, region.itemsize)
             )
 

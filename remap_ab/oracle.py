@@ -80,6 +80,7 @@ def remap(
     val = base * block_size + off
 
     if prefill_request_ids is not None:  # §3.6
+        assert prefill_starts is not None  # the prefill workspace comes as a pair
         p = prefill_request_ids.to(torch.int64).clamp(min=0)
         start = prefill_starts[p].view(rows, 1)
         val = torch.where(is_prefill, start + t, val)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 
@@ -19,6 +19,9 @@ from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError, exception_line
 from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, ragged_arange
+
+if TYPE_CHECKING:  # memcheck is imported only when asked for (see run_implementation)
+    from remap_ab.memcheck import Session
 
 
 @contextlib.contextmanager
@@ -64,7 +67,7 @@ def run_implementation(
     subprocess); what it saw is ``Output.memcheck``."""
     contract = impl.order_contract(config)
     device = inputs.device
-    watch = contextlib.nullcontext()
+    watch: contextlib.AbstractContextManager[Optional[Session]] = contextlib.nullcontext()
     if memcheck and device.type != "cuda":
         from remap_ab import memcheck as memcheck_module
 

@@ -196,14 +196,14 @@ def _findings(lines: list, impl_name: str, tensors: dict) -> tuple[list, list]:
                 other.append(body.strip())
             i += 1
             continue
-        block = [m]
+        block: list[str] = []  # the report's lines after the access line
         j = i + 1
         while j < len(lines) and lines[j].startswith("=========") and _PREFIX.sub("", lines[j]).strip():
             block.append(_PREFIX.sub("", lines[j]))
             if _ACCESS.search(block[-1]):
                 break
             j += 1
-        findings.append(_access_finding(m, block[1:], impl_name, tensors))
+        findings.append(_access_finding(m, block, impl_name, tensors))
         i = j
     return findings, other
 
@@ -216,7 +216,7 @@ def _access_finding(m, body: list, impl_name: str, tensors: dict) -> Finding:
         if (at := _AT.match(ln)) and kernel == "an unnamed kernel":
             kernel = kernel_name(at.group(1))
         if t := _THREAD.search(ln):
-            thread, block = tuple(map(int, t.group(1, 2, 3))), tuple(map(int, t.group(4, 5, 6)))
+            thread, block = tuple(map(int, t.group(1, 2, 3))), (int(t.group(4)), int(t.group(5)), int(t.group(6)))
         if a := _ADDRESS.search(ln):
             address = int(a.group(1), 16)
         if n := _NEAREST.search(ln):
@@ -278,9 +278,9 @@ def _child(payload_path: str) -> int:
         for name, t in inputs.tensors().items():
             print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
         out = run_implementation(impl, config, inputs)
-        for name, t in (("out", out.out), ("valid_counts", out.counts)):
-            if t is not None:
-                print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
+        for name, result in (("out", out.out), ("valid_counts", out.counts)):
+            if result is not None:
+                print(f"{TENSOR_MARK} {name} {result.data_ptr():#x} {result.numel() * result.element_size()}", flush=True)
         if out.error:
             print(f"{CASE_MARK} {k} raised: {out.error}", flush=True)
     print(f"{DONE_MARK} {len(payload['cases'])}", flush=True)

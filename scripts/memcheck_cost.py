@@ -9,11 +9,12 @@ import time
 
 from remap_ab import backend
 
+# The interpreter must be chosen before anything imports Triton, hence the late imports.
 backend.select("cpu")
 
-from remap_ab import grid
-from remap_ab.runner import run_case
-from remap_ab.sweep import default_max_tokens, select
+from remap_ab import grid  # noqa: E402
+from remap_ab.runner import run_case  # noqa: E402
+from remap_ab.sweep import default_max_tokens, select  # noqa: E402
 
 
 def main() -> None:

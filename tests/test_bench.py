@@ -267,13 +267,14 @@ class _FakeJit:
         self.device_caches = {0: ({}, None)}
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.run(grid=grid, warmup=False, *args, **kwargs)
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
 
     def run(self, *args, grid, warmup, num_warps=4, **kwargs):
         key = (kwargs.get("NUM_TOPK_TOKENS"), num_warps)
         cache = self.device_caches[0][0]
         if key not in cache:
-            cache[key] = _FakeCompiled(f"h{len(cache)}", 40 * num_warps // 4, 8 if kwargs.get("NUM_TOPK_TOKENS", 0) > 4096 else 0, 0, num_warps)
+            spills = 8 if kwargs.get("NUM_TOPK_TOKENS", 0) > 4096 else 0
+            cache[key] = _FakeCompiled(f"h{len(cache)}", 40 * num_warps // 4, spills, 0, num_warps)
         return cache[key]
 
 

@@ -6,13 +6,14 @@ REMAP_AB_GPU_CASES sets the sample size (default 320, in 8 chunks for xdist)."""
 
 import os
 import random
+from typing import Any
 
 import pytest
 
 from remap_ab.config import CaseConfig, ConfigError
 from remap_ab.inputs import generate_inputs
 
-SPACE = {
+SPACE: dict[str, list[Any]] = {
     "mode": ["convert", "dcp"],
     "tokens": [1, 2, 7, 64, 256, 1024],
     "topk": [128, 384, 512, 2048],
@@ -32,7 +33,8 @@ CHUNKS = 8
 def sample_configs(n: int, seed: int = 2026) -> list[CaseConfig]:
     """n distinct valid configurations drawn from SPACE with a fixed seed."""
     rng = random.Random(seed)
-    seen, configs = set(), []
+    seen: set[str] = set()
+    configs: list[CaseConfig] = []
     while len(configs) < n:
         pick = {k: rng.choice(v) for k, v in SPACE.items()}
         size, rank, inter = pick.pop("dcp")

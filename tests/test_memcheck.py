@@ -220,7 +220,8 @@ def test_out_of_bounds_lanes_are_masked_off_before_the_access_runs():
     load = memcheck._builder_hooks(builder, s)["create_masked_load"]
     pointer = tl.pointer_type(tl.int32)
     inside, past = t.data_ptr() + 12, t.data_ptr() + 16
-    load(TensorHandle(np.array([inside, past], dtype=np.uint64), pointer), TensorHandle(np.array([True, True]), tl.int1), None, None, None, False)
+    both = TensorHandle(np.array([inside, past], dtype=np.uint64), pointer)
+    load(both, TensorHandle(np.array([True, True]), tl.int1), None, None, None, False)
     load(TensorHandle(np.array([past], dtype=np.uint64), pointer), TensorHandle(np.array([True]), tl.int1), None, None, None, False)
     load(TensorHandle(np.array([inside], dtype=np.uint64), pointer), TensorHandle(np.array([True]), tl.int1), None, None, None, False)
     assert builder.seen == [[True, False], [False], [True]]

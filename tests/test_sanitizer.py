@@ -86,7 +86,8 @@ def test_clean_output_gives_one_clean_report_per_case():
 
 def test_errors_without_an_access_report_still_fail():
     text = CLEAN.replace("0 errors", "1 error").replace(
-        "REMAP-AB-SANITIZER-DONE", "========= Program hit cudaErrorIllegalAddress (error 700) on CUDA API call to cuMemcpy.\nREMAP-AB-SANITIZER-DONE"
+        "REMAP-AB-SANITIZER-DONE",
+        "========= Program hit cudaErrorIllegalAddress (error 700) on CUDA API call to cuMemcpy.\nREMAP-AB-SANITIZER-DONE",
     )
     reports = sanitizer.reports_from_output(text, "new", 2)
     assert all(not r.clean for r in reports)
@@ -96,11 +97,17 @@ def test_errors_without_an_access_report_still_fail():
 @pytest.mark.parametrize(
     "text, words",
     [
-        ("========= Error: Device not supported. Please refer to the documentation.\n========= ERROR SUMMARY: 0 errors\n", "cannot check this GPU"),
+        (
+            "========= Error: Device not supported. Please refer to the documentation.\n========= ERROR SUMMARY: 0 errors\n",
+            "cannot check this GPU",
+        ),
         ("Traceback (most recent call last):\nImportError: no torch\n", "without its error summary"),
         ("REMAP-AB-SANITIZER-CASE 0 a\nRuntimeError: CUDA error\n========= ERROR SUMMARY: 0 errors\n", "stopped before finishing"),
         ("", "without its error summary"),
-        ("REMAP-AB-SANITIZER-CASE 0 raised: AssertionError: x\nREMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n", "raised in the sanitized run"),
+        (
+            "REMAP-AB-SANITIZER-CASE 0 raised: AssertionError: x\nREMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n",
+            "raised in the sanitized run",
+        ),
     ],
 )
 def test_nothing_checked_is_an_error_never_clean(text, words):
@@ -155,7 +162,8 @@ for k, (config, tensors) in enumerate(d["cases"]):
         print("=========     by thread (3,0,0) in block (1,2,0)")
         end = 0x1000 * (k + 1) + tensors["block_table"].numel() * 4
         print(f"=========     Address {hex(end)} is out of bounds")
-        print(f"=========     and is 0 bytes after the nearest allocation at {hex(0x1000 * (k + 1))} of size {tensors['block_table'].numel() * 4} bytes")
+        size = tensors["block_table"].numel() * 4
+        print(f"=========     and is 0 bytes after the nearest allocation at {hex(0x1000 * (k + 1))} of size {size} bytes")
         print("=========")
 print("REMAP-AB-SANITIZER-DONE", len(d["cases"]))
 errors = sum(str(c["seed"]) == os.environ.get("FAKE_OOB_SEED") for c, _ in d["cases"])

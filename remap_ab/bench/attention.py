@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -44,7 +45,7 @@ class Consumer:
     queries: torch.Tensor  # [T, d]
 
     @classmethod
-    def for_case(cls, config: CaseConfig, inputs: CaseInputs, head_dim: int = HEAD_DIM, seed: int = 0) -> "Consumer":
+    def for_case(cls, config: CaseConfig, inputs: CaseInputs, head_dim: int = HEAD_DIM, seed: int = 0) -> Consumer:
         table = inputs.block_table
         # Enough slots for every block id the table holds (capped: slots wrap modulo the cache).
         slots = min(max(int(table.max().item()) + 1, 1) * config.block_size, 1 << 18)
@@ -102,7 +103,7 @@ class Tally:
 
     @property
     def max_abs_delta(self) -> float:
-        if self.low is None:
+        if self.low is None or self.high is None:  # set together by add()
             return float("nan")
         return float((self.high - self.low).max().item()) if self.low.numel() else 0.0
 
@@ -200,7 +201,7 @@ def summary(rows: Sequence[dict]) -> list[str]:
             mine = [r for r in rows if r["condition"] == cond and r["topk"] == k and r["impl"] == impl]
             if not mine:
                 continue
-            worst = {}
+            worst: dict[str, dict] = {}
             for r in mine:
                 w = worst.get(r["dtype"])
                 if w is None or r["distinct_attention_outputs"] > w["distinct_attention_outputs"]:

@@ -15,7 +15,7 @@ allocation per tensor (a stacked copy, each set a view), so the gate covers all 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -14,8 +14,9 @@ on the counts path and the DCP 4 compaction path, at each token count.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 from remap_ab import registry
 from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant

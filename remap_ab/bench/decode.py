@@ -13,8 +13,9 @@ comes from our own measured per-call times.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 from remap_ab.bench.pr_table import PR_GB200_US
 from remap_ab.config import CaseConfig

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Optional
 
 INSTALL_HINT = "pip install 'remap-ab[plots]'"
 _COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")

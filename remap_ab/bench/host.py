@@ -25,8 +25,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from types import ModuleType
+from typing import Any, Optional
 
 import torch
 
@@ -71,7 +73,8 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
 
     config = CaseConfig(mode="convert", topk=HOST_TOPK, tokens=HOST_TOKENS, counts=True)
     inputs = generate_inputs(config, device=device)
-    rows = []
+    # Callable[...]: each is called with no arguments, its parameters only bind loop variables.
+    rows: list[tuple[str, str, Callable[..., object], Callable[[], contextlib.AbstractContextManager[Any]]]] = []
     for name in impl_names:
         impl = registry.get(name)
         m = impl.module
@@ -151,6 +154,7 @@ def sweep_in_process(root: Path, name: str, filters: Sequence[str] = ()) -> dict
         args += ["--filter", f]
     buffer = io.StringIO()
     start = time.perf_counter()
+    rc: int | str | None
     with contextlib.redirect_stdout(buffer):
         try:
             rc = cli.main(args)
@@ -208,8 +212,11 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
     from remap_ab.inputs import generate_inputs_batch
     from remap_ab.runner import poisoned_empty
 
+    batchmod: Optional[ModuleType]
     try:
-        from remap_ab import batch as batchmod
+        from remap_ab import batch as batch_module
+
+        batchmod = batch_module
     except ImportError:
         batchmod = None
     g = gridmod.load(None)
@@ -221,7 +228,8 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
     configs = [p.config for p in points]
     impls = [registry.get(a), registry.get(b)]
     call = getattr(batchmod, "_call", None) if batchmod else None
-    clock = getattr(batchmod, "_Clock", None)(torch.device(device)) if call and getattr(batchmod, "_Clock", None) else None
+    clock_type = getattr(batchmod, "_Clock", None)
+    clock = clock_type(torch.device(device)) if call and clock_type else None
     ways = {
         "plain": (lambda impl, c, x: impl(c, x), None),
         "poisoned": (lambda impl, c, x: impl(c, x), poisoned_empty),

@@ -9,8 +9,9 @@ grid and warps it launches, for its floor, and its order contract, for the judge
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import torch
 

@@ -22,8 +22,9 @@ hits; ``cold`` adds the same cells with rotating input copies (cold_l2.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 
@@ -105,7 +106,7 @@ class Cell:
 
     def row(self) -> dict:
         c = self.config
-        row = {"path": path_of(c), "topk": c.topk, "tokens": c.tokens, "a": self.a, "b": self.b, "status": self.status}
+        row: dict[str, Any] = {"path": path_of(c), "topk": c.topk, "tokens": c.tokens, "a": self.a, "b": self.b, "status": self.status}
         for key in ("a", "b", "floor_a", "floor_b", "a_cold", "b_cold"):
             t = self.times.get(key)
             row[f"{key}_us"] = t.median if t else float("nan")
@@ -220,7 +221,8 @@ def printable(cells: Sequence[Cell]):
     rows = []
     for c in cells:
         r = c.row()
-        pr = "—" if r["pr_gb200_old_us"] != r["pr_gb200_old_us"] else f"{r['pr_gb200_old_us']:.2f}→{r['pr_gb200_new_us']:.2f} ({r['pr_gb200_old_us'] / r['pr_gb200_new_us']:.2f}x)"
+        old_us, new_us = r["pr_gb200_old_us"], r["pr_gb200_new_us"]
+        pr = "—" if old_us != old_us else f"{old_us:.2f}→{new_us:.2f} ({old_us / new_us:.2f}x)"
         rows.append({
             "path": r["path"], "K": r["topk"], "T": r["tokens"],
             f"{c.a} µs": us(r, "a"), f"{c.b} µs": us(r, "b"),

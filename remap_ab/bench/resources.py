@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ class VariantBook:
         return v
 
     def rows(self) -> list[dict]:
-        return [v.row() for v in sorted(self.variants.values(), key=lambda v: (v.kernel, describe_constexprs(v.constexprs), v.num_warps or 0))]
+        ordered = sorted(self.variants.values(), key=lambda v: (v.kernel, describe_constexprs(v.constexprs), v.num_warps or 0))
+        return [v.row() for v in ordered]
 
 
 def _constexprs_of(jit_fn, kwargs: dict) -> dict:

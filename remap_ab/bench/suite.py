@@ -16,15 +16,19 @@ import shutil
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from remap_ab.bench import figures, page
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.page import Chart, Section, Table
 from remap_ab.bench.timing import Budget
 from remap_ab.errors import UsageError, exception_line
+
+if TYPE_CHECKING:  # resources is imported when a run starts
+    from remap_ab.bench.resources import VariantBook
 
 # In the order they run: the timing sections first (their compiled variants feed
 # "resources"), the host and sweep measurements last (the sweep needs the most time).
@@ -113,7 +117,7 @@ class Suite:
         self.budget = Budget(opts.budget_s, reserve_s=min(15.0, 0.1 * opts.budget_s) if opts.budget_s else 0.0)
         self.sections: list = []
         self.contention_rows: list = []
-        self.book = None
+        self.book: Optional[VariantBook] = None  # made by run()
         self.failed_checks = 0  # refused or post-timing-failed cells
 
     # ---------------------------------------------------------------- driver
@@ -359,13 +363,15 @@ class Suite:
         section.note = f"{where}; DCP 4 compaction, rank 0, 30% invalid; {runs} runs per cell, each a fresh kernel call."
         section.findings += attention.summary(rows)
         section.tables.append(Table("runs", "distinct outputs over the runs", rows))
-        groups, series = [], {}
+        groups: list[str] = []
+        series: dict[str, dict[str, Any]] = {}
         for r in rows:
             g = f"{r['condition']} K={r['topk']} T={r['tokens']}"
             if g not in groups:
                 groups.append(g)
         for r in rows:
-            series.setdefault(f"{r['impl']} {r['dtype']}", {})[f"{r['condition']} K={r['topk']} T={r['tokens']}"] = r["distinct_attention_outputs"]
+            cell = f"{r['condition']} K={r['topk']} T={r['tokens']}"
+            series.setdefault(f"{r['impl']} {r['dtype']}", {})[cell] = r["distinct_attention_outputs"]
         values = {k: [v.get(g, math.nan) for g in groups] for k, v in series.items()}
         section.charts.append(Chart("distinct", "distinct attention outputs per cell",
                                     figures.grouped_bars("distinct attention outputs", groups, values, "distinct outputs")))
@@ -374,8 +380,10 @@ class Suite:
     def _section_resources(self, section: Section) -> None:
         from remap_ab.bench import resources
 
-        resources.jit_cache_variants(self.book, resources.bench_kernels())
-        rows = self.book.rows()
+        book = self.book
+        assert book is not None  # run() made it before any section
+        resources.jit_cache_variants(book, resources.bench_kernels())
+        rows = book.rows()
         self.say(resources.format_rows(rows))
         section.tables.append(Table("variants", "compiled variants", rows))
         spilling = [r for r in rows if (r["spills"] or 0) > 0]

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Optional, TypeVar
 
 import torch
 
@@ -92,7 +93,10 @@ def replay_us(graph, calls: int) -> float:
     return start.elapsed_time(end) * 1e3 / calls
 
 
-def time_graphs(graphs: Mapping[str, tuple], repeats: int) -> dict[str, Timing]:
+GraphKey = TypeVar("GraphKey", bound=Hashable)
+
+
+def time_graphs(graphs: Mapping[GraphKey, tuple], repeats: int) -> dict[GraphKey, Timing]:
     """``graphs``: name -> (graph, calls). One untimed replay each (first-replay upload
     costs), then ``repeats`` rounds, each replaying every graph once, interleaved."""
     for graph, _ in graphs.values():

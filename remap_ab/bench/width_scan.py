@@ -16,7 +16,8 @@ memory.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Optional
 
 import torch
 
@@ -83,7 +84,10 @@ def direct_variant(kernel, config: CaseConfig, *, single: bool, block_n: int, wa
             facts[name] = compiled_facts(compiled)
         return out, counts
 
-    contract = OrderContract(True, k, f"single tile (K={k})") if single else OrderContract(False, block_n, f"{k // block_n} tiles of {block_n}")
+    if single:
+        contract = OrderContract(True, k, f"single tile (K={k})")
+    else:
+        contract = OrderContract(False, block_n, f"{k // block_n} tiles of {block_n}")
     return TimedVariant(name, call, contract, grid, warps)
 
 
@@ -164,7 +168,6 @@ def run(
 ) -> tuple[list[dict], int]:
     """Rows for every (K, tokens, variant), and how many cells the budget left."""
     import kernels_new
-
     from remap_ab.inputs import generate_inputs
 
     check_widths(widths)

@@ -56,10 +56,12 @@ def add_arguments(p):
     what.add_argument("--cold-l2", action="store_true", help="pr section: also time with rotating inputs (every call misses L2)")
     what.add_argument("--budget-s", type=options.positive_float, default=None, metavar="S",
                       help="stop starting new cells after S seconds (what was measured is kept; the page says what was not)")
-    what.add_argument("--report", default=None, metavar="DIR", help="write the page and its files into DIR (default ROOT/bench/<stamp>/)")
+    what.add_argument("--report", default=None, metavar="DIR",
+                      help="write the page and its files into DIR (default ROOT/bench/<stamp>/)")
     t = p.add_argument_group("timing")
     t.add_argument("--calls", type=options.positive_int, default=200, help="calls captured per graph (default 200)")
-    t.add_argument("--repeats", type=options.positive_int, default=None, help="timed replays per graph (default 20 for pr alone, 10 with --all)")
+    t.add_argument("--repeats", type=options.positive_int, default=None,
+                   help="timed replays per graph (default 20 for pr alone, 10 with --all)")
     t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
     t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
     t.add_argument("--tokens", default="1,256,1024", help="pr: token counts (default 1,256,1024)")
@@ -80,9 +82,11 @@ def add_arguments(p):
     e.add_argument("--det-tokens", default=None, help="token counts (default 1,8,256 on GPU, 1,2 on CPU)")
     e.add_argument("--det-runs", type=options.positive_int, default=None, help="runs per cell (default 20 on GPU, 8 on CPU)")
     h = p.add_argument_group("host and sweep")
-    h.add_argument("--host-calls", type=options.positive_int, default=None, help="calls per host measurement (default 2000 on GPU, 10 on CPU)")
+    h.add_argument("--host-calls", type=options.positive_int, default=None,
+                   help="calls per host measurement (default 2000 on GPU, 10 on CPU)")
     h.add_argument("--host-impls", default=None, help="implementations for host overhead (default: --a,--b)")
-    h.add_argument("--sweep-filter", action="append", default=[], metavar="NAME=V", help="sweep section: time only this subset (repeatable)")
+    h.add_argument("--sweep-filter", action="append", default=[], metavar="NAME=V",
+                   help="sweep section: time only this subset (repeatable)")
     h.add_argument("--no-fresh-process", action="store_true", help="sweep section: skip the end-to-end run as a fresh process")
 
 

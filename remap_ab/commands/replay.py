@@ -63,7 +63,9 @@ def main(args) -> int:
             if report.schedule:
                 policy, seed = report.schedule
                 if device != "cpu":
-                    raise ReportError(f"report {report.folder} was produced under program schedule {policy}:{seed}; replay it with --device cpu")
+                    raise ReportError(
+                        f"report {report.folder} was produced under program schedule {policy}:{seed}; replay it with --device cpu"
+                    )
                 from remap_ab.schedule import interpreter_schedule
 
                 def schedule():

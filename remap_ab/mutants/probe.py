@@ -19,10 +19,18 @@ from __future__ import annotations
 import json
 import os
 import threading
+from typing import Optional, TypedDict
 
 _path = os.environ.get("REMAP_AB_MUTANT_PROBE")
 _lock = threading.Lock()
-_state = {"nodeid": None, "seq": 0}
+
+
+class _State(TypedDict):
+    nodeid: Optional[str]  # the test running now
+    seq: int  # records written so far
+
+
+_state: _State = {"nodeid": None, "seq": 0}
 
 
 def _write(record: dict) -> None:

@@ -37,7 +37,7 @@ def property_files() -> list[Path]:
 
 def property_tests(files=None) -> list[str]:
     """Node ids (``/path/test_file.py::test_name``) of the suite's tests, in file order."""
-    ids = []
+    ids: list[str] = []
     for f in property_files() if files is None else files:
         names = re.findall(r"^(?:async\s+)?def (test_\w+)", f.read_text(), re.M)
         ids += [f"{f.as_posix()}::{n}" for n in names] if names else [f.as_posix()]

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import Mutant
@@ -169,7 +169,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
         rc = None
         output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
     elapsed = time.perf_counter() - t0
-    data = json.loads(out.read_text()) if out.exists() else {"phase": "start"}
+    data: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"phase": "start"}
     res.witness, res.witness_tried = data.get("witness"), data.get("witness_tried", 0)
     for check in CHECKS:  # "properties" is here only when the worker left it out
         if check in data:

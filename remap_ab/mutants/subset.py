@@ -5,6 +5,7 @@ and the race check's cases.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from remap_ab.config import CaseConfig
 from remap_ab.mutants.catalogue import Mutant
@@ -31,7 +32,7 @@ def _edge_cases() -> list[SweepCase]:
     """Cases the grid does not hold: DCP rows whose every lane this rank owns
     (row_layout "owned"), so a compacted row is full (count == K), on the new kernel's
     single-tile path (K = 512) and on the tiled one (K = 384)."""
-    base = dict(mode="dcp", tokens=3, block_size=64, block_n=128, blocks_per_req=64, dcp_size=4, dcp_rank=1,
+    base: dict[str, Any] = dict(mode="dcp", tokens=3, block_size=64, block_n=128, blocks_per_req=64, dcp_size=4, dcp_rank=1,
                 invalid_ratio=0.0, out_of_range=0.0, row_layout="owned", compact=True, counts=True)
     return [
         SweepCase(CaseConfig(**dict(base, topk=512)), "edge full-row k=512"),
@@ -53,11 +54,11 @@ def sweep_subset() -> list[SweepCase]:
 # compaction slot counter. On the CPU they stay tiny (each run is a full interpreted
 # launch under a permuted program order); on a GPU many rows and tiles run at once,
 # which is what gives a race its chance.
-_CPU_RACE = (
+_CPU_RACE: tuple[dict[str, Any], ...] = (
     dict(mode="dcp", tokens=2, topk=384, block_n=128, block_size=16, blocks_per_req=16, dcp_size=2, dcp_rank=1),
     dict(mode="convert", tokens=2, topk=384, block_n=128, block_size=16, blocks_per_req=16, counts=True),
 )
-_GPU_RACE = (
+_GPU_RACE: tuple[dict[str, Any], ...] = (
     dict(mode="dcp", tokens=256, topk=1536, block_n=128, dcp_size=4, dcp_rank=0),
     dict(mode="convert", tokens=256, topk=1536, block_n=128, counts=True),
     dict(mode="dcp", tokens=1024, topk=384, block_n=128, dcp_size=2, dcp_rank=1, interleave=64),

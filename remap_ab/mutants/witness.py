@@ -130,9 +130,11 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
         if mut.error is not None:
             return make("error", mu=mut.error[:160], run=label)
         if racy_order:
+            assert ref is not None  # computed above for a racy order
             verdict = compare(config.case_id, mut, mut, ref, compacted=True, counts_returned=config.counts_returned)
             if not verdict.passed:
                 f = verdict.first
+                assert f is not None  # a verdict that did not pass names its first mismatch
                 o = f.values.get("oracle") if isinstance(f.values, dict) else None
                 return make(str(f.check), f.row, f.col, o, f.values.get(mut.name) if isinstance(f.values, dict) else None,
                             f.lanes, label)

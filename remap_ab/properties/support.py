@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from remap_ab.strategies import failure_message, record_classes
-
 from remap_ab import backend
 from remap_ab.config import CaseConfig
 from remap_ab.runner import CaseResult, run_case
 from remap_ab.schedule import interpreter_schedule
+from remap_ab.strategies import failure_message, record_classes
 
 Schedule = Optional[tuple[str, int]]
 
