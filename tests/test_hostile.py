@@ -171,7 +171,7 @@ ROWS = [
     row("replay-not-an-id", "replay zzz --root {tmp}", 2, "neither a report folder nor a case ID", owner="report"),
     row("replay-unknown-id", "replay 000000000000 --root {tmp}", 2, "not a case of the grid", owner="report"),
     row("replay-empty-folder", "replay {tmp}/emptyreport", 2, "emptyreport", owner="report"),
-    row("replay-config-wrong-type", "replay {tmp}/badreport", 2, "tokens='abc'", owner="report"),
+    row("replay-config-wrong-type", "replay {tmp}/badreport", 2, "field 'config.tokens' is str", owner="report"),
     row("replay-verdict-wrong-type", "replay {tmp}/badverdict", 2, "verdict.json", owner="report"),
     # --- mutants (killed after the timeout if it starts running instead of refusing) -----------
     row("mutants-timeout-negative", "mutants --timeout -1", 2, "--timeout", owner="mutants", how="subprocess", timeout=30),
@@ -182,7 +182,7 @@ ROWS = [
     # --- bench -----------------------------------------------------------------------------------
     row("bench-without-gpu", "bench", 2, "CUDA", needs="cpu"),
     row("bench-calls-zero", "bench --calls 0 --out {tmp}/b", 2, "--calls", owner="bench", needs="gpu"),
-    row("bench-out-is-a-file", "bench --out {tmp}/afile", 2, "is a file", owner="bench", needs="gpu"),
+    row("bench-out-is-a-file", "bench --report {tmp}/afile", 2, "is a file", owner="bench", needs="gpu"),
     # --- the Python API ------------------------------------------------------------------------
     row("api-tokens-str", ("api", "tokens_str"), 2, "tokens='3' is a str, not an int"),
     row("api-tokens-bool", ("api", "tokens_bool"), 2, "tokens=True is a bool, not an int"),

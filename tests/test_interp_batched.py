@@ -20,18 +20,20 @@ import torch
 
 from remap_ab import backend
 
-pytestmark = pytest.mark.skipif(backend.default_device() != "cpu", reason="the batched mode is the CPU interpreter's")
+if backend.default_device() != "cpu":
+    # On a GPU machine kernels are compiled, never interpreted, in this process; the
+    # interpreter's batched mode has nothing to run against here.
+    pytest.skip("CPU-only: the batched mode is the Triton interpreter's (a CUDA device is present)", allow_module_level=True)
 
-if backend.default_device() == "cpu":
-    backend.select("cpu")
-    import triton
-    import triton.language as tl
+backend.select("cpu")  # before triton is imported: the imports below are E402 on purpose
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
-    from remap_ab import interp_batched as ib
-    from remap_ab import mutants, registry, runner
-    from remap_ab.config import CaseConfig
-    from remap_ab.inputs import generate_inputs
-    from remap_ab.schedule import POLICIES, interpreter_schedule, program_order
+from remap_ab import interp_batched as ib  # noqa: E402
+from remap_ab import mutants, registry, runner  # noqa: E402
+from remap_ab.config import CaseConfig  # noqa: E402
+from remap_ab.inputs import generate_inputs  # noqa: E402
+from remap_ab.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
 
 
 def _catalogue():

@@ -302,7 +302,13 @@ def test_the_6eb5809148de_regression(tmp_path, monkeypatch):
     v = run_case(config, "old", "brk_drop_last").verdict
     m = v.first
     assert (m.check, m.row, m.col, m.lanes, m.rows) == (Check.PREFIX_SET, 0, 596, 1, 1)
-    assert m.values == {"old": 59148, "brk_drop_last": -1, "oracle": 59148}
+    assert (m.values["brk_drop_last"], m.values["oracle"]) == (-1, 59148)
+    from remap_ab import backend
+
+    if backend.current() == "cpu":
+        # The interpreter runs old's tiles in column order; on a GPU old's compacted
+        # order is a race, so its value at col 596 is whichever tile won there.
+        assert m.values["old"] == 59148
 
 
 # ---------------------------------------------------------------- compaction: order

@@ -197,7 +197,9 @@ def triton_filter_and_convert_dcp_index(*args, **kwargs):
 def test_killed_sweep_resumes_each_case_exactly_once(tmp_path):
     (tmp_path / "slowimpl.py").write_text(SLOW_AFTER_FIRST)
     args = ["sweep", "--b", "slowimpl", "--filter", "tokens=1", "--filter", "k=128", "--filter", "path=dcp-compact",
-            "--filter", "invalid=0,0.3", "-j", "0", "--root", "reports", "--run", "r", "--no-progress"]
+            "--filter", "invalid=0,0.3", "-j", "0", "--batch", "1", "--root", "reports", "--run", "r", "--no-progress"]
+    # --batch 1: on a GPU the default batch (64) would hold all four cases, and their
+    # rows would be written together after the sleeps.
     env = dict(os.environ, REMAP_AB_TEST_SLOW="1")
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *args], cwd=tmp_path, env=env,

@@ -19,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from remap_ab import backend
+
 from remap_ab.cli import main as cli_main
 
 TWO = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off", "--filter", "invalid=0",
@@ -403,8 +405,9 @@ def test_memcheck_runs_every_case_through_run_case_with_memcheck(monkeypatch):
 
     monkeypatch.setattr(batch, "run_case", spy)
     configs = [CaseConfig(tokens=1, topk=128), CaseConfig(tokens=1, topk=128, mode="dcp", dcp_size=2)]
-    outcomes = batch.run_batch(configs, "old", "new", "cpu", memcheck=True)
-    assert [c["memcheck"] for c in calls] == [True, True] and all(c["device"] == "cpu" for c in calls)
+    device = backend.current()  # the session's device: the backend is fixed per process
+    outcomes = batch.run_batch(configs, "old", "new", device, memcheck=True)
+    assert [c["memcheck"] for c in calls] == [True, True] and all(c["device"] == device for c in calls)
     assert [o.verdict.status for o in outcomes] == ["pass", "pass"]
     assert all(o.inputs_sha256 and o.max_row_valid > 0 and o.result is None for o in outcomes)
 

@@ -9,7 +9,6 @@ report recorded for it).
 
 from __future__ import annotations
 
-import inspect
 import re
 import shlex
 from pathlib import Path
@@ -54,7 +53,6 @@ def main(args) -> int:
     a = args.a or (report.a.name if report else "old")
     b = args.b or (report.b.name if report else "new")
     device = backend.select(args.device)
-    run_options = _memcheck_option(args.memcheck)
     try:
         if report is not None:
             config = report.config
@@ -72,11 +70,11 @@ def main(args) -> int:
                     return interpreter_schedule(policy, int(seed))
 
                 source += f", program schedule {policy}:{seed}"
-            result = run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule, **run_options)
+            result = run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule, memcheck=args.memcheck)
         else:
             assert config is not None  # found in the grid above
             source = "the grid's configuration (inputs generated afresh)"
-            result = run_case(config, a, b, device=device, **run_options)
+            result = run_case(config, a, b, device=device, memcheck=args.memcheck)
     except ImplementationError as exc:
         hint = _path_hint(report, a, b, args)
         raise ImplementationError(f"{exc}{hint}") from None
@@ -112,19 +110,6 @@ def _readable_root(root: str) -> Path:
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"--root {path}: {parent} is a file, not a folder; give the folder holding the runs")
     return path
-
-
-def _memcheck_option(wanted: bool) -> dict:
-    """``{"memcheck": True}`` for run_case when --memcheck is given and this build's
-    runner supports it; UsageError when it does not."""
-    from remap_ab.errors import UsageError
-    from remap_ab.runner import run_case
-
-    if not wanted:
-        return {}
-    if "memcheck" not in inspect.signature(run_case).parameters:
-        raise UsageError("--memcheck: this build's runner cannot check memory accesses (no memcheck support installed)")
-    return {"memcheck": True}
 
 
 def _path_hint(report, a: str, b: str, args) -> str:
