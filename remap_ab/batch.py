@@ -33,7 +33,7 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
-from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note_order_differs, proof_of_pass
+from remap_ab.compare import Mismatch, Output, Verdict, compare, note_order_differs, proof_of_pass
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line

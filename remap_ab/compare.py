@@ -26,12 +26,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Optional
 
 import torch
 
 from remap_ab.errors import ReportError
 from remap_ab.status import Check, Status
+
 
 @dataclass(frozen=True)
 class OrderContract:
@@ -173,7 +175,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, d: Any) -> "Verdict":
+    def from_dict(cls, d: Any) -> Verdict:
         """The verdict ``to_dict`` wrote. Strict: a missing or wrong-typed field raises
         ``ReportError`` naming it (the caller adds the file name)."""
         if not isinstance(d, dict):
@@ -227,7 +229,7 @@ def _field(d: dict, name: str, kind: type, where: str):
     return value
 
 
-def _enum(d: dict, name: str, enum: type, where: str):
+def _enum(d: dict, name: str, enum: type[Enum], where: str):
     word = _field(d, name, str, where)
     try:
         return enum(word)
@@ -336,11 +338,13 @@ class _Checker:
         if problem is not None:
             self._problem(o.name, problem)
             return
+        assert isinstance(o.out, torch.Tensor)  # _out_problem found none: the output is a tensor
         if self.counts_returned:
             problem = _counts_problem(o, ref)
             if problem is not None:
                 self._problem(o.name, problem)
             else:
+                assert isinstance(o.counts, torch.Tensor)  # _counts_problem found none
                 bad = o.counts != ref.counts
                 if bad.any():
                     self._add(Check.COUNTS, o.name, bad, "valid count differs from the oracle", field_name="counts")
@@ -353,6 +357,7 @@ class _Checker:
 
     def _check_compacted(self, o: Output) -> None:
         ref = self.ref
+        assert isinstance(o.out, torch.Tensor)  # check() comes here only after _out_problem found none
         t, k = ref.out.shape
         cols = torch.arange(k, device=ref.out.device)
         count = ref.counts.view(t, 1)
@@ -458,10 +463,12 @@ def proof_of_pass(o: Output, ref: Reference, config, witness: bool = True) -> Op
     ``witness=False`` leaves out the search for a tile order (exact equality only)."""
     if not shape_ok(o, ref, config.counts_returned):
         return None
+    assert isinstance(o.out, torch.Tensor)  # shape_ok held: the output is a tensor
     ok = (o.out == ref.out).all()
     if witness and config.compacts and not o.contract.ordered:
         ok = ok | segment_witness(o.out, ref, o.contract.segment)
     if config.counts_returned:
+        assert isinstance(o.counts, torch.Tensor)  # shape_ok held with counts returned
         ok = ok & (o.counts == ref.counts).all()
     return ok
 
@@ -534,6 +541,8 @@ def compare(
         status = Status.FAIL if failures else Status.PASS
     verdict = Verdict(case_id=case_id, status=status, failures=failures)
     if compacted and status is Status.PASS:
+        # A pass means both outputs were compared lane by lane, so both are tensors.
+        assert isinstance(a.out, torch.Tensor) and isinstance(b.out, torch.Tensor)
         differs = (a.out != b.out).any(dim=1)
         note_order_differs(verdict, a, b, int(differs.sum()), differs.numel())
     return verdict

@@ -171,7 +171,9 @@ def _run_sequential(interpreter, fn, args, grid) -> None:
 
 
 def _kernel_name(fn) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "kernel")
+    qualname: str | None = getattr(fn, "__qualname__", None)
+    name: str = getattr(fn, "__name__", "kernel")
+    return qualname or name
 
 
 def _fall_back(fn, reason: str) -> None:
@@ -309,8 +311,9 @@ class _Launch:
     def programs(self) -> int:
         return self.order.shape[0]
 
-    def record(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, itemsize: int) -> None:
-        """Note one memory operation; ``ptrs``/``mask`` have the program axis first."""
+    def record(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, itemsize: int) -> _Access | None:
+        """Note one memory operation; ``ptrs``/``mask`` have the program axis first.
+        Its access, or None when no lane is active."""
         assert mask.dtype == bool and mask.shape == ptrs.shape
         self.ops += 1
         session = _memcheck_session()
@@ -346,11 +349,11 @@ class _Launch:
         argument storage at that storage's element alignment; else None."""
         if access is None:
             return other.copy()
-        for low, high, view in self.memory:
-            if low <= access.low and access.high <= high:
-                break
-        else:
+        # The first storage (first byte, one past the last, view) holding every accessed byte.
+        storage = next((m for m in self.memory if m[0] <= access.low and access.high <= m[1]), None)
+        if storage is None:
             return None
+        low, high, view = storage
         itemsize = dtype_np.itemsize
         shift = itemsize.bit_length() - 1
         if itemsize != 1 << shift:

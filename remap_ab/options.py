@@ -42,25 +42,24 @@ def add_memcheck(p: argparse.ArgumentParser) -> None:
                         "bounds (CPU: the interpreter's accesses; GPU: compute-sanitizer memcheck)")
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type=`` for counts that must be >= 1."""
+def _int_at_least(text: str, least: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value} must be {what}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=`` for counts that must be >= 1."""
+    return _int_at_least(text, 1, "at least 1")
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
+    """argparse ``type=`` for counts where 0 means something (e.g. ``-j 0``: in this process)."""
+    return _int_at_least(text, 0, "0 or more")
 
 
 def positive_float(text: str) -> float:

@@ -304,7 +304,7 @@ def build_crash_report(config, a, b, message: str, folder: Path, device: str, st
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
     check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
     verdict = Verdict(config.case_id, status.value,
-                      [Mismatch(check.value, f"{a_info.name}/{b_info.name}", -1, -1, {}, 0, 0, message)])
+                      [Mismatch(check, f"{a_info.name}/{b_info.name}", -1, -1, {}, 0, 0, message)])
     return CaseReport(
         status=status, verdict=verdict, device=str(device), message=message,
         **_header(config, a_info, b_info, folder, inputs),

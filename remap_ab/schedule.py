@@ -120,7 +120,7 @@ def interpreter_schedule(policy: str, seed: int = 0) -> Iterator[None]:
 
 def schedules(policies=POLICIES, seeds=(0,)) -> list[tuple[str, int]]:
     """(policy, seed) pairs: one for each deterministic policy, one per seed for random."""
-    out = []
+    out: list[tuple[str, int]] = []
     for p in policies:
         out += [(p, s) for s in seeds] if p in ("random", "tiles_rotated") else [(p, 0)]
     return out

@@ -31,11 +31,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
-PATHS = {
+PATHS: dict[str, dict[str, Any]] = {
     "convert": dict(mode="convert", counts=False),
     "convert-counts": dict(mode="convert", counts=True),
     "convert-prefill": dict(mode="convert", counts=False, prefill=True),
@@ -119,7 +120,7 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
     # Log-uniform: small and large T alike.
     tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
     block_size = rng.choice(BLOCK_SIZES)
-    fields = dict(
+    fields: dict[str, Any] = dict(  # CaseConfig's keyword arguments, of several types
         mode=spec["mode"],
         tokens=tokens,
         topk=topk,

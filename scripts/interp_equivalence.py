@@ -26,12 +26,14 @@ from remap_ab import backend
 
 backend.select("cpu")
 
-import torch
+# After backend.select on purpose: the interpreter is fixed when a kernel is imported
+# (see remap_ab/backend.py), and these imports may bring kernels in.
+import torch  # noqa: E402
 
-from remap_ab import grid, registry, runner
-from remap_ab import interp_batched as ib
-from remap_ab.inputs import generate_inputs
-from remap_ab.schedule import POLICIES, interpreter_schedule
+from remap_ab import grid, registry, runner  # noqa: E402
+from remap_ab import interp_batched as ib  # noqa: E402
+from remap_ab.inputs import generate_inputs  # noqa: E402
+from remap_ab.schedule import POLICIES, interpreter_schedule  # noqa: E402
 
 # (grid filters, implementations, policies): K=384 is tiled in both kernels, so both
 # race for compaction slots under every schedule; K=2048 with prefill is old's largest
@@ -105,7 +107,10 @@ def main() -> int:
                     total += 1
                     bad += not same
                     print(f"{point.line()[:90]} {impl} {policy}: {'identical' if same else 'DIFFERENT'}", flush=True)
-    print(f"{total - bad}/{total} identical; CPU seconds sequential {cpu['sequential']:.1f}, batched {cpu['batched']:.1f}; {ib.stats}; fallbacks {ib.fallbacks}")
+    print(
+        f"{total - bad}/{total} identical; CPU seconds sequential {cpu['sequential']:.1f}, batched {cpu['batched']:.1f}; "
+        f"{ib.stats}; fallbacks {ib.fallbacks}"
+    )
     return 1 if bad else 0
 
 

@@ -7,7 +7,8 @@
   without installing it, or a worktree whose editable install points elsewhere, gets
   the same mapping here, so pytest always tests the strategies it runs beside.
 - ``broken_impl``: the one fixture that writes an implementation module into a
-  temporary folder on sys.path, for tests that feed remap-ab a broken kernel.
+  temporary folder on sys.path, for tests that feed remap-ab a broken kernel
+  (``broken_impl_module``: the same, for a module-scoped fixture).
 """
 
 from __future__ import annotations
@@ -126,3 +127,13 @@ def broken_impl(tmp_path, monkeypatch):
     maker = BrokenImpl(folder, monkeypatch)
     yield maker
     maker.forget()
+
+
+@pytest.fixture(scope="module")
+def broken_impl_module(tmp_path_factory):
+    """``broken_impl`` for a module-scoped fixture (e.g. one sweep that several tests
+    read): the same maker, its folder kept on sys.path until the module's tests end."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        maker = BrokenImpl(tmp_path_factory.mktemp("impls"), monkeypatch)
+        yield maker
+        maker.forget()

@@ -196,7 +196,8 @@ def _launch_both(kernel, grid, make_args, policy="row_major"):
             warnings.simplefilter("always")
             kernel[grid](*args)
         ran = {k: ib.stats[k] - before[k] for k in ib.stats}
-        results[mode] = ([a.clone() for a in args if isinstance(a, torch.Tensor)], ran, [w for w in caught if issubclass(w.category, ib.BatchedFallbackWarning)])
+        fallback_warnings = [w for w in caught if issubclass(w.category, ib.BatchedFallbackWarning)]
+        results[mode] = ([a.clone() for a in args if isinstance(a, torch.Tensor)], ran, fallback_warnings)
     return results
 
 
@@ -204,7 +205,11 @@ def _launch_both(kernel, grid, make_args, policy="row_major"):
     "kernel, make_args, why",
     [
         (_chain_kernel, lambda: [torch.zeros(9, dtype=torch.int32)], "cross-program hazard"),
-        (_branch_kernel, lambda: [torch.tensor([3, -1, 0, 5, -2, 7, 1, -9], dtype=torch.int32), torch.zeros(8, dtype=torch.int32)], "differs between programs"),
+        (
+            _branch_kernel,
+            lambda: [torch.tensor([3, -1, 0, 5, -2, 7, 1, -9], dtype=torch.int32), torch.zeros(8, dtype=torch.int32)],
+            "differs between programs",
+        ),
         (_dot_kernel, lambda: [torch.arange(8 * 256, dtype=torch.float32).reshape(8, 256) % 7, torch.zeros(8, 256)], "create_dot"),
     ],
     ids=["raw-hazard", "per-program-branch", "unmodelled-op"],
@@ -324,7 +329,8 @@ def test_memcheck_findings_are_the_sequential_ones():
             warnings.simplefilter("ignore", ib.BatchedFallbackWarning)
             _over_read_kernel[(4,)](x, y, N=8)
         r = session.report
-        reports[mode] = (r.launches, r.lanes_checked, r.bad_lanes, sorted(r.bad_rows), [f.describe().split(" at address")[0] for f in r.findings])
+        findings = [f.describe().split(" at address")[0] for f in r.findings]
+        reports[mode] = (r.launches, r.lanes_checked, r.bad_lanes, sorted(r.bad_rows), findings)
     assert reports["batched"] == reports["sequential"]
     assert reports["sequential"][2] == 1  # the check saw the over-read
     # A clean launch stays batched and checks as many lanes.
@@ -353,8 +359,11 @@ def _sum_then_branch_kernel(x_ptr, out_ptr, N: tl.constexpr):
 
 def test_branch_after_a_jitted_helper_still_falls_back():
     ib._warned.clear()
-    make = lambda: [torch.arange(32, dtype=torch.int32) % 7, torch.zeros(8, dtype=torch.int32)]
-    results = _launch_both(_sum_then_branch_kernel, (8,), lambda: make() + [4])
+
+    def make_args():
+        return [torch.arange(32, dtype=torch.int32) % 7, torch.zeros(8, dtype=torch.int32), 4]
+
+    results = _launch_both(_sum_then_branch_kernel, (8,), make_args)
     (seq_args, _, _), (bat_args, ran, caught) = results["sequential"], results["batched"]
     assert torch.equal(seq_args[1], bat_args[1]) and (seq_args[1] > 0).any() and (seq_args[1] < 0).any()
     assert ran["fallback"] == 1 and "differs between programs" in str(caught[0].message)

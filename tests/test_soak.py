@@ -42,7 +42,7 @@ def test_draws_reach_beyond_the_grid():
     assert max(c.topk for c in configs) == 4096
     grid_k = {128, 384, 512, 2048}
     assert len({c.topk for c in configs} - grid_k) > 20  # K values the grid never runs
-    assert {l["K kind"] for l in labels} == {"one tile (K == BLOCK_N)", "power of two", "not a power of two"}
+    assert {label["K kind"] for label in labels} == {"one tile (K == BLOCK_N)", "power of two", "not a power of two"}
     assert max(c.tokens for c in configs) > 1024 and min(c.tokens for c in configs) == 1
     assert {c.effective_dcp[0] for c in configs} == {1, 2, 4, 8}
     dcp = [c for c in configs if c.is_dcp]

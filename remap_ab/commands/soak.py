@@ -80,7 +80,9 @@ def main(args) -> int:
     folder = root / "soak" / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
 
-    say = lambda text: print(text, file=sys.stderr, flush=True)
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
     where = (f"{workers} worker(s) on GPU(s) {','.join(gpu_list)}" if on_gpu
              else f"CPU (Triton interpreter, ~2 ms a program): {workers} worker(s), "
                   f"T capped at {max_tokens}" + ("" if args.max_tokens else " (--max-tokens to change)"))
