@@ -467,4 +467,4 @@ def judge(verdict, outputs, replay: str) -> None:
     if found:
         verdict.failures.extend(found)
         if verdict.status == Status.PASS:
-            verdict.status = Status.FAIL.value
+            verdict.status = Status.FAIL

@@ -39,6 +39,7 @@ from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError, UsageError
 from remap_ab.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
 from remap_ab.runner import poisoned_empty, reference
+from remap_ab.status import Repeatability
 
 CPU_CONDITIONS = ("schedules",)
 GPU_CONDITIONS = ("quiet", "contended")
@@ -134,7 +135,7 @@ class Multiplicity:
     def topk_class(self) -> str:
         return equivalence_class(self.config)
 
-    def judge(self) -> tuple[str, str]:
+    def judge(self) -> tuple[Repeatability, str]:
         """("ok" | "reported" | "FAIL", why) — the failure rule of the module doc.
         Every broken rule is named, the headline ones first."""
         broken = []
@@ -150,10 +151,10 @@ class Multiplicity:
         if self.contract_failures:
             broken.append(f"{len(self.contract_failures)} distinct output(s) break the SPEC: {self.contract_failures[0]}")
         if broken:
-            return "FAIL", "; ".join(broken)
+            return Repeatability.FAIL, "; ".join(broken)
         if not self.ordered:
-            return "reported", f"tiled ({self.path}): {self.distinct_outputs} distinct outputs in {self.runs} runs"
-        return "ok", f"{self.path}: one output in {self.runs} runs"
+            return Repeatability.REPORTED, f"tiled ({self.path}): {self.distinct_outputs} distinct outputs in {self.runs} runs"
+        return Repeatability.OK, f"{self.path}: one output in {self.runs} runs"
 
     def row(self) -> dict:
         status, why = self.judge()

@@ -62,3 +62,37 @@ class Outcome(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class SectionStatus(str, Enum):
+    """How much of one bench section ran (the page says it beside each heading)."""
+
+    COMPLETE = "complete"
+    PARTIAL = "partial"  # the budget ran out part-way: the rows measured are kept
+    NOT_RUN = "not run"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CellStatus(str, Enum):
+    """One bench cell: timed, or refused because the implementations disagreed."""
+
+    TIMED = "timed"
+    REFUSED = "refused"  # the agreement gate failed: nothing is timed that is wrong
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Repeatability(str, Enum):
+    """nondet's rule for one implementation on one case over repeated runs."""
+
+    OK = "ok"  # one output, as its order contract promises
+    REPORTED = "reported"  # several outputs, allowed (tiled compaction): reported, not failed
+    FAIL = "FAIL"  # a promise broken: column order varied, counts varied, raised, or off the SPEC
+
+    def __str__(self) -> str:
+        return self.value

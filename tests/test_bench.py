@@ -9,7 +9,6 @@ import json
 import math
 import os
 import sys
-import textwrap
 import zipfile
 from collections import namedtuple
 
@@ -312,26 +311,9 @@ def test_the_interpreter_compiles_nothing_to_record():
 
 
 @pytest.fixture
-def off_by_one_module(tmp_path, monkeypatch):
+def off_by_one_module(broken_impl):
     """The oracle with one lane of every output off by one: a pair that disagrees."""
-    name = "broken_off_by_one"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent("""
-        from remap_ab import oracle
-
-        def _spoil(result):
-            out, counts = result if isinstance(result, tuple) else (result, None)
-            out = out.clone()
-            out[0, 0] += 1
-            return (out, counts) if counts is not None else out
-
-        def triton_convert_req_index_to_global_index(*args, **kwargs):
-            return _spoil(oracle.triton_convert_req_index_to_global_index(*args, **kwargs))
-
-        def triton_filter_and_convert_dcp_index(*args, **kwargs):
-            return _spoil(oracle.triton_filter_and_convert_dcp_index(*args, **kwargs))
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return name
+    return broken_impl(patch="out = out.clone(); out[0, 0] += 1", base="remap_ab.oracle", name="broken_off_by_one")
 
 
 def _small(path: str) -> CaseConfig:

@@ -5,8 +5,6 @@ by dotted path, as a user would name vLLM's), each wrapping ``kernels_new`` and
 breaking one thing. So these tests exercise the registry, the runner's poisoning and
 the comparators together."""
 
-import textwrap
-
 import pytest
 import torch
 
@@ -15,45 +13,9 @@ from remap_ab.compare import OrderContract, Output, Reference, compare
 from remap_ab.config import CaseConfig
 from remap_ab.runner import run_case
 
-_WRAPPER = '''
-import torch
-import kernels_new as _real
-from kernels_new import _remap_tiling
 
-def _break(out, counts, compact):
-{body}
-    return out, counts
-
-def triton_convert_req_index_to_global_index(*args, **kwargs):
-    res = _real.triton_convert_req_index_to_global_index(*args, **kwargs)
-    out, counts = res if isinstance(res, tuple) else (res, None)
-    out, counts = _break(out, counts, False)
-    return (out, counts) if counts is not None else out
-
-def triton_filter_and_convert_dcp_index(*args, **kwargs):
-    res = _real.triton_filter_and_convert_dcp_index(*args, **kwargs)
-    out, counts = res if isinstance(res, tuple) else (res, None)
-    compact = kwargs.get("compact_valid_to_front", True) and args[3] > 1
-    out, counts = _break(out, counts, compact)
-    return (out, counts) if counts is not None else out
-'''
-
-
-@pytest.fixture
-def broken(tmp_path, monkeypatch):
-    """broken(name, body) -> dotted module name of a kernels_new wrapper whose
-    ``_break(out, counts, compact)`` runs ``body``."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def make(name: str, body: str) -> str:
-        (tmp_path / f"{name}.py").write_text(_WRAPPER.format(body=textwrap.indent(textwrap.dedent(body), "    ")))
-        return name
-
-    return make
-
-
-def test_in_place_lane_changed(broken):
-    impl = broken("brk_lane", "out = out.clone(); out[2, 5] += 1")
+def test_in_place_lane_changed(broken_impl):
+    impl = broken_impl(patch="out = out.clone(); out[2, 5] += 1")
     config = CaseConfig(mode="convert", topk=256, tokens=4, invalid_ratio=0.0)
     v = run_case(config, "old", impl).verdict
     assert v.status == "fail"
@@ -62,8 +24,8 @@ def test_in_place_lane_changed(broken):
     assert m.values[impl] == m.values["old"] + 1 == m.values["oracle"] + 1
 
 
-def test_count_off_by_one(broken):
-    impl = broken("brk_count", "counts = counts.clone(); counts[1] -= 1")
+def test_count_off_by_one(broken_impl):
+    impl = broken_impl(patch="counts = counts.clone(); counts[1] -= 1")
     config = CaseConfig(dcp_size=4, topk=512, tokens=3, compact=False)
     v = run_case(config, "old", impl).verdict
     m = v.first
@@ -71,8 +33,8 @@ def test_count_off_by_one(broken):
     assert m.values[impl] == m.values["oracle"] - 1
 
 
-def test_prefix_value_replaced(broken):
-    impl = broken("brk_set", "out = out.clone(); out[0, 3] = 123456789")
+def test_prefix_value_replaced(broken_impl):
+    impl = broken_impl(patch="out = out.clone(); out[0, 3] = 123456789")
     config = CaseConfig(dcp_size=2, topk=512, tokens=2, invalid_ratio=0.2)
     v = run_case(config, "old", impl).verdict
     m = v.first
@@ -80,8 +42,8 @@ def test_prefix_value_replaced(broken):
     assert m.values[impl] == 123456789
 
 
-def test_tail_overwritten(broken):
-    impl = broken("brk_tail", "out = out.clone(); out[1, -1] = 7")
+def test_tail_overwritten(broken_impl):
+    impl = broken_impl(patch="out = out.clone(); out[1, -1] = 7")
     config = CaseConfig(dcp_size=4, topk=512, tokens=3, invalid_ratio=0.3)
     v = run_case(config, "old", impl).verdict
     checks = {m.check for m in v.failures}
@@ -90,20 +52,20 @@ def test_tail_overwritten(broken):
     assert (tail.row, tail.col, tail.values[impl]) == (1, 511, 7)
 
 
-def test_single_tile_order_broken(broken):
+def test_single_tile_order_broken(broken_impl):
     # Swap two prefix entries: same set, count and tail; only the order is wrong, and
     # the new kernel promises column order at K=2048.
-    impl = broken("brk_order", "out = out.clone(); out[0, [0, 1]] = out[0, [1, 0]]")
+    impl = broken_impl(patch="out = out.clone(); out[0, [0, 1]] = out[0, [1, 0]]")
     config = CaseConfig(dcp_size=4, topk=2048, tokens=2, invalid_ratio=0.1)
     v = run_case(config, "old", impl).verdict
     assert [m.check for m in v.failures] == ["order"]
     assert (v.first.row, v.first.col) == (0, 0)
 
 
-def test_tiled_order_must_be_a_segment_permutation(broken):
+def test_tiled_order_must_be_a_segment_permutation(broken_impl):
     # At K=384 the tiled order is free up to whole tile segments; swapping two lanes
     # inside the first segment is not one of the admissible orders.
-    impl = broken("brk_seg", "out = out.clone(); out[0, [0, 1]] = out[0, [1, 0]]")
+    impl = broken_impl(patch="out = out.clone(); out[0, [0, 1]] = out[0, [1, 0]]")
     config = CaseConfig(dcp_size=2, topk=384, tokens=2, invalid_ratio=0.1)
     v = run_case(config, "old", impl).verdict
     assert [m.check for m in v.failures] == ["order"]
@@ -111,7 +73,7 @@ def test_tiled_order_must_be_a_segment_permutation(broken):
 
 
 @pytest.mark.skipif(backend.default_device() != "cpu", reason="needs the interpreter's column-ordered tiled output")
-def test_tiled_segment_swap_is_allowed_and_reported(broken):
+def test_tiled_segment_swap_is_allowed_and_reported(broken_impl):
     # Reversing whole segments is what a racy allocator may legitimately produce.
     body = """
     if compact:
@@ -126,7 +88,7 @@ def test_tiled_segment_swap_is_allowed_and_reported(broken):
             flat = [x for s in reversed(segs) for x in s]
             out[r, :n] = torch.tensor(flat, dtype=out.dtype)
     """
-    impl = broken("brk_swap", body)
+    impl = broken_impl(patch=body)
     config = CaseConfig(dcp_size=2, topk=384, tokens=3, invalid_ratio=0.2)
     from remap_ab.inputs import generate_inputs
     from remap_ab.oracle import remap
@@ -144,11 +106,10 @@ def test_tiled_segment_swap_is_allowed_and_reported(broken):
     assert "allowed" in v.info[0]
 
 
-def test_unwritten_lane_is_caught_by_poisoning(tmp_path, monkeypatch):
+def test_unwritten_lane_is_caught_by_poisoning(broken_impl):
     # A kernel that leaves one column of an `empty` output unwritten: the poisoned
     # buffer makes that lane INT32_MAX instead of whatever memory held.
-    monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "brk_unwritten.py").write_text(textwrap.dedent('''
+    broken_impl('''
         import torch
         import kernels_new as _real
         def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw):
@@ -158,21 +119,21 @@ def test_unwritten_lane_is_caught_by_poisoning(tmp_path, monkeypatch):
             fresh[:, :-1] = out[:, :-1]   # forgot the last column
             return (fresh, res[1]) if isinstance(res, tuple) else fresh
         triton_filter_and_convert_dcp_index = _real.triton_filter_and_convert_dcp_index
-    '''))
+    ''', name="brk_unwritten")
     config = CaseConfig(mode="convert", topk=256, tokens=2, counts=False)
     v = run_case(config, "old", "brk_unwritten").verdict
     m = v.first
     assert (m.check, m.col, m.values["brk_unwritten"]) == ("out", 255, 2**31 - 1)
 
 
-def test_raising_implementation_is_an_error_verdict(broken):
-    impl = broken("brk_raise", "raise RuntimeError('kernel exploded')")
+def test_raising_implementation_is_an_error_verdict(broken_impl):
+    impl = broken_impl(patch="raise RuntimeError('kernel exploded')")
     v = run_case(CaseConfig(topk=256, tokens=1), "old", impl).verdict
     assert v.status == "error" and "kernel exploded" in v.first.message
 
 
-def test_wrong_dtype_is_a_shape_failure(broken):
-    impl = broken("brk_dtype", "out = out.to(torch.int64)")
+def test_wrong_dtype_is_a_shape_failure(broken_impl):
+    impl = broken_impl(patch="out = out.to(torch.int64)")
     v = run_case(CaseConfig(topk=256, tokens=1), "old", impl).verdict
     assert v.first.check == "shape" and "int64" in v.first.message
 

@@ -3,7 +3,6 @@ and replayed; a killed run resumes with every case exactly once; a crashing
 implementation becomes a "crash" verdict; bad reports are one-line errors."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -51,24 +50,19 @@ def triton_filter_and_convert_dcp_index(*args, **kwargs):
 SMALL = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off"]
 
 
-def _cli(args, cwd, extra_path=None, timeout=240):
-    env = dict(os.environ)
-    if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
+def _cli(args, cwd, env, timeout=240):
     return subprocess.run(
         [sys.executable, "-m", "remap_ab", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
 @pytest.fixture(scope="module")
-def broken_run(tmp_path_factory):
+def broken_run(tmp_path_factory, broken_impl_module):
     """A sweep of old vs a broken implementation over 4 cases (2 fail), in this process."""
     base = tmp_path_factory.mktemp("broken")
-    (base / "impls").mkdir()
-    (base / "impls" / "brokenimpl.py").write_text(BROKEN)
-    sys.path.insert(0, str(base / "impls"))
+    impl = broken_impl_module(BROKEN, name="brokenimpl")
     code = cli_main(
-        ["sweep", "--b", "brokenimpl", *SMALL, "--filter", "invalid=0,0.3", "--filter", "path=convert,dcp-inplace",
+        ["sweep", "--b", impl, *SMALL, "--filter", "invalid=0,0.3", "--filter", "path=convert,dcp-inplace",
          "-j", "0", "--root", str(base / "reports"), "--run", "broken", "--no-progress"]
     )
     return base, code
@@ -194,14 +188,13 @@ def triton_filter_and_convert_dcp_index(*args, **kwargs):
 '''
 
 
-def test_killed_sweep_resumes_each_case_exactly_once(tmp_path):
-    (tmp_path / "slowimpl.py").write_text(SLOW_AFTER_FIRST)
+def test_killed_sweep_resumes_each_case_exactly_once(tmp_path, broken_impl):
+    broken_impl(SLOW_AFTER_FIRST, name="slowimpl")
     args = ["sweep", "--b", "slowimpl", "--filter", "tokens=1", "--filter", "k=128", "--filter", "path=dcp-compact",
             "--filter", "invalid=0,0.3", "-j", "0", "--batch", "1", "--root", "reports", "--run", "r", "--no-progress"]
     # --batch 1: on a GPU the default batch (64) would hold all four cases, and their
     # rows would be written together after the sleeps.
-    env = dict(os.environ, REMAP_AB_TEST_SLOW="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    env = dict(broken_impl.env(), REMAP_AB_TEST_SLOW="1")
     proc = subprocess.Popen([sys.executable, "-m", "remap_ab", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     csv_path = tmp_path / "reports" / "r" / "results.csv"
@@ -220,7 +213,7 @@ def test_killed_sweep_resumes_each_case_exactly_once(tmp_path):
     # Make the cut worse than a kill between rows: half a row at the end.
     with open(csv_path, "a") as fh:
         fh.write(before.iloc[0].case_id[:5])
-    r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path, extra_path=tmp_path)
+    r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path, env=broken_impl.env())
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stderr and "1 cases already done, 3 to run" in r.stderr
     after = pd.read_csv(csv_path)
@@ -243,10 +236,10 @@ def test_truncated_results_resume_without_repeats(tmp_path, capsys):
     assert list(after.inputs_sha256.sort_values()) == list(full.inputs_sha256.sort_values())
 
 
-def test_crashing_implementation_becomes_a_crash_verdict(tmp_path):
-    (tmp_path / "crashimpl.py").write_text(CRASHING)
-    r = _cli(["sweep", "--b", "crashimpl", *SMALL, "--filter", "invalid=0", "--filter", "path=convert,dcp-inplace",
-              "-j", "1", "--root", "reports", "--run", "c", "--no-progress"], tmp_path, extra_path=tmp_path)
+def test_crashing_implementation_becomes_a_crash_verdict(tmp_path, broken_impl):
+    impl = broken_impl(CRASHING)
+    r = _cli(["sweep", "--b", impl, *SMALL, "--filter", "invalid=0", "--filter", "path=convert,dcp-inplace",
+              "-j", "1", "--root", "reports", "--run", "c", "--no-progress"], tmp_path, env=broken_impl.env())
     assert r.returncode == 1, r.stderr
     df = pd.read_csv(tmp_path / "reports" / "c" / "results.csv", keep_default_na=False)
     assert dict(zip(df.path, df.status)) == {"convert": "pass", "dcp-inplace": "crash"}

@@ -24,6 +24,7 @@ from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs
 from remap_ab.runner import poisoned_empty, reference
+from remap_ab.status import CellStatus
 
 
 @dataclass
@@ -46,7 +47,7 @@ def wrapper_variant(impl: registry.Implementation, config: CaseConfig, name: Opt
 class CellResult:
     config: CaseConfig
     names: list
-    status: str = "timed"  # "timed" | "refused" | "error"
+    status: CellStatus = CellStatus.TIMED
     why: str = ""
     times: dict = field(default_factory=dict)  # variant name -> Timing (warm L2)
     floors: dict = field(default_factory=dict)  # variant name -> Timing of its grid's empty kernel
@@ -110,7 +111,7 @@ def measure_cell(
     cell = CellResult(config, names)
     why = gate(config, inputs, variants)
     if why:
-        cell.status, cell.why = "refused", why
+        cell.status, cell.why = CellStatus.REFUSED, why
         return cell
 
     try:
@@ -136,7 +137,7 @@ def measure_cell(
         for (which, name), t in timed.items():
             {"warm": cell.times, "floor": cell.floors, "cold": cell.cold}[which][name] = t
     except Exception as exc:  # a capture or replay that fails costs this cell, not the run
-        cell.status, cell.why = "error", f"timing failed: {exception_line(exc)[:300]}"
+        cell.status, cell.why = CellStatus.ERROR, f"timing failed: {exception_line(exc)[:300]}"
         return cell
 
     after = gate(config, inputs, variants, outputs=results)

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab.bench import figures
+from remap_ab.status import SectionStatus
 
 PAGE = "index.html"
 RESULTS = "results.json"
 ARCHIVE = "tables.zip"
 FILES = (PAGE, RESULTS, ARCHIVE)
-STATUSES = ("complete", "partial", "not run", "error")
+STATUSES = tuple(SectionStatus)
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Section:
     key: str
     title: str
     question: str = ""
-    status: str = "not run"
+    status: SectionStatus = SectionStatus.NOT_RUN
     note: str = ""
     findings: list = field(default_factory=list)
     tables: list = field(default_factory=list)

@@ -34,6 +34,7 @@ from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
 from remap_ab.bench.timing import Timing, capture, empty_kernel, replay_us  # noqa: F401 (re-exported)
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError, NeedsGPUError
+from remap_ab.status import CellStatus
 
 # vLLM #50365's published GB200 figures, counts path, µs per call: (K, tokens) -> (old, new).
 PR_GB200_US = {
@@ -95,7 +96,7 @@ class Cell:
     config: CaseConfig
     a: str
     b: str
-    status: str = "timed"  # "timed" | "refused"
+    status: CellStatus = CellStatus.TIMED
     why: str = ""
     times: dict = field(default_factory=dict)  # "a", "b", "floor_a", "floor_b" -> Timing
     grids: dict = field(default_factory=dict)  # "a", "b" -> (grid, warps)
@@ -159,7 +160,7 @@ def bench_cell(
 
 
 def cell_from(cell: Cell, result: CellResult, config: CaseConfig) -> Cell:
-    cell.status, cell.why = ("timed", result.why) if result.status == "timed" else (result.status, result.why)
+    cell.status, cell.why = result.status, result.why
     if result.status != "timed":
         return cell
     cell.bytes = bytes_moved(config)

@@ -26,6 +26,7 @@ from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.page import Chart, Section, Table
 from remap_ab.bench.timing import Budget
 from remap_ab.errors import UsageError, exception_line
+from remap_ab.status import CellStatus, SectionStatus
 
 if TYPE_CHECKING:  # resources is imported when a run starts
     from remap_ab.bench.resources import VariantBook
@@ -146,7 +147,7 @@ class Suite:
                     else:
                         getattr(self, f"_section_{key}")(section)
                 except Exception as exc:  # one section's failure must not cost the others
-                    section.status = "error"
+                    section.status = SectionStatus.ERROR
                     section.note = f"error: {exception_line(exc)[:500]}"
                     self.say(f"[{key}] error: {exception_line(exc)[:300]}")
                     self.meta.setdefault("tracebacks", {})[key] = traceback.format_exc()[-3000:]
@@ -164,15 +165,15 @@ class Suite:
 
     def _finish(self, section: Section, left: int, unit: str) -> None:
         if left:
-            section.status = "partial"
+            section.status = SectionStatus.PARTIAL
             section.note = (section.note + " " if section.note else "") + \
                 f"stopped by the time budget: {left} {unit} not measured."
         else:
-            section.status = "complete"
+            section.status = SectionStatus.COMPLETE
 
     def _count_checks(self, rows) -> None:
         for r in rows:
-            if r.get("status") in ("refused", "error") or r.get("verified_in_graph") is False:
+            if r.get("status") in (CellStatus.REFUSED, CellStatus.ERROR) or r.get("verified_in_graph") is False:
                 self.failed_checks += 1
 
     # ---------------------------------------------------------------- sections
@@ -390,7 +391,7 @@ class Suite:
         section.findings.append(f"{len(rows)} compiled variants recorded; {len(spilling)} spill registers"
                                 + (": " + "; ".join(f"{r['kernel']} {r['variant']} ({r['num_warps']} warps): {r['spills']}"
                                                     for r in spilling[:6]) if spilling else ""))
-        section.status = "complete"
+        section.status = SectionStatus.COMPLETE
 
     def _section_host(self, section: Section) -> None:
         from remap_ab.bench import host
@@ -411,7 +412,7 @@ class Suite:
                 text += f", sweep per-case call {sweep:.1f} µs"
             section.findings.append(text)
         self.say("\n".join(f"  host {r['impl']:>4} {r['call']:<40} {r['host_us_per_call']:.1f} µs" for r in rows))
-        section.status = "complete"
+        section.status = SectionStatus.COMPLETE
 
     def _section_sweep(self, section: Section) -> None:
         from remap_ab.bench import host
@@ -482,4 +483,4 @@ class Suite:
                                     f"{'met' if f['wall_s'] <= 4 else 'not met'}")
         if any(r["rc"] not in (0, None) for r in rows):
             section.findings.append("a sweep exited non-zero: see the rc column (1 = a case failed)")
-        section.status = "complete" if rows else "not run"
+        section.status = SectionStatus.COMPLETE if rows else SectionStatus.NOT_RUN
