@@ -137,3 +137,11 @@ def broken_impl_module(tmp_path_factory):
         maker = BrokenImpl(tmp_path_factory.mktemp("impls"), monkeypatch)
         yield maker
         maker.forget()
+
+
+def forget_mutant_packages() -> None:
+    """Drop every generated ``mutant_*`` package from ``sys.modules``. Several test
+    modules generate the catalogue's packages (same names, their own folders); under
+    xdist one worker may run them in turn, and an import must find this module's build."""
+    for name in [n for n in sys.modules if n.startswith("mutant_")]:
+        del sys.modules[name]

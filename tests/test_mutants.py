@@ -17,6 +17,7 @@ import json
 import sys
 
 import pytest
+from conftest import forget_mutant_packages
 
 from remap_ab import backend
 from remap_ab import mutants as M
@@ -38,14 +39,12 @@ def mutant_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("mutants")
     for m in CATALOGUE:
         M.materialize(m, root)
+    forget_mutant_packages()  # another module's (or stretch's) build of the same names
     sys.path.insert(0, str(root))
     importlib.invalidate_caches()
     yield root
     sys.path.remove(str(root))
-    # xdist may run this module's tests in two stretches on one worker, building the
-    # packages twice: forget the first build so the second is what gets imported.
-    for name in [n for n in sys.modules if n.split(".")[0] in {m.package for m in CATALOGUE}]:
-        del sys.modules[name]
+    forget_mutant_packages()
 
 
 # --------------------------------------------------------------------------- the catalogue as data
