@@ -69,6 +69,24 @@ def worker_environments(workers: int, device: str, gpus: list[str]) -> list[dict
     return envs
 
 
+def start_process(ctx, env: Mapping[str, str], **process_args):
+    """Start ``ctx.Process(**process_args)`` with ``env`` in its environment (a worker's
+    CUDA_VISIBLE_DEVICES pin): a spawned child inherits the parent's environment at
+    start, so it is set around ``start()`` and put back as it was."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        proc = ctx.Process(**process_args)
+        proc.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return proc
+
+
 def count_gpus() -> int:
     """GPUs torch sees in this process (0 without CUDA)."""
     import torch

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from remap_ab import gpus
 from remap_ab.errors import InternalError, exception_line
 from remap_ab.status import Status
 
@@ -121,18 +122,8 @@ class Pool:
 
     def _start(self, w: _Worker, result_q) -> None:
         w.task_q = self.ctx.Queue()
-        saved = {k: os.environ.get(k) for k in w.env}
-        os.environ.update(w.env)  # the child inherits this environment at spawn
-        try:
-            w.proc = self.ctx.Process(target=_worker_main, args=(w.wid, self.job, w.task_q, result_q), daemon=True,
-                                      name=f"remap-ab-worker-{w.wid}")
-            w.proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        w.proc = gpus.start_process(self.ctx, w.env, target=_worker_main, args=(w.wid, self.job, w.task_q, result_q),
+                                    daemon=True, name=f"remap-ab-worker-{w.wid}")
         w.batch = None
         w.ready = False
 

@@ -518,8 +518,9 @@ def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupte
     ``max_restarts`` times."""
     import dataclasses
     import multiprocessing as mp
-    import os
     import queue
+
+    from remap_ab import gpus
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -530,19 +531,8 @@ def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupte
 
     def start(plan: WorkerPlan) -> None:
         env = env_of[plan.worker]
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)  # the child inherits this environment at spawn
-        try:
-            p = ctx.Process(target=_worker_process, args=(plan, results, stop), daemon=True,
-                            name=f"remap-ab-soak-{plan.worker}")
-            p.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        procs[plan.worker] = p
+        procs[plan.worker] = gpus.start_process(ctx, env, target=_worker_process, args=(plan, results, stop),
+                                                daemon=True, name=f"remap-ab-soak-{plan.worker}")
         current[plan.worker] = plan
 
     def lost(wid: int, why: str) -> None:
