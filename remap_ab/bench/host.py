@@ -27,8 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -70,6 +69,7 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
     from remap_ab import registry
     from remap_ab.bench.width_scan import _kernel_arguments
     from remap_ab.inputs import generate_inputs
+    from remap_ab.runner import poisoned_empty
 
     config = CaseConfig(mode="convert", topk=HOST_TOPK, tokens=HOST_TOKENS, counts=True)
     inputs = generate_inputs(config, device=device)
@@ -81,11 +81,8 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
         rows.append((name, "public wrapper", lambda m=m: m.triton_convert_req_index_to_global_index(
             inputs.req_id, inputs.block_table, inputs.token_indices, BLOCK_SIZE=config.block_size,
             NUM_TOPK_TOKENS=config.topk, BLOCK_N=config.block_n, return_valid_counts=True), nullcontext))
-        sweep_call = _sweep_call(impl, config, inputs)
-        if sweep_call is not None:
-            from remap_ab.runner import poisoned_empty
-
-            rows.append((name, "sweep per-case call (batch.py, poisoned memory on)", sweep_call, poisoned_empty))
+        rows.append((name, "sweep per-case call (batch.py, poisoned memory on)", _sweep_call(impl, config, inputs),
+                     poisoned_empty))
         kernel = getattr(m, "_convert_req_index_to_global_index_kernel", None)
         if kernel is not None and hasattr(kernel, "arg_names"):
             single, block_n, tiles, warps = impl.tiling(config)
@@ -107,17 +104,12 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
     return rows
 
 
-def _sweep_call(impl, config, inputs) -> Optional[Callable[[], object]]:
-    """The sweep's per-case call as batch.py makes it, when batch.py still has it."""
-    try:
-        from remap_ab import batch
-    except ImportError:
-        return None
-    call, clock_cls = getattr(batch, "_call", None), getattr(batch, "_Clock", None)
-    if call is None or clock_cls is None:
-        return None
-    clock = clock_cls(inputs.device)
-    return lambda: call(impl, config, inputs, clock)
+def _sweep_call(impl, config, inputs) -> Callable[[], object]:
+    """The sweep's per-case call as batch.py makes it (timing events, order contract)."""
+    from remap_ab import batch
+
+    clock = batch._Clock(inputs.device)
+    return lambda: batch._call(impl, config, inputs, clock)
 
 
 def host_overheads(impl_names: Sequence[str], device: str, calls: int = 2000, repeats: int = 3) -> list[dict]:
@@ -207,18 +199,12 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
 
     For each: host seconds (until the last call of a batch returns) and total seconds
     (until the device has finished too). Compilation is paid in an untimed pass first."""
+    from remap_ab import batch as batch_runner  # "batch" is this function's batch size
     from remap_ab import grid as gridmod
     from remap_ab import registry
     from remap_ab.inputs import generate_inputs_batch
     from remap_ab.runner import poisoned_empty
 
-    batchmod: Optional[ModuleType]
-    try:
-        from remap_ab import batch as batch_module
-
-        batchmod = batch_module
-    except ImportError:
-        batchmod = None
     g = gridmod.load(None)
     points = g.points()
     if filters:
@@ -227,15 +213,12 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
         points = select(g, list(filters), None)
     configs = [p.config for p in points]
     impls = [registry.get(a), registry.get(b)]
-    call = getattr(batchmod, "_call", None) if batchmod else None
-    clock_type = getattr(batchmod, "_Clock", None)
-    clock = clock_type(torch.device(device)) if call and clock_type else None
+    clock = batch_runner._Clock(torch.device(device))
     ways = {
         "plain": (lambda impl, c, x: impl(c, x), None),
         "poisoned": (lambda impl, c, x: impl(c, x), poisoned_empty),
+        "sweep call": (lambda impl, c, x: batch_runner._call(impl, c, x, clock), poisoned_empty),
     }
-    if call is not None and clock is not None:
-        ways["sweep call"] = (lambda impl, c, x: call(impl, c, x, clock), poisoned_empty)
     totals = {w: {"host_s": 0.0, "total_s": 0.0, "calls": 0} for w in ways}
     done = 0
     for start in range(0, len(configs), batch):
