@@ -25,6 +25,7 @@ concatenation is the prefix lane by lane. When the greedy walk finds none,
 
 from __future__ import annotations
 
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,11 +34,11 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
-from remap_ab.compare import Mismatch, Output, Verdict, compare, note_order_differs, proof_of_pass
+from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note_order_differs, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
-from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs
+from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hash_inputs_many, host_values
 from remap_ab.runner import CaseResult, poisoned_empty, reference_batch, run_case, synchronize
 from remap_ab.status import Check, Status
 
@@ -68,11 +69,14 @@ class _Clock:
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
+        # Named once: Event.record() without a stream looks the current one up per call,
+        # a measurable share of the kernels phase over a sweep's 7000 events.
+        self.stream = torch.cuda.current_stream(device) if self.cuda else None
 
     def start(self):
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
+            ev.record(self.stream)
             return ev
         return time.perf_counter()
 
@@ -115,12 +119,16 @@ def run_batch(
     """Judge ``configs`` on ``device``; phase durations are added to ``times``. A case
     that does not pass comes back with its ``CaseResult`` (what a report needs).
 
-    ``memcheck``: run each case on its own through ``runner.run_case(...,
-    memcheck=True)``, every load and store checked (slow; no batching to gain)."""
+    ``memcheck``: every load and store of A and B checked as well. On the CPU each
+    case runs on its own through ``runner.run_case(..., memcheck=True)`` (the
+    interpreter's accesses; no batching to gain); on a GPU the batch is judged as
+    usual and then replayed under compute-sanitizer, one child process per
+    implementation for the whole batch (sanitizer.py), its findings folded into the
+    verdicts; that time counts as the compare phase."""
     times = times if times is not None else BatchTimes()
-    if memcheck:
-        return _run_one_by_one(configs, a, b, device, times)
     dev = torch.device(device)
+    if memcheck and dev.type != "cuda":
+        return _run_one_by_one(configs, a, b, device, times)
     impl_a, impl_b, impl_o = registry.get(a), registry.get(b), registry.get("oracle")
     clock = _Clock(dev)
 
@@ -141,76 +149,48 @@ def run_batch(
     times.seconds["kernels"] += t2 - t1
 
     refs = reference_batch(configs, inputs)
-    # The oracle's public API is checked against the reference on one case per wrapper
-    # path of the batch, not on every case: its wrappers (delegation, argument passing,
-    # return shapes) choose their path from the configuration alone, and everything
-    # data-dependent is remap and compact_rows, which the reference runs too. Running
-    # it on every case would double the oracle's cost for no more coverage of the
-    # plumbing. (A one-case batch, the CPU default, still checks every case.)
+    # The oracle's public API is checked against the reference on the first case of
+    # each wrapper path this process meets, not on every case: its wrappers
+    # (delegation, argument passing, return shapes) choose their path from the
+    # configuration alone, and everything data-dependent is remap and compact_rows,
+    # which the reference runs too. Running it on every case would double the
+    # oracle's cost (on the CPU, where batches are one case, a third of the compare
+    # phase) for no more coverage of the plumbing.
     checked = set(_paths_sampled(configs))
-    oracles, flags = [], []
-    false = torch.zeros((), dtype=torch.bool, device=dev)
-    true = torch.ones((), dtype=torch.bool, device=dev)
-    for i, (c, x, (oa, _, ob, _), ref) in enumerate(zip(configs, inputs, outs, refs)):
-        oo = _call(impl_o, c, x, clock)[0] if i in checked else None
-        oracles.append(oo)
-        # Exact equality first: most outputs are the reference's lane for lane, and the
-        # tile-order witness (a loop of launches per case) is then only searched for
-        # the few that are not (second round below).
-        pa, pb = proof_of_pass(oa, ref, c, witness=False), proof_of_pass(ob, ref, c, witness=False)
-        po: Optional[torch.Tensor]
-        if oo is None:
-            po = true
-        else:
-            po = (oo.out == ref.out).all() if _shape_ok(oo, ref, False) else None
-        differs = torch.zeros((), dtype=torch.int64, device=dev)
-        if c.compacts and pa is not None and pb is not None:
-            differs = (oa.out != ob.out).any(dim=1).sum()
-        most_valid = ref.counts.max() if ref.counts.numel() else torch.zeros((), dtype=torch.int32, device=dev)
-        flags.append(
-            torch.stack([
-                (pa if pa is not None else false).to(torch.int64),
-                (pb if pb is not None else false).to(torch.int64),
-                (po if po is not None else false).to(torch.int64),
-                differs.to(torch.int64),
-                most_valid.to(torch.int64),
-            ])
-        )
-    host_flags = torch.stack(flags).tolist() if flags else []  # the batch's first sync
-    _witness_round(configs, outs, refs, host_flags)
+    oracles = [_call(impl_o, c, x, clock)[0] if i in checked else None for i, (c, x) in enumerate(zip(configs, inputs))]
+    proofs = _proofs(configs, outs, refs, oracles, dev)  # the batch's first sync
+    _witness_round(configs, outs, refs, proofs)
     verdicts = []
-    for c, (oa, _, ob, _), ref, oo, (fa, fb, fo, nd, _) in zip(configs, outs, refs, oracles, host_flags):
-        if not fo:
+    for c, (oa, _, ob, _), ref, oo, p in zip(configs, outs, refs, oracles, proofs):
+        if not p.oracle_ok:
             assert oo is not None  # po is true where the oracle was not called
             msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
             verdicts.append(
                 Verdict(c.case_id, Status.ERROR, [Mismatch(Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
             )
-        elif fa and fb:
-            verdicts.append(_pass_verdict(c, oa, ob, int(nd)))
+        elif p.passes[0] and p.passes[1]:
+            verdicts.append(_pass_verdict(c, oa, ob, p.rows_ordered_differently))
         else:
             verdicts.append(
                 compare(c.case_id, oa, ob, ref, compacted=c.compacts, counts_returned=c.counts_returned)
             )
+    if memcheck:
+        _sanitize(configs, inputs, outs, verdicts, a, b, device)
     t3 = time.perf_counter()
     times.seconds["compare"] += t3 - t2
 
-    if dev.type == "cuda" and len(inputs) > 1:
-        # Copies and hashlib both release the GIL: threads overlap each case's
-        # device-to-host copy with the hashing of others (measured faster on the H200
-        # than one batched copy followed by hashing).
-        hashes = list(_hashers().map(hash_inputs, inputs))
-    else:
-        hashes = [hash_inputs(x) for x in inputs]
+    # One copy per storage of the batch's inputs, then sha256 over slices of it in
+    # threads (hashlib releases the GIL): the grid's inputs are about 1.5 GB.
+    hashes = hash_inputs_many(inputs, _hashers() if len(inputs) > 1 else None)
     results = []
-    for c, x, (oa, ta, ob, tb), ref, oo, v, (_, combined), flags in zip(
-        configs, inputs, outs, refs, oracles, verdicts, hashes, host_flags
+    for c, x, (oa, ta, ob, tb), ref, oo, v, (_, combined), p in zip(
+        configs, inputs, outs, refs, oracles, verdicts, hashes, proofs
     ):
         a_ms = clock.elapsed_ms(*ta) if ta else None
         b_ms = clock.elapsed_ms(*tb) if tb else None
         oa.seconds = (a_ms or 0.0) / 1e3
         ob.seconds = (b_ms or 0.0) / 1e3
-        outcome = CaseOutcome(c, v, a_ms, b_ms, combined, max_row_valid=int(flags[4]))
+        outcome = CaseOutcome(c, v, a_ms, b_ms, combined, max_row_valid=p.most_valid)
         if not v.passed:
             if oo is None:  # reports show the oracle's API output too
                 oo = _call(impl_o, c, x, clock)[0]
@@ -218,6 +198,21 @@ def run_batch(
         results.append(outcome)
     times.seconds["write"] += time.perf_counter() - t3
     return results
+
+
+def _sanitize(configs: list, inputs: list, outs: list, verdicts: list, a: str, b: str, device: str) -> None:
+    """Replay the batch's A and B under compute-sanitizer and fold what it found
+    into each case's verdict (``memcheck.judge``: a finding fails a passing case)."""
+    from remap_ab import memcheck, sanitizer
+
+    for side, name in ((0, a), (2, b)):
+        # An output that raised was not run to the end: it stays "not checked".
+        ran = [i for i, case_outs in enumerate(outs) if case_outs[side].error is None]
+        reports = sanitizer.check_cases(name, [configs[i] for i in ran], [inputs[i] for i in ran])
+        for i, report in zip(ran, reports):
+            outs[i][side].memcheck = report
+    for c, (oa, _, ob, _), v in zip(configs, outs, verdicts):
+        memcheck.judge(v, (oa, ob), memcheck.replay_command(c, a, b, device))
 
 
 def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTimes) -> list[CaseOutcome]:
@@ -240,30 +235,147 @@ def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTime
     return outcomes
 
 
-def _witness_round(configs: list, outs: list, refs: list, host_flags: list) -> None:
-    """Set the pass flag of every output that differs from the reference but that a
-    tile-order witness proves passing (one more sync, only when there are any)."""
-    todo, proofs = [], []
-    for i, (c, (oa, _, ob, _), ref, flags) in enumerate(zip(configs, outs, refs, host_flags)):
-        for side, o in enumerate((oa, ob)):
-            if not flags[side] and c.compacts and not o.contract.ordered and _shape_ok(o, ref, c.counts_returned):
-                proof = proof_of_pass(o, ref, c)
-                assert proof is not None  # None only where _shape_ok fails
-                todo.append((i, side))
-                proofs.append(proof)
-    if todo:
-        for (i, side), ok in zip(todo, torch.stack(proofs).tolist()):
-            host_flags[i][side] = int(ok)
+@dataclass
+class _Proof:
+    """What the device proved about one case (see the module docstring)."""
+
+    passes: list  # [a, b]: True only if compare would pass that output
+    equal: list  # [a, b]: the output equals the reference lane for lane (False: not comparable)
+    counts_ok: list  # [a, b]: the counts equal the reference's, or none are returned
+    oracle_ok: bool  # the oracle's public API equals its reference (True where not called)
+    rows_ordered_differently: int  # compacted rows where a and b differ (both comparable)
+    most_valid: int  # the reference's largest per-row valid count
+
+
+def _segment_sums(flags: torch.Tensor, lengths: list, device: torch.device) -> torch.Tensor:
+    """Sums of ``flags`` over consecutive segments of the given (positive) lengths."""
+    ends = host_values(list(itertools.accumulate(lengths)), device)
+    at_ends = torch.cumsum(flags, 0, dtype=torch.int64)[ends - 1]
+    return torch.diff(at_ends, prepend=at_ends.new_zeros(1))
+
+
+def _flat(tensors) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.device) -> list[_Proof]:
+    """Every case's ``_Proof`` from a fixed number of tensor ops over the whole batch
+    (all cases' outputs back to back; per-case sums from one running sum), pulled to
+    the host at once. On a GPU the cost of a batch is then a few dozen launches,
+    not a few dozen per case."""
+    n = len(configs)
+    pieces: list = []  # 1-D int64 device tensors, read back in this order
+
+    def side_sums(side: int) -> list:
+        """Lanes and counts differing from the reference, per comparable case."""
+        ok = [i for i in range(n) if _shape_ok(outs[i][2 * side], refs[i], configs[i].counts_returned)]
+        if ok:
+            lanes = _flat(outs[i][2 * side].out for i in ok) != _flat(refs[i].out for i in ok)
+            pieces.append(_segment_sums(lanes, [refs[i].out.numel() for i in ok], dev))
+            counted = [i for i in ok if configs[i].counts_returned]
+            if counted:
+                rows = _flat(outs[i][2 * side].counts for i in counted) != _flat(refs[i].counts for i in counted)
+                pieces.append(_segment_sums(rows, [configs[i].tokens for i in counted], dev))
+            return [ok, counted]
+        return [ok, []]
+
+    a_cases, b_cases = side_sums(0), side_sums(1)
+    # Rows that a and b order differently, for compacted cases comparable on both sides.
+    both = sorted(set(a_cases[0]) & set(b_cases[0]) & {i for i in range(n) if configs[i].compacts})
+    if both:
+        differ = _flat(outs[i][0].out for i in both) != _flat(outs[i][2].out for i in both)
+        rows = _segment_sums(differ, [k for i in both for k in [configs[i].topk] * configs[i].tokens], dev) > 0
+        pieces.append(_segment_sums(rows, [configs[i].tokens for i in both], dev))
+    called = [i for i in range(n) if oracles[i] is not None]
+    for i in called:
+        oo, ref = oracles[i], refs[i]
+        same = (oo.out == ref.out).all() if _shape_ok(oo, ref, False) else torch.zeros((), dtype=torch.bool, device=dev)
+        pieces.append(same.to(torch.int64).view(1))
+    counts = _flat(r.counts for r in refs).to(torch.int64)
+    row_case = torch.repeat_interleave(
+        torch.arange(n, device=dev), host_values([c.tokens for c in configs], dev), output_size=counts.numel()
+    )
+    pieces.append(torch.zeros(n, dtype=torch.int64, device=dev).scatter_reduce_(0, row_case, counts, "amax", include_self=False))
+    values = iter(torch.cat(pieces).tolist())
+
+    def take(cases: list) -> dict:
+        return {i: next(values) for i in cases}
+
+    sides = []
+    for ok, counted in (a_cases, b_cases):
+        lanes_off = take(ok)
+        counts_off = take(counted)
+        sides.append((lanes_off, counts_off))
+    differing = take(both)
+    oracle_same = take(called)
+    most_valid = take(range(n))
+    proofs = []
+    for i in range(n):
+        equal = [sides[s][0].get(i) == 0 for s in (0, 1)]
+        counts_ok = [i in sides[s][0] and sides[s][1].get(i, 0) == 0 for s in (0, 1)]
+        proofs.append(_Proof(
+            passes=[equal[s] and counts_ok[s] for s in (0, 1)],
+            equal=equal,
+            counts_ok=counts_ok,
+            oracle_ok=bool(oracle_same.get(i, 1)),
+            rows_ordered_differently=differing.get(i, 0),
+            most_valid=most_valid[i],
+        ))
+    return proofs
+
+
+def _witness_round(configs: list, outs: list, refs: list, proofs: list) -> None:
+    """Pass every output that differs from the reference but that a tile-order witness
+    proves passing: outputs with the same width and tile are stacked row on row, one
+    ``rows_witnessed`` per group (one more sync, only when there are any)."""
+    groups: dict = {}
+    for i, (c, p) in enumerate(zip(configs, proofs)):
+        for side in (0, 1):
+            o = outs[i][2 * side]
+            if p.counts_ok[side] and not p.equal[side] and c.compacts and not o.contract.ordered:
+                groups.setdefault((c.topk, o.contract.segment), []).append((i, side))
+    if not groups:
+        return
+    pieces, order = [], []
+    for (_, segment), members in groups.items():
+        stacked = Reference(
+            lanes=torch.cat([refs[i].lanes for i, _ in members]),
+            valid=torch.cat([refs[i].valid for i, _ in members]),
+            out=torch.cat([refs[i].out for i, _ in members]),
+            counts=torch.cat([refs[i].counts for i, _ in members]),
+        )
+        witnessed = rows_witnessed(torch.cat([outs[i][2 * side].out for i, side in members]), stacked, segment)
+        dev = witnessed.device
+        pieces.append(_segment_sums(~witnessed, [configs[i].tokens for i, _ in members], dev))
+        order += members
+    for (i, side), unwitnessed_rows in zip(order, torch.cat(pieces).tolist()):
+        proofs[i].passes[side] = unwitnessed_rows == 0
+
+
+_API_PATHS_CHECKED: set = set()  # wrapper paths whose oracle API this process has checked
+
+
+def _path(c: CaseConfig) -> tuple:
+    """The oracle wrapper path a case takes: the plain convert (with or without the
+    prefill workspace), the DCP wrapper's delegation at dcp_size 1, and its filter with
+    or without compaction; each with or without counts."""
+    return (c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned)
 
 
 def _paths_sampled(configs: list) -> list[int]:
-    """Indices of the first case of each wrapper path among ``configs``: the plain
-    convert (with or without the prefill workspace), the DCP wrapper's delegation at
-    dcp_size 1, and its filter with or without compaction; each with or without counts."""
-    first: dict[tuple[str, bool, bool, bool, bool], int] = {}
+    """Indices of the first case of each wrapper path among ``configs`` that this
+    process has not checked the oracle's API on yet (and marks them checked)."""
+    first: dict[tuple, int] = {}
     for i, c in enumerate(configs):
-        first.setdefault((c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned), i)
+        if _path(c) not in _API_PATHS_CHECKED:
+            first.setdefault(_path(c), i)
+    _API_PATHS_CHECKED.update(first)
     return sorted(first.values())
+
+
+def forget_checked_paths() -> None:
+    """Check the oracle's API again on the next case of every path (tests)."""
+    _API_PATHS_CHECKED.clear()
 
 
 def _pass_verdict(c: CaseConfig, oa: Output, ob: Output, differing_rows: int) -> Verdict:

@@ -6,6 +6,7 @@ its short stable hash, the case ID, is how the tool names it everywhere.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import numbers
@@ -117,8 +118,10 @@ class CaseConfig:
             return self.dcp_size, self.dcp_rank, self.interleave
         return 1, 0, 1
 
-    @property
+    @functools.cached_property
     def case_id(self) -> str:
+        # Cached: a sweep asks for it about six times per case, and each time is a JSON
+        # dump and a sha256 (a frozen dataclass still has a __dict__ for the cache).
         return case_id(self)
 
     def to_dict(self) -> dict[str, Any]:

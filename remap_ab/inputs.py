@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Optional
 
@@ -39,13 +40,16 @@ def _mix32_int(x: int) -> int:
     return x
 
 
-def _mix32(x: torch.Tensor) -> torch.Tensor:
-    # Both multipliers are below 2**31, so a 32-bit operand never overflows int64.
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & _M32
-    x = x ^ (x >> 15)
-    x = (x * 0x5BD1E995) & _M32
-    return x ^ (x >> 16)
+def _mix32_(x: torch.Tensor) -> torch.Tensor:
+    """``_mix32_int`` on every element of ``x``, in place (the caller owns ``x``).
+    Both multipliers are below 2**31, so a 32-bit operand never overflows int64.
+    In place because this is most of input generation's time: the sweep's largest
+    cases hash millions of lanes, and every out-of-place step would allocate."""
+    x.bitwise_xor_(x >> 16)
+    x.mul_(0x7FEB352D).bitwise_and_(_M32)
+    x.bitwise_xor_(x >> 15)
+    x.mul_(0x5BD1E995).bitwise_and_(_M32)
+    return x.bitwise_xor_(x >> 16)
 
 
 _STREAMS = {
@@ -67,7 +71,8 @@ def _stream_key(seed: int, stream: str) -> int:
 def _draw(keys: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Value ``index`` of the stream keyed ``keys`` (the two broadcast together):
     uniform 32-bit values in an int64 tensor."""
-    return _mix32(_mix32((index + keys) & _M32) ^ keys)
+    x = _mix32_((index + keys).bitwise_and_(_M32))  # the sum is a new tensor: ours to change
+    return _mix32_(x.bitwise_xor_(keys))
 
 
 def _threshold(fraction: float) -> int:
@@ -104,7 +109,8 @@ def tensor_sha256(t: torch.Tensor) -> str:
     host = t.detach().to("cpu").contiguous()
     h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
     if host.numel():
-        h.update(host.view(torch.uint8).numpy().tobytes())
+        # reshape(-1): a size-1 dimension may carry any stride and still be contiguous.
+        h.update(host.reshape(-1).view(torch.uint8).numpy())
     return h.hexdigest()
 
 
@@ -112,6 +118,40 @@ def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
     """Per-tensor sha256 (as ``CaseInputs.sha256``) and one digest over all of them."""
     per = inputs.sha256()
     return per, combined_sha256(per)
+
+
+def hash_inputs_many(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> list[tuple[dict, str]]:
+    """``hash_inputs`` of every case, digest for digest, with one device-to-host copy
+    per underlying storage instead of one per tensor: a batch's generated inputs are
+    contiguous views into a few flat tensors, so a batch costs a handful of copies.
+    The hashing itself (hashlib releases the GIL) is spread over ``threads`` if given."""
+    hosts: dict = {}  # (device, storage address) -> that whole storage's bytes on the host
+
+    def host_bytes(t: torch.Tensor) -> Optional[memoryview]:
+        if not t.is_contiguous() or not t.numel():
+            return None
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr())
+        if key not in hosts:
+            whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (storage.nbytes(),), (1,))
+            hosts[key] = memoryview(whole.cpu().numpy())
+        start = t.storage_offset() * t.element_size()
+        return hosts[key][start : start + t.numel() * t.element_size()]
+
+    pieces = [{name: (t, host_bytes(t)) for name, t in x.tensors().items()} for x in inputs]
+
+    def digest(case: dict) -> tuple[dict, str]:
+        per = {}
+        for name, (t, data) in case.items():
+            if data is None:
+                per[name] = tensor_sha256(t)
+                continue
+            h = hashlib.sha256(f"{t.dtype}:{tuple(t.shape)}:".encode())
+            h.update(data)
+            per[name] = h.hexdigest()
+        return per, combined_sha256(per)
+
+    return list(threads.map(digest, pieces)) if threads is not None else [digest(c) for c in pieces]
 
 
 def combined_sha256(per: dict) -> str:
@@ -192,12 +232,23 @@ def ragged_arange(counts: torch.Tensor, total: int) -> tuple[torch.Tensor, torch
     return group, torch.arange(total, device=device) - start[group]
 
 
+def host_values(values: list, device) -> torch.Tensor:
+    """A host list of integers (nested lists allowed) as an int64 tensor on ``device``.
+    On a GPU through pinned memory, so the host does not wait for the device's queue
+    (a plain ``torch.tensor(..., device="cuda")`` copies synchronously: measured
+    about a third of the sweep's generation phase on the H200)."""
+    host = torch.tensor(values, dtype=torch.int64)
+    if torch.device(device).type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host
+
+
 def _per_element(per_case: list[dict], device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Elements of all cases back to back, case i holding ``per_case[i]["count"]``:
     each element's index within its case, and every integer of its case's dict
     (one host-to-device copy and one gather for all of them)."""
     names = list(per_case[0])
-    table = torch.tensor([[p[n] for p in per_case] for n in names], dtype=torch.int64, device=device)
+    table = host_values([[p[n] for p in per_case] for n in names], device)
     total = sum(p["count"] for p in per_case)
     if len(per_case) == 1:  # one case: its parameters broadcast, no gather needed
         return torch.arange(total, device=device), dict(zip(names, table))

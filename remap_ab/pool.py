@@ -47,6 +47,10 @@ class Job:
     device: str
     folder: str
     memcheck: bool = False
+    # torch's intra-op threads per worker; 0 leaves torch's default (one per core).
+    # On the CPU, workers × threads beyond the cores thrash: two workers on 2 cores
+    # each running 2 threads made the full grid's input generation and oracle slower.
+    threads: int = 0
 
 
 def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
@@ -58,6 +62,10 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     from remap_ab.recording import judge_and_record
 
     backend.select(job.device)
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(job.threads)
     result_q.put(("ready", wid, gpu_label(job.device)))
     parent = mp.parent_process()
     while True:

@@ -18,7 +18,7 @@ from remap_ab import backend, oracle, registry
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError, exception_line
-from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, ragged_arange
+from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, ragged_arange
 
 if TYPE_CHECKING:  # memcheck is imported only when asked for (see run_implementation)
     from remap_ab.memcheck import Session
@@ -125,7 +125,7 @@ def reference_batch(configs: list, inputs: list) -> list[Reference]:
     for c, (_, req_at, prefill_at) in zip(configs, _case_offsets(configs)):
         size, rank, interleave = c.effective_dcp
         columns.append([c.tokens, c.topk, c.block_size, size, rank, interleave, c.blocks_per_req, c.num_reqs, req_at, prefill_at])
-    per_case = torch.tensor(columns, dtype=torch.int64, device=dev).t()
+    per_case = host_values(columns, dev).t()
     case = dict(zip(names, per_case))
     row_case, _ = ragged_arange(case["tokens"], sum(c.tokens for c in configs))
     # One value per row, int32 so that remap's arithmetic stays int32 (SPEC §2).

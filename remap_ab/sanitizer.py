@@ -118,7 +118,9 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) ->
 _ACCESS = re.compile(r"Invalid (__\w+__) (read|write|atomic)\w* of size (\d+) bytes?")
 _AT = re.compile(r"^\s*at (.+)$")
 _THREAD = re.compile(r"by thread \((\d+),\s*(\d+),\s*(\d+)\) in block \((\d+),\s*(\d+),\s*(\d+)\)")
-_ADDRESS = re.compile(r"Address (0x[0-9a-fA-F]+)")
+# "Address 0x.. is out of bounds" in the tool's documentation; "Access to 0x.. is out of
+# bounds" is what compute-sanitizer printed on the H200 (CUDA 12, 2026-11-30).
+_ADDRESS = re.compile(r"(?:Address|Access to) (0x[0-9a-fA-F]+)")
 _NEAREST = re.compile(
     r"and is ([\d,]+) bytes (after|before) the nearest allocation at (0x[0-9a-fA-F]+) of size ([\d,]+) bytes"
 )

@@ -114,9 +114,10 @@ class Sweep:
         if o.case_timeout is None:
             o.case_timeout = DEFAULT_CASE_TIMEOUT
         if o.batch is None:
-            # --memcheck runs case by case anyway (and far slower): one case per batch
-            # keeps each under its own --case-timeout.
-            o.batch = GPU_BATCH if self.device == "cuda" and not o.memcheck else 1
+            # On the CPU, --memcheck runs case by case anyway (and far slower): one case
+            # per batch keeps each under its own --case-timeout. On a GPU a batch is
+            # one sanitizer child per implementation, so batching is what makes it cheap.
+            o.batch = GPU_BATCH if self.device == "cuda" else 1
         if o.batch < 1:
             raise UsageError(f"--batch {o.batch} must be at least 1")
         # The settings resolved, as plain values.
@@ -256,6 +257,12 @@ class Sweep:
             self._add_phases(times.seconds)
             self.record(rows, 0, gpu_label(self.device))
 
+    def _threads_per_worker(self) -> int:
+        """On the CPU, the cores shared out among the workers (at least one each)."""
+        if self.device != "cpu":
+            return 0
+        return max(1, (os.cpu_count() or 1) // max(1, self.workers))
+
     def _run_workers(self) -> None:
         from remap_ab.pool import Job, Pool
 
@@ -270,7 +277,7 @@ class Sweep:
                 self.startup = time.perf_counter() - self.wall0
 
         pool = Pool(
-            Job(o.a, o.b, self.device, str(self.folder), o.memcheck),
+            Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker()),
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )

@@ -145,7 +145,33 @@ def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_
     return (out, counts) if return_valid_counts else out
 """
 
-BROKEN_SOURCES = {"offbyone": OFF_BY_ONE, "tilesreversed": TILES_REVERSED}
+MISBEHAVES_BY_CASE = """
+\"\"\"The oracle, misbehaving by case (so one batch mixes every kind of proof): it
+passes, raises, returns int64, or returns counts one too high.\"\"\"
+from remap_ab import oracle
+
+
+def _spoil(result, token_indices):
+    kind = int(token_indices.abs().sum()) % 4
+    if kind == 1:
+        raise RuntimeError("spoiled")
+    out, counts = result if isinstance(result, tuple) else (result, None)
+    if kind == 2:
+        out = out.long()
+    if kind == 3 and counts is not None:
+        counts = counts + 1
+    return (out, counts) if isinstance(result, tuple) else out
+
+
+def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, *args, **kwargs):
+    return _spoil(oracle.triton_convert_req_index_to_global_index(req_id, block_table, token_indices, *args, **kwargs), token_indices)
+
+
+def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, *args, **kwargs):
+    return _spoil(oracle.triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, *args, **kwargs), token_indices)
+"""
+
+BROKEN_SOURCES = {"offbyone": OFF_BY_ONE, "tilesreversed": TILES_REVERSED, "misbehaves": MISBEHAVES_BY_CASE}
 
 
 def want_counts_max(c):
@@ -154,7 +180,7 @@ def want_counts_max(c):
 
 
 @pytest.mark.skipif(backend.default_device() != "cpu", reason="compares against CPU runs in this process")
-@pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed"])
+@pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed", "misbehaves"])
 def test_run_batch_verdicts_equal_run_case(b, broken_impl):
     from remap_ab.batch import run_batch
     from remap_ab.runner import run_case
@@ -176,3 +202,46 @@ def test_run_batch_verdicts_equal_run_case(b, broken_impl):
         assert o.max_row_valid == int(want_counts_max(c))
     if b == "tilesreversed":
         assert sum(o.verdict.order_differs for o in outcomes) >= 3
+    if b == "misbehaves":  # the batch really mixed passes, errors and failures
+        assert {o.verdict.status.value for o in outcomes} >= {"pass", "error", "fail"}
+
+
+@pytest.mark.skipif(backend.default_device() != "cpu", reason="compares against CPU runs in this process")
+def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch):
+    from remap_ab import batch, oracle
+
+    real = oracle.triton_convert_req_index_to_global_index
+
+    def off_by_one(*args, **kwargs):
+        result = real(*args, **kwargs)
+        return (result[0] + 1, *result[1:]) if isinstance(result, tuple) else result + 1
+
+    monkeypatch.setattr(oracle, "triton_convert_req_index_to_global_index", off_by_one)
+    batch.forget_checked_paths()
+    first = [CaseConfig(mode="convert", counts=False, tokens=1, topk=128, seed=s) for s in (1, 2)]
+    # The first case of the path is checked (a broken oracle API is an internal error)...
+    v1, v2 = (o.verdict for o in batch.run_batch(first, "old", "new", "cpu"))
+    assert v1.status == "error" and "internal:" in v1.first.message
+    assert v2.status == "pass"
+    # ... and not again in this process, while another path still is.
+    later = [CaseConfig(mode="convert", counts=False, tokens=1, topk=128, seed=3), CaseConfig(mode="convert", counts=True, tokens=1, topk=128)]
+    v3, v4 = (o.verdict for o in batch.run_batch(later, "old", "new", "cpu"))
+    assert v3.status == "pass" and v4.status == "error"
+    batch.forget_checked_paths()
+
+
+def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from remap_ab.inputs import generate_inputs_batch, hash_inputs_many
+
+    configs = _sample(24, seed=4)
+    inputs = generate_inputs_batch(configs, device=backend.default_device())
+    transposed = generate_inputs(CaseConfig(tokens=4))
+    transposed.token_indices = transposed.token_indices.t()  # not contiguous: hashed on its own
+    inputs.append(transposed)
+    want = [hash_inputs(x) for x in inputs]
+    assert hash_inputs_many(inputs) == want
+    with ThreadPoolExecutor(3) as threads:
+        assert hash_inputs_many(inputs, threads) == want
+    assert len({combined for _, combined in want}) == len(want)

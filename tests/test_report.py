@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from remap_ab.batch import proof_of_pass
+from remap_ab.compare import proof_of_pass
 from remap_ab.compare import OrderContract, Output, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import PlotsUnavailable, ReportError
@@ -506,6 +506,37 @@ def test_proof_never_passes_what_compare_fails(damage):
     verdict = compare(c.case_id, o, o, ref, compacted=True, counts_returned=True)
     assert not verdict.passed
     assert not bool(proof_of_pass(o, ref, c))
+
+
+def _batch_proof(o, ref, c):
+    """What the batch runner's proofs (equality, then the tile-order witness) say of ``o``."""
+    from remap_ab import batch
+
+    outs, refs = [(o, None, o, None)], [ref]
+    proofs = batch._proofs([c], outs, refs, [None], ref.out.device)
+    batch._witness_round([c], outs, refs, proofs)
+    return proofs[0].passes
+
+
+@pytest.mark.parametrize("damage", ["none", "swap_within_segment", "tail", "count", "value"])
+def test_the_batch_proof_agrees_with_compare(damage):
+    c, ref = _compacted_case()
+    out = _segment_swapped(ref, 128)
+    counts = ref.counts.clone()
+    n = int(ref.counts[0])
+    if damage == "swap_within_segment":
+        out[0, 0], out[0, 1] = out[0, 1].clone(), out[0, 0].clone()
+    elif damage == "tail":
+        out[0, n] = 5
+    elif damage == "count":
+        counts[1] += 1
+    elif damage == "value":
+        out[0, n - 1] += 1
+    for contract in (OrderContract(False, 128, "4 tiles"), OrderContract(True, 512, "single tile")):
+        o = Output("old", out, counts, contract)
+        passed = compare(c.case_id, o, o, ref, compacted=True, counts_returned=True).passed
+        assert passed == (damage == "none" and not contract.ordered)
+        assert _batch_proof(o, ref, c) == [passed, passed]
 
 
 def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():

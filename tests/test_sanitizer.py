@@ -48,6 +48,28 @@ REMAP-AB-SANITIZER-DONE 1
 ========= ERROR SUMMARY: 1 error
 """
 
+# Measured: the H200's compute-sanitizer on the row_end mutant of tests/memcheck_support.py
+# (2026-11-30; the host backtrace shortened). It spells the address "Access to".
+MEASURED_ON_THE_H200 = f"""\
+========= COMPUTE-SANITIZER
+REMAP-AB-SANITIZER-CASE 0 475880512d15
+REMAP-AB-SANITIZER-TENSOR req_id 0x7ff5aa800000 8
+REMAP-AB-SANITIZER-TENSOR block_table 0x7ff5aa800200 32
+REMAP-AB-SANITIZER-TENSOR token_indices 0x7ff5aa800400 2048
+========= Invalid __global__ read of size 4 bytes
+=========     at {KERNEL}+0x220 in _remap.py:76
+=========     by thread (32,0,0) in block (0,0,0)
+=========     Access to 0x7ff5aa800220 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7ff5aa800200 of size 32 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: launch [0x20cc] in __triton_launcher.cpython-312-x86_64-linux-gnu.so
+=========         Host Frame: _launch in _remap.py:127
+========= 
+REMAP-AB-SANITIZER-TENSOR out 0x7ff5aa800c00 2048
+REMAP-AB-SANITIZER-DONE 1
+========= ERROR SUMMARY: 1 error
+"""
+
 CLEAN = """\
 ========= COMPUTE-SANITIZER
 REMAP-AB-SANITIZER-CASE 0 a
@@ -67,6 +89,15 @@ def test_a_read_one_past_the_block_table():
     assert "by thread (0, 0, 0)" in f.describe()
     (m,) = memcheck.mismatches(report, "remap-ab run --memcheck")
     assert m.check == Check.MEMCHECK and m.impl == "oob" and m.row == 1 and m.message.endswith("replay: remap-ab run --memcheck")
+
+
+def test_the_h200s_access_to_spelling_names_the_block_table():
+    (report,) = sanitizer.reports_from_output(MEASURED_ON_THE_H200, "oob", 1)
+    (f,) = report.findings
+    assert (f.kind, f.kernel, f.row, f.program) == ("load", KERNEL, 0, (0, 0, 0))
+    assert (f.nearest, f.address, f.bytes_after_end, f.elements_past_last) == ("block_table", 0x7FF5AA800220, 0, 1)
+    (m,) = memcheck.mismatches(report, "remap-ab run --memcheck")
+    assert "block_table" in m.message
 
 
 def test_the_old_location_spelling_a_write_before_an_unnamed_allocation():
@@ -224,3 +255,41 @@ def test_on_the_gpu_the_read_past_the_table_fails_and_the_real_kernels_are_clean
         result = run_case(real, "old", "new", device="cuda", memcheck=True)
         assert result.verdict.passed, result.verdict.describe()
         assert result.a.memcheck.source == "compute-sanitizer" and result.b.memcheck.clean
+
+
+def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypatch):
+    """``--memcheck`` on a GPU judges the batch, then replays it under the sanitizer once
+    per implementation: each case's report lands in its own verdict, and an output
+    that raised is said "not checked" (never sent to the sanitizer, never clean)."""
+    from remap_ab import batch
+    from remap_ab.compare import OrderContract, Output, Verdict
+    from remap_ab.config import CaseConfig
+    from remap_ab.status import Status
+
+    clean_one = "REMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n"
+    calls = []
+
+    def check_cases(name, configs, inputs):
+        calls.append((name, [c.case_id for c in configs]))
+        reports = [sanitizer.reports_from_output(clean_one, name, 1)[0] for _ in configs]
+        if name == "new":
+            reports[1] = sanitizer.reports_from_output(MEASURED_ON_THE_H200, name, 1)[0]
+        return reports
+
+    monkeypatch.setattr(sanitizer, "check_cases", check_cases)
+    configs = [CaseConfig(tokens=1, seed=s) for s in range(3)]
+    ids = [c.case_id for c in configs]
+    contract = OrderContract(True, 2048)
+
+    def output(name, error=None):
+        return Output(name, None, None, contract, error=error)
+
+    outs = [(output("old"), None, output("new"), None) for _ in configs]
+    outs[2] = (output("old", error="RuntimeError: boom"), None, output("new"), None)
+    verdicts = [Verdict(i, Status.PASS) for i in ids]
+    batch._sanitize(configs, [None] * 3, outs, verdicts, "old", "new", "cuda")
+    assert calls == [("old", ids[:2]), ("new", ids)]
+    assert verdicts[0].passed and "memcheck old (compute-sanitizer): clean" in " ".join(verdicts[0].info)
+    assert verdicts[1].status == "fail" and verdicts[1].first.check == Check.MEMCHECK and verdicts[1].first.impl == "new"
+    assert "block_table" in verdicts[1].first.message and "--memcheck" in verdicts[1].first.message
+    assert "memcheck old: not checked" in verdicts[2].info

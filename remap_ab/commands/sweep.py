@@ -33,7 +33,7 @@ def add_arguments(p):
                         "without crash isolation or --case-timeout). Worker i runs on GPU i mod G, honouring "
                         "CUDA_VISIBLE_DEVICES")
     p.add_argument("--batch", type=options.positive_int, default=None, metavar="N",
-                   help="cases per batch (default 64 on cuda, 1 on cpu or with --memcheck)")
+                   help="cases per batch (default 64 on cuda, 1 on cpu)")
     p.add_argument("--case-timeout", type=options.positive_float, default=None, metavar="SECONDS",
                    help="a case without a verdict after this long gets the verdict timeout; its worker is "
                         "replaced and the sweep goes on (default 900: a 1024-token case on the CPU fits; "
