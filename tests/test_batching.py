@@ -224,7 +224,10 @@ def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch
     assert v1.status == "error" and "internal:" in v1.first.message
     assert v2.status == "pass"
     # ... and not again in this process, while another path still is.
-    later = [CaseConfig(mode="convert", counts=False, tokens=1, topk=128, seed=3), CaseConfig(mode="convert", counts=True, tokens=1, topk=128)]
+    later = [
+        CaseConfig(mode="convert", counts=False, tokens=1, topk=128, seed=3),
+        CaseConfig(mode="convert", counts=True, tokens=1, topk=128),
+    ]
     v3, v4 = (o.verdict for o in batch.run_batch(later, "old", "new", "cpu"))
     assert v3.status == "pass" and v4.status == "error"
     batch.forget_checked_paths()

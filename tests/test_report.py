@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from remap_ab.compare import proof_of_pass
-from remap_ab.compare import OrderContract, Output, compare
+from remap_ab.compare import OrderContract, Output, compare, proof_of_pass
 from remap_ab.config import CaseConfig
 from remap_ab.errors import PlotsUnavailable, ReportError
 from remap_ab.inputs import generate_inputs

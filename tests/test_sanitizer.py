@@ -64,7 +64,7 @@ REMAP-AB-SANITIZER-TENSOR token_indices 0x7ff5aa800400 2048
 =========     Saved host backtrace up to driver entry point at kernel launch time
 =========         Host Frame: launch [0x20cc] in __triton_launcher.cpython-312-x86_64-linux-gnu.so
 =========         Host Frame: _launch in _remap.py:127
-========= 
+=========
 REMAP-AB-SANITIZER-TENSOR out 0x7ff5aa800c00 2048
 REMAP-AB-SANITIZER-DONE 1
 ========= ERROR SUMMARY: 1 error
