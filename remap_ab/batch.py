@@ -308,7 +308,7 @@ def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.dev
         sides.append((lanes_off, counts_off))
     differing = take(both)
     oracle_same = take(called)
-    most_valid = take(range(n))
+    most_valid = take(list(range(n)))
     proofs = []
     for i in range(n):
         equal = [sides[s][0].get(i) == 0 for s in (0, 1)]

@@ -110,7 +110,7 @@ def tensor_sha256(t: torch.Tensor) -> str:
     h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
     if host.numel():
         # reshape(-1): a size-1 dimension may carry any stride and still be contiguous.
-        h.update(host.reshape(-1).view(torch.uint8).numpy())
+        h.update(host.reshape(-1).view(torch.uint8).numpy().data)
     return h.hexdigest()
 
 
@@ -134,7 +134,7 @@ def hash_inputs_many(inputs: list, threads: Optional[ThreadPoolExecutor] = None)
         key = (str(t.device), storage.data_ptr())
         if key not in hosts:
             whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (storage.nbytes(),), (1,))
-            hosts[key] = memoryview(whole.cpu().numpy())
+            hosts[key] = whole.cpu().numpy().data
         start = t.storage_offset() * t.element_size()
         return hosts[key][start : start + t.numel() * t.element_size()]
 
