@@ -38,7 +38,7 @@ from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
-from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hash_inputs_many, host_values
+from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.runner import CaseResult, poisoned_empty, reference_batch, run_case, synchronize
 from remap_ab.status import Check, Status
 
@@ -135,6 +135,9 @@ def run_batch(
     t0 = time.perf_counter()
     inputs = generate_inputs_batch(configs, device=dev)
     synchronize(dev)
+    # Hashing starts now and overlaps the kernels and compare phases (copies on a
+    # side stream, sha256 in threads); the write phase waits for what is left.
+    hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 else None)
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 
@@ -179,9 +182,7 @@ def run_batch(
     t3 = time.perf_counter()
     times.seconds["compare"] += t3 - t2
 
-    # One copy per storage of the batch's inputs, then sha256 over slices of it in
-    # threads (hashlib releases the GIL): the grid's inputs are about 1.5 GB.
-    hashes = hash_inputs_many(inputs, _hashers() if len(inputs) > 1 else None)
+    hashes = hashes_of()
     results = []
     for c, x, (oa, ta, ob, tb), ref, oo, v, (_, combined), p in zip(
         configs, inputs, outs, refs, oracles, verdicts, hashes, proofs

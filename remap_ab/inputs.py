@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Optional
@@ -121,26 +122,53 @@ def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
 
 
 def hash_inputs_many(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> list[tuple[dict, str]]:
-    """``hash_inputs`` of every case, digest for digest, with one device-to-host copy
-    per underlying storage instead of one per tensor: a batch's generated inputs are
-    contiguous views into a few flat tensors, so a batch costs a handful of copies.
-    The hashing itself (hashlib releases the GIL) is spread over ``threads`` if given."""
+    """``hash_inputs`` of every case, digest for digest (see ``hashing_started``)."""
+    return hashing_started(inputs, threads)()
+
+
+def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> Callable[[], list[tuple[dict, str]]]:
+    """Start hashing every case's inputs; the function returned waits for and returns
+    ``hash_inputs`` of each, digest for digest.
+
+    A batch's generated inputs are contiguous views into a few flat tensors, so each
+    underlying storage is copied to the host once (not once per tensor). On a GPU the
+    copies go into pinned memory on a side stream, and the sha256s run in ``threads``
+    (hashlib releases the GIL): the caller launches kernels meanwhile. The sweep's
+    inputs are about 1.5 GB; on the H200 a synchronous copy of them alone took 0.85 s."""
     hosts: dict = {}  # (device, storage address) -> that whole storage's bytes on the host
+    copies_done = None
+    side = None
+    device = inputs[0].device if inputs else torch.device("cpu")
+    if device.type == "cuda":
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        copies_done = torch.cuda.Event()
 
     def host_bytes(t: torch.Tensor) -> Optional[memoryview]:
-        if not t.is_contiguous() or not t.numel():
+        if not t.is_contiguous() or not t.numel() or t.device != device:
             return None
         storage = t.untyped_storage()
-        key = (str(t.device), storage.data_ptr())
+        key = storage.data_ptr()
         if key not in hosts:
             whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (storage.nbytes(),), (1,))
-            hosts[key] = whole.cpu().numpy().data
+            if side is None:
+                hosts[key] = whole.numpy().data
+            else:
+                host = torch.empty(whole.numel(), dtype=torch.uint8, pin_memory=True)
+                with torch.cuda.stream(side):
+                    host.copy_(whole, non_blocking=True)
+                whole.record_stream(side)  # its memory is not reused before the copy is done
+                hosts[key] = host.numpy().data
         start = t.storage_offset() * t.element_size()
         return hosts[key][start : start + t.numel() * t.element_size()]
 
     pieces = [{name: (t, host_bytes(t)) for name, t in x.tensors().items()} for x in inputs]
+    if copies_done is not None:
+        copies_done.record(side)
 
     def digest(case: dict) -> tuple[dict, str]:
+        if copies_done is not None:
+            copies_done.synchronize()
         per = {}
         for name, (t, data) in case.items():
             if data is None:
@@ -151,7 +179,10 @@ def hash_inputs_many(inputs: list, threads: Optional[ThreadPoolExecutor] = None)
             per[name] = h.hexdigest()
         return per, combined_sha256(per)
 
-    return list(threads.map(digest, pieces)) if threads is not None else [digest(c) for c in pieces]
+    if threads is None:
+        return lambda: [digest(c) for c in pieces]
+    futures = [threads.submit(digest, c) for c in pieces]
+    return lambda: [f.result() for f in futures]
 
 
 def combined_sha256(per: dict) -> str:

@@ -156,7 +156,8 @@ class MemcheckReport:
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
         state = "clean" if self.clean else f"{self.bad_lanes} lanes out of bounds in {len(self.bad_rows)} rows"
-        return f"memcheck {self.label}: {state} ({self.lanes_checked} active lanes in {self.launches} launches checked)"
+        launches = "1 launch" if self.launches == 1 else f"{self.launches} launches"
+        return f"memcheck {self.label}: {state} ({self.lanes_checked} active lanes in {launches} checked)"
 
 
 class Session:

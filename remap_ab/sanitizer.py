@@ -22,6 +22,8 @@ sanitizer's "ERROR SUMMARY" line or a child that did not finish every case raise
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -89,6 +91,21 @@ def check_case(impl_name: str, config, inputs, timeout_s: float = DEFAULT_TIMEOU
     return check_cases(impl_name, [config], [inputs], timeout_s)[0]
 
 
+@contextlib.contextmanager
+def _one_sanitizer_at_a_time():
+    """Hold a machine-wide lock while a sanitizer child runs. On the H200, under
+    ``pytest -n auto``, a sanitizer child started while others were running never
+    finished (killed after 300 s) where the same case alone takes seconds; taking
+    turns costs little, since a child is mostly start-up."""
+    path = Path(tempfile.gettempdir()) / "remap-ab-compute-sanitizer.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) -> list[MemcheckReport]:
     import torch
 
@@ -106,7 +123,8 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) ->
         )
         cmd = command(sanitizer, payload)
         try:
-            proc = subprocess.run(cmd, env=child_environment(), capture_output=True, text=True, timeout=timeout_s, check=False)
+            with _one_sanitizer_at_a_time():
+                proc = subprocess.run(cmd, env=child_environment(), capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise SanitizerError(f"compute-sanitizer did not finish within {timeout_s:.0f} s; nothing was checked") from None
     text = (proc.stdout or "") + "\n" + (proc.stderr or "")

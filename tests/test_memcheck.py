@@ -157,7 +157,7 @@ def test_unchecked_outputs_are_said_so():
     outs = [Output("a", None, None, OrderContract(True, 1)), Output("b", None, None, OrderContract(True, 1))]
     outs[1].memcheck = memcheck.MemcheckReport("b", launches=1, lanes_checked=10)
     memcheck.judge(v, outs, "remap-ab run --memcheck")
-    assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active lanes in 1 launches checked)"]
+    assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active lanes in 1 launch checked)"]
 
 
 @cpu_only

@@ -386,24 +386,37 @@ def test_results_table_records_each_cases_valid_lanes(done_run):
 # ------------------------------------------------------------------ memcheck
 
 
-def test_memcheck_runs_every_case_through_run_case_with_memcheck(monkeypatch):
-    from remap_ab import batch, runner
+def test_memcheck_runs_every_case_through_its_device_check(monkeypatch):
+    """CPU: each case through ``run_case(..., memcheck=True)``; GPU: the batch's A and B
+    each replayed under compute-sanitizer in one child."""
+    from remap_ab import batch, runner, sanitizer
     from remap_ab.config import CaseConfig
 
     calls = []
-    real = runner.run_case
-
-    def spy(config, a, b, **kwargs):
-        calls.append(dict(kwargs))
-        kwargs.pop("memcheck")
-        return real(config, a, b, **kwargs)
-
-    monkeypatch.setattr(batch, "run_case", spy)
     configs = [CaseConfig(tokens=1, topk=128), CaseConfig(tokens=1, topk=128, mode="dcp", dcp_size=2)]
     device = backend.current()  # the session's device: the backend is fixed per process
+    if device == "cuda":
+        real_check = sanitizer.check_cases
+
+        def check_spy(name, cases, inputs, *args):
+            calls.append((name, [c.case_id for c in cases]))
+            return real_check(name, cases, inputs, *args)
+
+        monkeypatch.setattr(sanitizer, "check_cases", check_spy)
+        want = [(impl, [c.case_id for c in configs]) for impl in ("old", "new")]
+    else:
+        real = runner.run_case
+
+        def spy(config, a, b, **kwargs):
+            calls.append((kwargs["memcheck"], kwargs["device"]))
+            return real(config, a, b, **kwargs)
+
+        monkeypatch.setattr(batch, "run_case", spy)
+        want = [(True, device)] * 2
     outcomes = batch.run_batch(configs, "old", "new", device, memcheck=True)
-    assert [c["memcheck"] for c in calls] == [True, True] and all(c["device"] == device for c in calls)
+    assert calls == want
     assert [o.verdict.status for o in outcomes] == ["pass", "pass"]
+    assert all(any(line.startswith("memcheck old") and "clean" in line for line in o.verdict.info) for o in outcomes)
     assert all(o.inputs_sha256 and o.max_row_valid > 0 and o.result is None for o in outcomes)
 
 
