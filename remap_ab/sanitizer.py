@@ -124,9 +124,18 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) ->
         cmd = command(sanitizer, payload)
         try:
             with _one_sanitizer_at_a_time():
-                proc = subprocess.run(cmd, env=child_environment(), capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise SanitizerError(f"compute-sanitizer did not finish within {timeout_s:.0f} s; nothing was checked") from None
+                # stdin=DEVNULL: a child must never read ours. Under pytest-xdist our
+                # stdin is the worker's message pipe; a sanitized child that inherits
+                # it can wait on it for ever (seen on the H200: children that never
+                # finished under `pytest -n auto`, never alone).
+                proc = subprocess.run(cmd, env=child_environment(), stdin=subprocess.DEVNULL, capture_output=True,
+                                      text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:
+            said = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            last = next((ln.strip() for ln in reversed(said.splitlines()) if ln.strip()), "no output")
+            raise SanitizerError(
+                f"compute-sanitizer did not finish within {timeout_s:.0f} s (its last line: {last[:160]}); nothing was checked"
+            ) from None
     text = (proc.stdout or "") + "\n" + (proc.stderr or "")
     return reports_from_output(text, impl_name, len(configs))
 

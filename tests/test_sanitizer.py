@@ -293,3 +293,31 @@ def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypa
     assert verdicts[1].status == "fail" and verdicts[1].first.check == Check.MEMCHECK and verdicts[1].first.impl == "new"
     assert "block_table" in verdicts[1].first.message and "--memcheck" in verdicts[1].first.message
     assert "memcheck old: not checked" in verdicts[2].info
+
+
+def _fake_tool(tmp_path, monkeypatch, script: str):
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text("#!/bin/sh\n" + script)
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(sanitizer, "find_sanitizer", lambda: str(tool))
+
+
+def test_the_child_reads_nothing_of_ours(tmp_path, monkeypatch):
+    """A child that reads its stdin to the end gets an empty one at once (under
+    pytest-xdist our stdin is the worker's pipe: reading it would wait for ever)."""
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    _fake_tool(tmp_path, monkeypatch, "cat >/dev/null\necho 'REMAP-AB-SANITIZER-DONE 1'\necho '========= ERROR SUMMARY: 0 errors'\n")
+    (report,) = sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60)
+    assert report.clean
+
+
+def test_a_child_past_its_time_is_an_error_with_its_last_words(tmp_path, monkeypatch):
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    _fake_tool(tmp_path, monkeypatch, "echo 'REMAP-AB-SANITIZER-CASE 0 stuck here'\nexec sleep 30\n")
+    with pytest.raises(SanitizerError, match=r"within 1 s \(its last line: REMAP-AB-SANITIZER-CASE 0 stuck here\); nothing was checked"):
+        sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=1)

@@ -167,7 +167,7 @@ def sweep_subprocess(root: Path, name: str, filters: Sequence[str] = (), timeout
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
         rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-600:]
     except subprocess.TimeoutExpired:
         rc, tail = None, f"killed after {timeout_s:.0f} s"

@@ -162,7 +162,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
            "--checks", ",".join(the_plan.run)] + (["--full"] if full else [])
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=root, env=_child_env(root, slot_env or {}), capture_output=True, text=True,
+        proc = subprocess.run(cmd, cwd=root, env=_child_env(root, slot_env or {}), stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
