@@ -64,7 +64,7 @@ class BatchTimes:
     seconds: dict = field(default_factory=lambda: {p: 0.0 for p in PHASES})
 
 
-class _Clock:
+class CallClock:
     """Per-call timing: CUDA events on a GPU (no sync), perf_counter on the CPU."""
 
     def __init__(self, device: torch.device):
@@ -86,7 +86,10 @@ class _Clock:
         return (end - start) * 1e3
 
 
-def _call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: _Clock):
+def timed_call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: CallClock):
+    """One implementation on one case, as the sweep calls it (bench's host section times
+    this too): ``(Output, (start, end))`` for ``clock.elapsed_ms``, or ``(Output, None)``
+    with the exception as the output's error."""
     contract = impl.order_contract(config)
     try:
         t0 = clock.start()
@@ -130,7 +133,7 @@ def run_batch(
     if memcheck and dev.type != "cuda":
         return _run_one_by_one(configs, a, b, device, times)
     impl_a, impl_b, impl_o = registry.get(a), registry.get(b), registry.get("oracle")
-    clock = _Clock(dev)
+    clock = CallClock(dev)
 
     t0 = time.perf_counter()
     inputs = generate_inputs_batch(configs, device=dev)
@@ -144,8 +147,8 @@ def run_batch(
     outs = []
     with poisoned_empty():
         for c, x in zip(configs, inputs):
-            oa, ta = _call(impl_a, c, x, clock)
-            ob, tb = _call(impl_b, c, x, clock)
+            oa, ta = timed_call(impl_a, c, x, clock)
+            ob, tb = timed_call(impl_b, c, x, clock)
             outs.append((oa, ta, ob, tb))
     synchronize(dev)
     t2 = time.perf_counter()
@@ -160,7 +163,7 @@ def run_batch(
     # oracle's cost (on the CPU, where batches are one case, a third of the compare
     # phase) for no more coverage of the plumbing.
     checked = set(_paths_sampled(configs))
-    oracles = [_call(impl_o, c, x, clock)[0] if i in checked else None for i, (c, x) in enumerate(zip(configs, inputs))]
+    oracles = [timed_call(impl_o, c, x, clock)[0] if i in checked else None for i, (c, x) in enumerate(zip(configs, inputs))]
     proofs = _proofs(configs, outs, refs, oracles, dev)  # the batch's first sync
     _witness_round(configs, outs, refs, proofs)
     verdicts = []
@@ -194,7 +197,7 @@ def run_batch(
         outcome = CaseOutcome(c, v, a_ms, b_ms, combined, max_row_valid=p.most_valid)
         if not v.passed:
             if oo is None:  # reports show the oracle's API output too
-                oo = _call(impl_o, c, x, clock)[0]
+                oo = timed_call(impl_o, c, x, clock)[0]
             outcome.result = CaseResult(c, x, oa, ob, ref, v, oracle=oo)
         results.append(outcome)
     times.seconds["write"] += time.perf_counter() - t3

@@ -39,7 +39,7 @@ from remap_ab.run_folder import (
     result_columns,
     write_run_json,
 )
-from remap_ab.selection import cap_note, default_max_tokens, select, selection_fingerprint
+from remap_ab.selection import cap_note, select, selection_fingerprint
 from remap_ab.status import Status
 from remap_ab.summary import summarise
 
@@ -55,7 +55,7 @@ class SweepOptions:
     b: str = "new"
     device: str = "auto"
     filters: list = field(default_factory=list)
-    max_tokens: Optional[int] = None  # None: the device's default
+    max_tokens: Optional[int] = None  # None: every grid point
     workers: Optional[int] = None  # None: one per GPU / per CPU core; 0: in-process
     batch: Optional[int] = None
     root: str = "reports"
@@ -89,10 +89,8 @@ class Sweep:
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = backend.select(o.device)
-        if not o.resume and o.max_tokens is None:
-            o.max_tokens = default_max_tokens(self.device)
         self.points = select(self.grid, o.filters, o.max_tokens)
-        self.note = cap_note(self.grid, o.filters, o.max_tokens, self.device)
+        self.note = cap_note(self.grid, o.filters, o.max_tokens)
         self.columns = result_columns([a.name for a in self.grid.axes])
         self.selection = selection_fingerprint(self.points)
 

@@ -215,7 +215,7 @@ def test_killed_sweep_resumes_each_case_exactly_once(tmp_path, broken_impl):
         fh.write(before.iloc[0].case_id[:5])
     r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path, env=broken_impl.env())
     assert r.returncode == 0, r.stderr
-    assert "resuming" in r.stderr and "1 cases already done, 3 to run" in r.stderr
+    assert "resuming" in r.stderr and "1 case already done, 3 to run" in r.stderr
     after = pd.read_csv(csv_path)
     assert len(after) == 4 and after["case_id"].is_unique
     assert set(before.case_id) <= set(after.case_id)
@@ -230,7 +230,7 @@ def test_truncated_results_resume_without_repeats(tmp_path, capsys):
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines[:2]) + lines[2][:20])  # one row, then half a row
     assert cli_main(["sweep", "--resume", "--run", "t", "--root", str(tmp_path), "--no-progress"]) == 0
-    assert "1 cases already done, 1 to run" in capsys.readouterr().err
+    assert "1 case already done, 1 to run" in capsys.readouterr().err
     after = pd.read_csv(csv_path)
     assert sorted(after.case_id) == sorted(full.case_id) and after.case_id.is_unique
     assert list(after.inputs_sha256.sort_values()) == list(full.inputs_sha256.sort_values())

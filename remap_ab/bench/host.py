@@ -108,8 +108,8 @@ def _sweep_call(impl, config, inputs) -> Callable[[], object]:
     """The sweep's per-case call as batch.py makes it (timing events, order contract)."""
     from remap_ab import batch
 
-    clock = batch._Clock(inputs.device)
-    return lambda: batch._call(impl, config, inputs, clock)
+    clock = batch.CallClock(inputs.device)
+    return lambda: batch.timed_call(impl, config, inputs, clock)
 
 
 def host_overheads(impl_names: Sequence[str], device: str, calls: int = 2000, repeats: int = 3) -> list[dict]:
@@ -213,11 +213,11 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
         points = select(g, list(filters), None)
     configs = [p.config for p in points]
     impls = [registry.get(a), registry.get(b)]
-    clock = batch_runner._Clock(torch.device(device))
+    clock = batch_runner.CallClock(torch.device(device))
     ways = {
         "plain": (lambda impl, c, x: impl(c, x), None),
         "poisoned": (lambda impl, c, x: impl(c, x), poisoned_empty),
-        "sweep call": (lambda impl, c, x: batch_runner._call(impl, c, x, clock), poisoned_empty),
+        "sweep call": (lambda impl, c, x: batch_runner.timed_call(impl, c, x, clock), poisoned_empty),
     }
     totals = {w: {"host_s": 0.0, "total_s": 0.0, "calls": 0} for w in ways}
     done = 0
