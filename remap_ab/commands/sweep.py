@@ -3,7 +3,7 @@ and the oracle, one row per case in <root>/<run>/results.csv and a report for ev
 case that does not pass.
 
 Every device runs the whole grid by default: on 2 CPU cores (the Triton interpreter,
-batched) about 4.5 minutes; --max-tokens 3 keeps the 576 points with at most 3 token
+batched) about 3.5 minutes; --max-tokens 3 keeps the 576 points with at most 3 token
 rows (under a minute).
 Exit status: 0 every case passed, 1 some case did not (or the run is incomplete),
 2 bad input, 3 an internal error of remap-ab.
