@@ -512,7 +512,8 @@ def test_pr_table_rows_with_cold_timings_and_a_refused_cell():
 def test_host_overhead_rows_on_the_cpu():
     backend.select(backend.default_device())
     if backend.cuda_available():
-        pytest.skip("CPU check")
+        pytest.skip("times the interpreter's wrappers: a CUDA process has the GPU backend "
+                    "(the GPU rows run in test_every_gpu_section_runs_small)")
     calls = []
     assert len(host.host_us_per_call(lambda: calls.append(1), 5, "cpu", warmup=2, repeats=3)) == 3
     assert len(calls) == 2 + 5 * 3  # no call skipped or repeated
