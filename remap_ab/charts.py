@@ -1,5 +1,6 @@
-"""Pictures, drawn with matplotlib: the grouped bar charts of ``bench`` and ``nondet``,
-and the lane picture of a failing-case report.
+"""Pictures, drawn with matplotlib: the one place that loads it. Grouped bar charts (for
+``nondet`` and the bench page), the lane picture of a failing-case report, and the
+primitives the bench page's other charts are drawn with (``bench/figures.py``).
 
 matplotlib is an optional extra (``pip install 'remap-ab[plots]'``): the GPU images
 have it, a bare CPU install need not. Without it nothing here draws; callers say so
@@ -24,7 +25,7 @@ INSTALL = "pip install 'remap-ab[plots]'"
 MISSING = f"no picture: matplotlib is not installed ({INSTALL} draws one)"
 
 # Colour-blind-safe (Okabe-Ito) colours, in series order.
-_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 
 # The lane picture's colours: A's and B's departures, both, valid and invalid lanes.
 ONLY_A = "#D55E00"  # vermillion
@@ -34,7 +35,7 @@ VALID = "#C8C8C8"  # a lane the oracle holds a valid value in (or a compacted pr
 EMPTY = "#FFFFFF"
 
 
-def _pyplot():
+def pyplot():
     """matplotlib's pyplot on the file-only Agg backend, or PlotsUnavailable."""
     try:
         import matplotlib
@@ -48,10 +49,51 @@ def _pyplot():
 
 def available() -> bool:
     try:
-        _pyplot()
+        pyplot()
     except PlotsUnavailable:
         return False
     return True
+
+
+def png_bytes(fig) -> bytes:
+    """``fig`` as PNG bytes; the figure is closed."""
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110)
+    pyplot().close(fig)
+    return buf.getvalue()
+
+
+def grouped_bars(
+    title: str,
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    ylabel: str,
+    *,
+    log: bool = False,
+) -> bytes:
+    """``series`` (name -> one value per group) as bars grouped by ``groups``, PNG bytes.
+    NaN values leave a gap; with ``log`` the y axis is logarithmic. PlotsUnavailable
+    (one line, with the install hint) without matplotlib."""
+    for name, values in series.items():
+        if len(values) != len(groups):
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
+    plt = pyplot()
+    n = max(len(series), 1)
+    width = 0.8 / n
+    fig, ax = plt.subplots(figsize=(min(16.0, max(7.5, 0.3 * len(groups) * n + 2)), 4.6))
+    for i, (name, values) in enumerate(series.items()):
+        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
+        ax.bar(xs, values, width=width, label=name, color=COLOURS[i % len(COLOURS)])
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return png_bytes(fig)
 
 
 def bar_chart(
@@ -63,33 +105,10 @@ def bar_chart(
     *,
     log: bool = False,
 ) -> Path:
-    """Draw ``series`` (name -> one value per group) as bars grouped by ``groups`` into
-    ``stem`` + ".png" and return that path. NaN values leave a gap; with ``log`` the y
-    axis is logarithmic. PlotsUnavailable (one line, with the install hint) without
-    matplotlib."""
-    stem = Path(stem)
-    for name, values in series.items():
-        if len(values) != len(groups):
-            raise ValueError(f"series {name!r} has {len(values)} values for {len(groups)} groups")
-    plt = _pyplot()
-    path = stem.with_suffix(".png")
-    n = max(len(series), 1)
-    width = 0.8 / n
-    fig, ax = plt.subplots(figsize=(min(16.0, max(8.0, 0.3 * len(groups) * n + 2)), 5.0))
-    for i, (name, values) in enumerate(series.items()):
-        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        ax.bar(xs, values, width=width, label=name, color=_COLOURS[i % len(_COLOURS)])
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    if log:
-        ax.set_yscale("log")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    """``grouped_bars`` written to ``stem`` + ".png"; returns that path."""
+    png = grouped_bars(title, groups, series, ylabel, log=log)
+    path = Path(stem).with_suffix(".png")
+    path.write_bytes(png)
     return path
 
 
@@ -137,7 +156,7 @@ def lane_png(m: LaneMap) -> bytes:
     a compacted row, a lane-by-lane zoom around it. PlotsUnavailable without matplotlib."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import MaxNLocator
 
