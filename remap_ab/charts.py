@@ -11,7 +11,7 @@ measurements or the verdict it illustrates.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,6 +94,19 @@ def grouped_bars(
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     return png_bytes(fig)
+
+
+def pivot(rows, group: Callable, series: Callable, value: Callable) -> tuple[list, dict]:
+    """Rows of any kind as ``grouped_bars`` input: ``(groups, {series: [value per group]})``,
+    groups and series in first-seen order, NaN where a series has no row for a group."""
+    groups: list = []
+    cells: dict = {}
+    for r in rows:
+        g = group(r)
+        if g not in groups:
+            groups.append(g)
+        cells.setdefault(series(r), {})[g] = float(value(r))
+    return groups, {name: [per.get(g, float("nan")) for g in groups] for name, per in cells.items()}
 
 
 def bar_chart(

@@ -717,3 +717,12 @@ def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
     said = draw_chart(bar_chart, tmp_path / "c", "t", ["g1", "g2"], {"old": [2.0, 13.0], "new": [1.5, float("nan")]}, "µs")
     assert "pip install 'remap-ab[plots]'" in said and "\n" not in said
     assert not list(tmp_path.iterdir())
+
+
+def test_pivot_keeps_first_seen_order_and_leaves_gaps():
+    from remap_ab.charts import pivot
+
+    rows = [("quiet", "old", 3), ("contended", "old", 20), ("quiet", "new", 1)]
+    groups, values = pivot(rows, lambda r: r[0], lambda r: r[1], lambda r: r[2])
+    assert groups == ["quiet", "contended"]
+    assert values["old"] == [3.0, 20.0] and values["new"][0] == 1.0 and math.isnan(values["new"][1])

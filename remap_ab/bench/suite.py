@@ -11,7 +11,6 @@ or the budget was spent before it started); ``error`` (the exception, in one lin
 from __future__ import annotations
 
 import datetime
-import math
 import shutil
 import tempfile
 import time
@@ -19,8 +18,9 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
+from remap_ab import charts
 from remap_ab.bench import figures, page
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.page import Chart, Section, Table
@@ -364,16 +364,8 @@ class Suite:
         section.note = f"{where}; DCP 4 compaction, rank 0, 30% invalid; {runs} runs per cell, each a fresh kernel call."
         section.findings += attention.summary(rows)
         section.tables.append(Table("runs", "distinct outputs over the runs", rows))
-        groups: list[str] = []
-        series: dict[str, dict[str, Any]] = {}
-        for r in rows:
-            g = f"{r['condition']} K={r['topk']} T={r['tokens']}"
-            if g not in groups:
-                groups.append(g)
-        for r in rows:
-            cell = f"{r['condition']} K={r['topk']} T={r['tokens']}"
-            series.setdefault(f"{r['impl']} {r['dtype']}", {})[cell] = r["distinct_attention_outputs"]
-        values = {k: [v.get(g, math.nan) for g in groups] for k, v in series.items()}
+        groups, values = charts.pivot(rows, lambda r: f"{r['condition']} K={r['topk']} T={r['tokens']}",
+                                      lambda r: f"{r['impl']} {r['dtype']}", lambda r: r["distinct_attention_outputs"])
         section.charts.append(Chart("distinct", "distinct attention outputs per cell",
                                     figures.grouped_bars("distinct attention outputs", groups, values, "distinct outputs")))
         self._finish(section, left, "groups")

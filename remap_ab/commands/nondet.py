@@ -105,15 +105,9 @@ def _default_out(root: str, device: str) -> Path:
 
 
 def _chart(out_dir: Path, results, where: str) -> Path:
-    from remap_ab.charts import bar_chart
+    from remap_ab.charts import bar_chart, pivot
 
-    groups: list[str] = []
-    series: dict[str, dict[str, float]] = {}
-    for m in results:
-        group = f"{m.condition} K={m.config.topk} T={m.config.tokens}"
-        if group not in groups:
-            groups.append(group)
-        series.setdefault(m.impl, {})[group] = float(m.distinct_outputs)
-    values = {impl: [per.get(g, float("nan")) for g in groups] for impl, per in series.items()}
+    groups, values = pivot(results, lambda m: f"{m.condition} K={m.config.topk} T={m.config.tokens}",
+                           lambda m: m.impl, lambda m: m.distinct_outputs)
     title = f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}"
     return bar_chart(out_dir / "nondet", title, groups, values, "distinct outputs")
