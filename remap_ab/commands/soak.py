@@ -7,8 +7,8 @@ block-table kind, row layout and kind of negative id. Draws are seeded (--seed; 
 when drawn at random), so the same seed draws the same cases in the same order.
 
 GPU: one worker process per visible GPU (or --workers), every --contend-every-th case
-under a contending side stream, the others in batches. CPU (Triton interpreter, ~2 ms a
-program): one worker, T capped at 4 unless --max-tokens says otherwise.
+under a contending side stream, the others in batches. CPU (the Triton interpreter,
+batched): one worker, T capped at 512 unless --max-tokens says otherwise.
 
 Each case that does not pass is written as a normal case report under
 ROOT/soak/<time>/ with its replay command. Ctrl-C stops after the cases in flight and
@@ -84,7 +84,7 @@ def main(args) -> int:
         print(text, file=sys.stderr, flush=True)
 
     where = (f"{workers} worker(s) on GPU(s) {','.join(gpu_list)}" if on_gpu
-             else f"CPU (Triton interpreter, ~2 ms a program): {workers} worker(s), "
+             else f"CPU (the Triton interpreter, batched): {workers} worker(s), "
                   f"T capped at {max_tokens}" + ("" if args.max_tokens else " (--max-tokens to change)"))
     print(f"soak {args.a} vs {args.b} for {args.minutes:g} min, seed {seed}: {where}; "
           f"K up to {args.max_topk}, T up to {max_tokens}"
