@@ -2,25 +2,29 @@
 
 ``run_case`` (runner.py) judges one case and synchronises the device several times
 doing so; on a GPU, 1728 of those are dominated by Python and sync overhead. This
-module runs a *batch* of cases in four timed phases, each ending in one sync (the
-compare phase in two at most):
+module runs a *batch* of cases in four timed phases:
 
-  gen       every case's inputs, generated on the device in one batched pass;
+  gen       every case's inputs, generated on the device in one batched pass; their
+            sha256s start here, in the background (copies on a side stream, hashing
+            in threads), overlapping the next two phases;
   kernels   A and B on every case (poisoned ``empty``, CUDA events for per-case time);
   compare   the oracle's reference for every case (one batched pass), its public API
-            on one case per wrapper path, and a device-side *proof of passing*: one
-            small flag vector per case, pulled to the host once for the whole batch
-            (and once more for the outputs whose tile order needs a witness);
-  write     input hashes (the reports of cases that did not pass are the caller's:
-            a non-passing outcome carries its full ``CaseResult``).
+            on the first case of each wrapper path this process meets, and a
+            device-side *proof of passing* for every output, computed for the whole
+            batch in a fixed number of tensor ops and pulled to the host at once (once
+            more for the outputs whose tile order needs a witness);
+  write     what is left of the hashing, and the outcomes (the reports of cases that
+            did not pass are the caller's: a non-passing outcome carries its full
+            ``CaseResult``).
 
-The proof of passing is exact in one direction only: a flag set means ``compare``
-(compare.py) would pass the implementation; a flag clear sends that case through
+The proof of passing is exact in one direction only: a proof means ``compare``
+(compare.py) would pass the implementation; no proof sends that case through
 ``compare`` itself, which gives the verdict. So verdicts are always ``compare``'s.
 For a tiled compaction whose prefix order differs from the oracle's, the proof
 exhibits a witness: an order of the tile segments, found greedily on the device, whose
-concatenation is the prefix lane by lane. When the greedy walk finds none,
-``compare``'s exhaustive search decides.
+concatenation is the prefix lane by lane (``compare.rows_witnessed``, run once per
+(K, tile) group of the batch). When the greedy walk finds none, ``compare``'s
+exhaustive search decides.
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ def run_batch(
     verdicts = []
     for c, (oa, _, ob, _), ref, oo, p in zip(configs, outs, refs, oracles, proofs):
         if not p.oracle_ok:
-            assert oo is not None  # po is true where the oracle was not called
+            assert oo is not None  # oracle_ok is True where the oracle was not called
             msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
             verdicts.append(
                 Verdict(c.case_id, Status.ERROR, [Mismatch(Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
