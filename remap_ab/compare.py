@@ -13,11 +13,13 @@ The rules are SPEC §7's:
   reported as information ("order differs, allowed"), never as a failure.
 
 The order rule is written here once, twice over: ``is_segment_permutation`` is the
-plain, exhaustive statement of it, and ``proof_of_pass`` a fast, vectorised proof
-(no host sync) that the batch runner uses to skip ``compare`` for outputs that
-provably pass. The proof is exact in one direction only: True means ``compare``
+plain, exhaustive statement of it, and ``rows_witnessed`` a fast, vectorised proof
+(no host sync) that lets the batch runner skip ``compare`` for outputs that provably
+pass (``proof_of_pass`` is that proof for one output; batch.py builds it for a whole
+batch at once). The proof is exact in one direction only: True means ``compare``
 passes the output; False means "ask ``compare``". A property test
-(tests/test_judge_order.py) holds the two together.
+(tests/test_judge_order.py) holds the two together, and tests/test_report.py the
+batch's proof and ``compare``.
 
 This module needs torch only: no Triton, no device.
 """
