@@ -8,10 +8,12 @@ always-run version.
 
     python3 scripts/interp_equivalence.py [--quick]
     python3 scripts/interp_equivalence.py --default-sweep
+    python3 scripts/interp_equivalence.py --grid-tokens 16,128
 
-``--default-sweep`` instead runs every case of the CPU default sweep (tokens <= 3, 576
-cases) through old and new in both modes, case i under schedule policy i mod 5, so every
-policy meets every path and K.
+``--default-sweep`` instead runs every grid case with at most 3 token rows (576 cases:
+the CPU default before the whole grid became it) through old and new in both modes,
+case i under schedule policy i mod 5, so every policy meets every path and K.
+``--grid-tokens`` does the same for the grid points with those token counts (288 each).
 
 Prints one line per (case, implementation, policy) and a summary; exit 1 on any
 difference.
@@ -50,11 +52,12 @@ def raw(t):
     return None if t is None else (t.dtype, tuple(t.shape), t.contiguous().view(torch.uint8).numpy().tobytes())
 
 
-def default_sweep() -> int:
+def grid_cases(tokens: list) -> int:
     g = grid.load()
+    points = g.select(max_tokens=3) if not tokens else g.select({"tokens": tokens})
     bad = total = 0
     cpu = {"sequential": 0.0, "batched": 0.0}
-    for n, point in enumerate(g.select(max_tokens=3)):
+    for n, point in enumerate(points):
         config = point.config
         inputs = generate_inputs(config)
         policy = POLICIES[n % len(POLICIES)]
@@ -75,14 +78,17 @@ def default_sweep() -> int:
                 print(f"DIFFERENT: {point.line()} {impl} {policy}", flush=True)
         if n % 50 == 0:
             print(f"{n} cases, {bad} different", flush=True)
-    print(f"default sweep: {total - bad}/{total} (case, implementation) runs identical; CPU seconds in kernels "
+    what = f"grid points with tokens {','.join(tokens)}" if tokens else "grid points with tokens <= 3"
+    print(f"{what}: {total - bad}/{total} (case, implementation) runs identical; CPU seconds in kernels "
           f"sequential {cpu['sequential']:.1f}, batched {cpu['batched']:.1f}; {ib.stats}; fallbacks {ib.fallbacks}")
     return 1 if bad else 0
 
 
 def main() -> int:
     if "--default-sweep" in sys.argv:
-        return default_sweep()
+        return grid_cases([])
+    if "--grid-tokens" in sys.argv:
+        return grid_cases(sys.argv[sys.argv.index("--grid-tokens") + 1].split(","))
     quick = "--quick" in sys.argv
     g = grid.load()
     bad = total = 0
