@@ -13,7 +13,8 @@ always-run version.
 ``--default-sweep`` instead runs every grid case with at most 3 token rows (576 cases:
 the CPU default before the whole grid became it) through old and new in both modes,
 case i under schedule policy i mod 5, so every policy meets every path and K.
-``--grid-tokens`` does the same for the grid points with those token counts (288 each).
+``--grid-tokens`` does the same for the grid points with those token counts (288 each);
+``--every N`` keeps every N-th of them (a sample spread over paths, K and ratios).
 
 Prints one line per (case, implementation, policy) and a summary; exit 1 on any
 difference.
@@ -55,6 +56,8 @@ def raw(t):
 def grid_cases(tokens: list) -> int:
     g = grid.load()
     points = g.select(max_tokens=3) if not tokens else g.select({"tokens": tokens})
+    every = int(sys.argv[sys.argv.index("--every") + 1]) if "--every" in sys.argv else 1
+    points = points[::every]
     bad = total = 0
     cpu = {"sequential": 0.0, "batched": 0.0}
     for n, point in enumerate(points):
@@ -79,6 +82,7 @@ def grid_cases(tokens: list) -> int:
         if n % 50 == 0:
             print(f"{n} cases, {bad} different", flush=True)
     what = f"grid points with tokens {','.join(tokens)}" if tokens else "grid points with tokens <= 3"
+    what += f" (every {every}th)" if every > 1 else ""
     print(f"{what}: {total - bad}/{total} (case, implementation) runs identical; CPU seconds in kernels "
           f"sequential {cpu['sequential']:.1f}, batched {cpu['batched']:.1f}; {ib.stats}; fallbacks {ib.fallbacks}")
     return 1 if bad else 0
