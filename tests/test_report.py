@@ -486,10 +486,9 @@ def test_proof_accepts_a_reordered_tiled_compaction():
     assert not bool(proof_of_pass(ordered, ref, c))
 
 
-@pytest.mark.parametrize("damage", ["swap_within_segment", "tail", "count", "value"])
-def test_proof_never_passes_what_compare_fails(damage):
-    c, ref = _compacted_case()
-    tiled = OrderContract(False, 128, "4 tiles")
+def _damaged(ref, damage: str):
+    """A segment-swapped (admissible) compaction of ``ref``, then ``damage`` done to it:
+    "none", or one that ``compare`` must fail. Returns ``(out, counts)``."""
     out = _segment_swapped(ref, 128)
     counts = ref.counts.clone()
     n = int(ref.counts[0])
@@ -499,8 +498,18 @@ def test_proof_never_passes_what_compare_fails(damage):
         out[0, n] = 5
     elif damage == "count":
         counts[1] += 1
-    else:
+    elif damage == "value":
         out[0, n - 1] += 1
+    else:
+        assert damage == "none", damage
+    return out, counts
+
+
+@pytest.mark.parametrize("damage", ["swap_within_segment", "tail", "count", "value"])
+def test_proof_never_passes_what_compare_fails(damage):
+    c, ref = _compacted_case()
+    tiled = OrderContract(False, 128, "4 tiles")
+    out, counts = _damaged(ref, damage)
     o = Output("old", out, counts, tiled)
     verdict = compare(c.case_id, o, o, ref, compacted=True, counts_returned=True)
     assert not verdict.passed
@@ -520,17 +529,7 @@ def _batch_proof(o, ref, c):
 @pytest.mark.parametrize("damage", ["none", "swap_within_segment", "tail", "count", "value"])
 def test_the_batch_proof_agrees_with_compare(damage):
     c, ref = _compacted_case()
-    out = _segment_swapped(ref, 128)
-    counts = ref.counts.clone()
-    n = int(ref.counts[0])
-    if damage == "swap_within_segment":
-        out[0, 0], out[0, 1] = out[0, 1].clone(), out[0, 0].clone()
-    elif damage == "tail":
-        out[0, n] = 5
-    elif damage == "count":
-        counts[1] += 1
-    elif damage == "value":
-        out[0, n - 1] += 1
+    out, counts = _damaged(ref, damage)
     for contract in (OrderContract(False, 128, "4 tiles"), OrderContract(True, 512, "single tile")):
         o = Output("old", out, counts, contract)
         passed = compare(c.case_id, o, o, ref, compacted=True, counts_returned=True).passed
