@@ -303,7 +303,7 @@ def build_crash_report(config, a, b, message: str, folder: Path, device: str, st
         raise ValueError(f"a crash report's status is crash or timeout, not {status}")
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
     check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
-    verdict = Verdict(config.case_id, status.value,
+    verdict = Verdict(config.case_id, status,
                       [Mismatch(check, f"{a_info.name}/{b_info.name}", -1, -1, {}, 0, 0, message)])
     return CaseReport(
         status=status, verdict=verdict, device=str(device), message=message,

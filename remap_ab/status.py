@@ -1,17 +1,17 @@
 """The vocabularies every step of the flow shares, as enums.
 
-Each is a ``str`` enum so that a value written to a CSV row, a JSON file or a
-report is the same plain word it always was ("pass", "prefix_set", ...), and reading
-one back is ``Status(text)``: an unknown word raises ``ValueError`` at the edge that
-read it, instead of being carried along as a seventh spelling.
-"""
+Each is a ``StrEnum`` (``str()`` and f-strings give the plain word), so that a value
+written to a CSV row, a JSON file or a report is the same plain word it always was
+("pass", "prefix_set", ...), and reading one back is ``Status(text)``: an unknown word
+raises ``ValueError`` at the edge that read it, instead of being carried along as a
+seventh spelling."""
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """The verdict of one case (or of one measured cell)."""
 
     PASS = "pass"  # every check ran and held
@@ -20,15 +20,13 @@ class Status(str, Enum):
     CRASH = "crash"  # the process running the case died (SIGSEGV, sticky CUDA error)
     TIMEOUT = "timeout"  # the case did not finish within --case-timeout
 
-    def __str__(self) -> str:  # f"{status}" is the plain word
-        return self.value
 
     @property
     def passed(self) -> bool:
         return self is Status.PASS
 
 
-class Check(str, Enum):
+class Check(StrEnum):
     """Which check a failure comes from (``Mismatch.check``)."""
 
     OUT = "out"  # an in-place output lane differs from the oracle's
@@ -42,11 +40,9 @@ class Check(str, Enum):
     CRASH = "crash"
     TIMEOUT = "timeout"
 
-    def __str__(self) -> str:
-        return self.value
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """A mutant's fate under one check (the kill matrix's cells)."""
 
     KILLED = "killed"
@@ -60,11 +56,9 @@ class Outcome(str, Enum):
     NO_WITNESS = "no witness"  # nothing showed the mutant changes an output: not counted
     NEEDS_GPU = "needs a GPU"  # survived here, and the catalogue says why only a GPU can show it
 
-    def __str__(self) -> str:
-        return self.value
 
 
-class SectionStatus(str, Enum):
+class SectionStatus(StrEnum):
     """How much of one bench section ran (the page says it beside each heading)."""
 
     COMPLETE = "complete"
@@ -72,27 +66,21 @@ class SectionStatus(str, Enum):
     NOT_RUN = "not run"
     ERROR = "error"
 
-    def __str__(self) -> str:
-        return self.value
 
 
-class CellStatus(str, Enum):
+class CellStatus(StrEnum):
     """One bench cell: timed, or refused because the implementations disagreed."""
 
     TIMED = "timed"
     REFUSED = "refused"  # the agreement gate failed: nothing is timed that is wrong
     ERROR = "error"
 
-    def __str__(self) -> str:
-        return self.value
 
 
-class Repeatability(str, Enum):
+class Repeatability(StrEnum):
     """nondet's rule for one implementation on one case over repeated runs."""
 
     OK = "ok"  # one output, as its order contract promises
     REPORTED = "reported"  # several outputs, allowed (tiled compaction): reported, not failed
     FAIL = "FAIL"  # a promise broken: column order varied, counts varied, raised, or off the SPEC
 
-    def __str__(self) -> str:
-        return self.value
