@@ -272,62 +272,58 @@ def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.dev
     the host at once. On a GPU the cost of a batch is then a few dozen launches,
     not a few dozen per case."""
     n = len(configs)
-    pieces: list = []  # 1-D int64 device tensors, read back in this order
+    parts: list = []  # (name, the cases it covers, one int64 device value per case)
 
-    def side_sums(side: int) -> list:
-        """Lanes and counts differing from the reference, per comparable case."""
+    def per_case(name: str, cases: list, values: torch.Tensor) -> None:
+        parts.append((name, cases, values))
+
+    comparable = []
+    for side, name in ((0, "a"), (1, "b")):
         ok = [i for i in range(n) if _shape_ok(outs[i][2 * side], refs[i], configs[i].counts_returned)]
+        comparable.append(set(ok))
         if ok:
             lanes = _flat(outs[i][2 * side].out for i in ok) != _flat(refs[i].out for i in ok)
-            pieces.append(_segment_sums(lanes, [refs[i].out.numel() for i in ok], dev))
-            counted = [i for i in ok if configs[i].counts_returned]
-            if counted:
-                rows = _flat(outs[i][2 * side].counts for i in counted) != _flat(refs[i].counts for i in counted)
-                pieces.append(_segment_sums(rows, [configs[i].tokens for i in counted], dev))
-            return [ok, counted]
-        return [ok, []]
-
-    a_cases, b_cases = side_sums(0), side_sums(1)
+            per_case(f"{name} lanes off", ok, _segment_sums(lanes, [refs[i].out.numel() for i in ok], dev))
+        counted = [i for i in ok if configs[i].counts_returned]
+        if counted:
+            rows = _flat(outs[i][2 * side].counts for i in counted) != _flat(refs[i].counts for i in counted)
+            per_case(f"{name} counts off", counted, _segment_sums(rows, [configs[i].tokens for i in counted], dev))
     # Rows that a and b order differently, for compacted cases comparable on both sides.
-    both = sorted(set(a_cases[0]) & set(b_cases[0]) & {i for i in range(n) if configs[i].compacts})
+    both = [i for i in range(n) if configs[i].compacts and i in comparable[0] and i in comparable[1]]
     if both:
         differ = _flat(outs[i][0].out for i in both) != _flat(outs[i][2].out for i in both)
         rows = _segment_sums(differ, [k for i in both for k in [configs[i].topk] * configs[i].tokens], dev) > 0
-        pieces.append(_segment_sums(rows, [configs[i].tokens for i in both], dev))
-    called = [i for i in range(n) if oracles[i] is not None]
-    for i in called:
+        per_case("rows ordered differently", both, _segment_sums(rows, [configs[i].tokens for i in both], dev))
+    for i in range(n):
         oo, ref = oracles[i], refs[i]
-        same = (oo.out == ref.out).all() if _shape_ok(oo, ref, False) else torch.zeros((), dtype=torch.bool, device=dev)
-        pieces.append(same.to(torch.int64).view(1))
+        if oo is not None:
+            same = (oo.out == ref.out).all() if _shape_ok(oo, ref, False) else torch.zeros((), dtype=torch.bool, device=dev)
+            per_case("oracle same", [i], same.to(torch.int64).view(1))
     counts = _flat(r.counts for r in refs).to(torch.int64)
     row_case = torch.repeat_interleave(
         torch.arange(n, device=dev), host_values([c.tokens for c in configs], dev), output_size=counts.numel()
     )
-    pieces.append(torch.zeros(n, dtype=torch.int64, device=dev).scatter_reduce_(0, row_case, counts, "amax", include_self=False))
-    values = iter(torch.cat(pieces).tolist())
+    per_case("most valid", list(range(n)),
+             torch.zeros(n, dtype=torch.int64, device=dev).scatter_reduce_(0, row_case, counts, "amax", include_self=False))
 
-    def take(cases: list) -> dict:
-        return {i: next(values) for i in cases}
-
-    sides = []
-    for ok, counted in (a_cases, b_cases):
-        lanes_off = take(ok)
-        counts_off = take(counted)
-        sides.append((lanes_off, counts_off))
-    differing = take(both)
-    oracle_same = take(called)
-    most_valid = take(list(range(n)))
+    host = torch.cat([values for _, _, values in parts]).tolist()  # the one sync
+    got: dict = {}
+    at = 0
+    for name, cases, _ in parts:
+        got.setdefault(name, {}).update(zip(cases, host[at : at + len(cases)]))
+        at += len(cases)
     proofs = []
     for i in range(n):
-        equal = [sides[s][0].get(i) == 0 for s in (0, 1)]
-        counts_ok = [i in sides[s][0] and sides[s][1].get(i, 0) == 0 for s in (0, 1)]
+        # An output that is not comparable is neither equal nor counts_ok.
+        equal = [got.get(f"{s} lanes off", {}).get(i) == 0 for s in "ab"]
+        counts_ok = [i in comparable[k] and got.get(f"{s} counts off", {}).get(i, 0) == 0 for k, s in enumerate("ab")]
         proofs.append(_Proof(
-            passes=[equal[s] and counts_ok[s] for s in (0, 1)],
+            passes=[e and c for e, c in zip(equal, counts_ok)],
             equal=equal,
             counts_ok=counts_ok,
-            oracle_ok=bool(oracle_same.get(i, 1)),
-            rows_ordered_differently=differing.get(i, 0),
-            most_valid=most_valid[i],
+            oracle_ok=bool(got.get("oracle same", {}).get(i, 1)),
+            rows_ordered_differently=got.get("rows ordered differently", {}).get(i, 0),
+            most_valid=got["most valid"][i],
         ))
     return proofs
 
