@@ -108,10 +108,15 @@ class CaseInputs:
 def tensor_sha256(t: torch.Tensor) -> str:
     """Hash of dtype, shape and bytes: equal hashes mean identical tensors."""
     host = t.detach().to("cpu").contiguous()
-    h = hashlib.sha256(f"{host.dtype}:{tuple(host.shape)}:".encode())
-    if host.numel():
-        # reshape(-1): a size-1 dimension may carry any stride and still be contiguous.
-        h.update(host.reshape(-1).view(torch.uint8).numpy().data)
+    # reshape(-1): a size-1 dimension may carry any stride and still be contiguous.
+    return _sha256(host, host.reshape(-1).view(torch.uint8).numpy().data if host.numel() else None)
+
+
+def _sha256(t: torch.Tensor, data) -> str:
+    """``tensor_sha256``'s digest, given ``t``'s bytes (None when it has none)."""
+    h = hashlib.sha256(f"{t.dtype}:{tuple(t.shape)}:".encode())
+    if data is not None:
+        h.update(data)
     return h.hexdigest()
 
 
@@ -119,11 +124,6 @@ def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
     """Per-tensor sha256 (as ``CaseInputs.sha256``) and one digest over all of them."""
     per = inputs.sha256()
     return per, combined_sha256(per)
-
-
-def hash_inputs_many(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> list[tuple[dict, str]]:
-    """``hash_inputs`` of every case, digest for digest (see ``hashing_started``)."""
-    return hashing_started(inputs, threads)()
 
 
 def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> Callable[[], list[tuple[dict, str]]]:
@@ -135,7 +135,7 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
     copies go into pinned memory on a side stream, and the sha256s run in ``threads``
     (hashlib releases the GIL): the caller launches kernels meanwhile. The sweep's
     inputs are about 1.5 GB; on the H200 a synchronous copy of them alone took 0.85 s."""
-    hosts: dict = {}  # (device, storage address) -> that whole storage's bytes on the host
+    hosts: dict = {}  # storage address -> that whole storage's bytes on the host
     copies_done = None
     side = None
     device = inputs[0].device if inputs else torch.device("cpu")
@@ -169,14 +169,7 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
     def digest(case: dict) -> tuple[dict, str]:
         if copies_done is not None:
             copies_done.synchronize()
-        per = {}
-        for name, (t, data) in case.items():
-            if data is None:
-                per[name] = tensor_sha256(t)
-                continue
-            h = hashlib.sha256(f"{t.dtype}:{tuple(t.shape)}:".encode())
-            h.update(data)
-            per[name] = h.hexdigest()
+        per = {name: tensor_sha256(t) if data is None else _sha256(t, data) for name, (t, data) in case.items()}
         return per, combined_sha256(per)
 
     if threads is None:

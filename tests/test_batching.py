@@ -236,7 +236,7 @@ def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch
 def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     from concurrent.futures import ThreadPoolExecutor
 
-    from remap_ab.inputs import generate_inputs_batch, hash_inputs_many
+    from remap_ab.inputs import generate_inputs_batch, hashing_started
 
     configs = _sample(24, seed=4)
     inputs = generate_inputs_batch(configs, device=backend.default_device())
@@ -244,7 +244,7 @@ def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     transposed.token_indices = transposed.token_indices.t()  # not contiguous: hashed on its own
     inputs.append(transposed)
     want = [hash_inputs(x) for x in inputs]
-    assert hash_inputs_many(inputs) == want
+    assert hashing_started(inputs)() == want
     with ThreadPoolExecutor(3) as threads:
-        assert hash_inputs_many(inputs, threads) == want
+        assert hashing_started(inputs, threads)() == want
     assert len({combined for _, combined in want}) == len(want)
