@@ -75,8 +75,9 @@ class Reference:
     counts: torch.Tensor  # [T] int32
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def plural(n: int, word: str, many: Optional[str] = None) -> str:
+    """``"1 lane"``, ``"2 lanes"``, ``"0 rows"``; ``many`` where "s" is not the plural."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class Mismatch:
         vals = ", ".join(f"{k}={v}" for k, v in self.values.items())
         return (
             f"[{self.check}] {self.impl}: {self.message} at {where} ({vals}); "
-            f"{_plural(self.lanes, 'lane')} in {_plural(self.rows, 'row')} "
+            f"{plural(self.lanes, 'lane')} in {plural(self.rows, 'row')} "
             + ("differs" if self.lanes == 1 else "differ")
         )
 

@@ -156,7 +156,9 @@ class MemcheckReport:
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
         state = "clean" if self.clean else f"{self.bad_lanes} lanes out of bounds in {len(self.bad_rows)} rows"
-        launches = "1 launch" if self.launches == 1 else f"{self.launches} launches"
+        from remap_ab.compare import plural
+
+        launches = plural(self.launches, "launch", "launches")
         return f"memcheck {self.label}: {state} ({self.lanes_checked} active lanes in {launches} checked)"
 
 

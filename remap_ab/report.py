@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remap_ab.compare import plural
 from remap_ab.errors import PlotsUnavailable, ReportError
 from remap_ab.status import Check, Status
 
@@ -325,23 +326,17 @@ def _infos(result, implementations) -> tuple[ImplementationInfo, ImplementationI
 # --------------------------------------------------------------------------- rendering
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``"1 lane"``, ``"2 lanes"``, ``"0 rows"``."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
-
-
 def differ(n: int) -> str:
     """The verb after a count of lanes or rows: "1 lane differs", "2 lanes differ"."""
     return "differs" if n == 1 else "differ"
 
 
 def mismatch_line(m) -> str:
-    """One verdict failure as a line (``Mismatch.line``'s layout, plurals right)."""
+    """One verdict failure as a line: ``Mismatch.line``, without the lane location for
+    the checks that have none (a crash, a timeout, an exception, a wrong shape)."""
     if m.check in (Check.CRASH, Check.TIMEOUT, Check.ERROR, Check.SHAPE):
         return f"[{m.check}] {m.impl}: {m.message}"
-    where = f"row {m.row}" + (f", col {m.col}" if m.col >= 0 else "")
-    vals = ", ".join(f"{k}={v}" for k, v in m.values.items())
-    return f"[{m.check}] {m.impl}: {m.message} at {where} ({vals}); {plural(m.lanes, 'lane')} in {plural(m.rows, 'row')} {differ(m.lanes)}"
+    return m.line()
 
 
 def _environment():

@@ -55,10 +55,9 @@ def _list(args) -> int:
 
     g = gridmod.load(args.grid)
     device = backend.default_device() if args.device == "auto" else args.device
-    max_tokens = args.max_tokens
-    pts = select(g, args.filter, max_tokens)
+    pts = select(g, args.filter, args.max_tokens)
     sys.stdout.write("".join(p.line() + "\n" for p in pts))
-    note = cap_note(g, args.filter, max_tokens)
+    note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     if note:
         print(f"listed {len(pts)} configurations, what `sweep` runs on {device}; {note}", file=sys.stderr)
@@ -96,8 +95,9 @@ def main(args) -> int:
     sweep = Sweep(opts)
     sweep.prepare()
     if sweep.already:
-        done = "1 case" if sweep.already == 1 else f"{sweep.already} cases"
-        print(f"resuming {sweep.folder}: {done} already done, {len(sweep.todo)} to run", file=sys.stderr)
+        from remap_ab.compare import plural
+
+        print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
     return 0 if summary["passed"] else 1
