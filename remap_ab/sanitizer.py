@@ -93,10 +93,11 @@ def check_case(impl_name: str, config, inputs, timeout_s: float = DEFAULT_TIMEOU
 
 @contextlib.contextmanager
 def _one_sanitizer_at_a_time():
-    """Hold a machine-wide lock while a sanitizer child runs. On the H200, under
-    ``pytest -n auto``, a sanitizer child started while others were running never
-    finished (killed after 300 s) where the same case alone takes seconds; taking
-    turns costs little, since a child is mostly start-up."""
+    """Hold a machine-wide lock while a sanitizer child runs. On a one-GPU H200 machine,
+    under ``pytest -n auto``, sanitizer children started while others ran never finished
+    (killed after 300 s) where the same case alone takes seconds. The cause is not
+    established (see docs/memcheck.md); taking turns rules out concurrent sessions and
+    costs little, since a child is mostly start-up."""
     path = Path(tempfile.gettempdir()) / "remap-ab-compute-sanitizer.lock"
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -124,10 +125,7 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) ->
         cmd = command(sanitizer, payload)
         try:
             with _one_sanitizer_at_a_time():
-                # stdin=DEVNULL: a child must never read ours. Under pytest-xdist our
-                # stdin is the worker's message pipe; a sanitized child that inherits
-                # it can wait on it for ever (seen on the H200: children that never
-                # finished under `pytest -n auto`, never alone).
+                # stdin=DEVNULL: the child never needs ours, and must not wait on it.
                 proc = subprocess.run(cmd, env=child_environment(), stdin=subprocess.DEVNULL, capture_output=True,
                                       text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired as exc:

@@ -303,14 +303,24 @@ def _fake_tool(tmp_path, monkeypatch, script: str):
     monkeypatch.setattr(sanitizer, "find_sanitizer", lambda: str(tool))
 
 
-def test_the_child_reads_nothing_of_ours(tmp_path, monkeypatch):
-    """A child that reads its stdin to the end gets an empty one at once (under
-    pytest-xdist our stdin is the worker's pipe: reading it would wait for ever)."""
+def test_the_child_gets_an_empty_stdin_not_ours(tmp_path, monkeypatch):
+    """Our stdin is made an open pipe for the call (a child that inherited it would
+    read it or wait on it); the child must see /dev/null instead."""
     from remap_ab.config import CaseConfig
     from remap_ab.inputs import generate_inputs
 
-    _fake_tool(tmp_path, monkeypatch, "cat >/dev/null\necho 'REMAP-AB-SANITIZER-DONE 1'\necho '========= ERROR SUMMARY: 0 errors'\n")
-    (report,) = sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60)
+    _fake_tool(tmp_path, monkeypatch,
+               'fd0=$(readlink /proc/$$/fd/0)\n[ "$fd0" = /dev/null ] || { echo "stdin is $fd0"; exit 9; }\n'
+               "echo 'REMAP-AB-SANITIZER-DONE 1'\necho '========= ERROR SUMMARY: 0 errors'\n")
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        (report,) = sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
     assert report.clean
 
 
