@@ -23,13 +23,15 @@ sanitizer's "ERROR SUMMARY" line or a child that did not finish every case raise
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from remap_ab.errors import SanitizerError
@@ -39,7 +41,15 @@ SOURCE = "compute-sanitizer"
 CASE_MARK = "REMAP-AB-SANITIZER-CASE"
 TENSOR_MARK = "REMAP-AB-SANITIZER-TENSOR"
 DONE_MARK = "REMAP-AB-SANITIZER-DONE"
+# Where the child is, with seconds since it started: a child past its time is quoted by
+# its last line, so these say which step it was stuck in (imports, CUDA, a compile, a case).
+STAGE_MARK = "REMAP-AB-SANITIZER-STAGE"
+READY = "CUDA ready"
 DEFAULT_TIMEOUT_S = 900.0
+# On an H200, now and then a child hung inside CUDA's initialisation under the sanitizer
+# (torch.cuda.is_available(), with no other sanitizer running: see docs/memcheck.md). A
+# start normally takes seconds; one that has not reached READY by then is restarted once.
+START_TIMEOUT_S = 90.0
 
 
 def find_sanitizer() -> str:
@@ -91,27 +101,17 @@ def check_case(impl_name: str, config, inputs, timeout_s: float = DEFAULT_TIMEOU
     return check_cases(impl_name, [config], [inputs], timeout_s)[0]
 
 
-@contextlib.contextmanager
-def _one_sanitizer_at_a_time():
-    """Hold a machine-wide lock while a sanitizer child runs. On a one-GPU H200 machine,
-    under ``pytest -n auto``, sanitizer children started while others ran never finished
-    (killed after 300 s) where the same case alone takes seconds. The cause is not
-    established (see docs/memcheck.md); taking turns rules out concurrent sessions and
-    costs little, since a child is mostly start-up."""
-    path = Path(tempfile.gettempdir()) / "remap-ab-compute-sanitizer.lock"
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+class _StartStalled(Exception):
+    """The child did not reach ``READY`` in time; carries its last output line."""
 
 
-def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) -> list[MemcheckReport]:
+def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float,
+               start_timeout_s: float = START_TIMEOUT_S) -> list[MemcheckReport]:
     import torch
 
     sanitizer = find_sanitizer()
     device_index = inputs[0].device.index or 0
+    restarted = ""
     with tempfile.TemporaryDirectory(prefix="remap-ab-sanitizer-") as folder:
         payload = Path(folder) / "cases.pt"
         torch.save(
@@ -124,18 +124,103 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float) ->
         )
         cmd = command(sanitizer, payload)
         try:
-            with _one_sanitizer_at_a_time():
-                # stdin=DEVNULL: the child never needs ours, and must not wait on it.
-                proc = subprocess.run(cmd, env=child_environment(), stdin=subprocess.DEVNULL, capture_output=True,
-                                      text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired as exc:
-            said = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            last = next((ln.strip() for ln in reversed(said.splitlines()) if ln.strip()), "no output")
-            raise SanitizerError(
-                f"compute-sanitizer did not finish within {timeout_s:.0f} s (its last line: {last[:160]}); nothing was checked"
-            ) from None
-    text = (proc.stdout or "") + "\n" + (proc.stderr or "")
-    return reports_from_output(text, impl_name, len(configs))
+            stdout, stderr = _run_to_the_end(cmd, timeout_s, start_timeout_s)
+        except _StartStalled as first:
+            # Nothing of the kernels has run yet, so a second start checks everything.
+            restarted = f"restarted once: the first start did not get CUDA within {start_timeout_s:.0f} s ({first})"
+            try:
+                stdout, stderr = _run_to_the_end(cmd, timeout_s, start_timeout_s)
+            except _StartStalled as second:
+                raise SanitizerError(
+                    f"compute-sanitizer's child did not get CUDA within {start_timeout_s:.0f} s, twice (its last "
+                    f"line: {second}); nothing was checked (a GPU driver or sanitizer problem: see docs/memcheck.md)"
+                ) from None
+    reports = reports_from_output(stdout + "\n" + stderr, impl_name, len(configs))
+    if restarted:
+        for report in reports:
+            report.detail = f"{report.detail}; {restarted}"
+    return reports
+
+
+def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tuple[str, str]:
+    """Run the sanitizer and its child in a session of their own and return their
+    output. The whole session is killed when the child has not printed ``READY`` within
+    ``start_timeout_s`` (``_StartStalled``), when it runs past ``timeout_s``
+    (``SanitizerError``), or when we are interrupted. Killing compute-sanitizer alone
+    left the instrumented Python behind, an orphan holding a context on the GPU (seen on
+    an H200)."""
+    proc = subprocess.Popen(cmd, env=child_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    said: list[str] = []
+    errors: list[str] = []
+    ready = threading.Event()
+    readers = [
+        threading.Thread(target=_drain, args=(proc.stdout, said, ready), daemon=True),
+        threading.Thread(target=_drain, args=(proc.stderr, errors, None), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+
+    def last_line() -> str:
+        return next((ln.strip() for ln in reversed(said) if ln.strip()), "no output")[:160]
+
+    started = time.monotonic()
+    try:
+        while proc.poll() is None:
+            waited = time.monotonic() - started
+            if waited > timeout_s:
+                _kill_session(proc)
+                raise SanitizerError(
+                    f"compute-sanitizer did not finish within {timeout_s:.0f} s (its last line: {last_line()}); "
+                    "nothing was checked"
+                )
+            if waited > start_timeout_s and not ready.is_set():
+                _kill_session(proc)
+                raise _StartStalled(last_line())
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C, a test's time limit): leave nothing running
+            _kill_session(proc)
+        proc.wait()
+        for reader in readers:
+            reader.join(timeout=10)  # a descendant that escaped every kill may hold a pipe open
+    return "".join(said), "".join(errors)
+
+
+def _drain(stream, lines: list, ready: threading.Event | None) -> None:
+    for line in stream:
+        lines.append(line)
+        if ready is not None and line.startswith(STAGE_MARK) and line.rstrip().endswith(READY):
+            ready.set()
+    stream.close()
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL the sanitizer's process group and, in case a launcher moved to a group of
+    its own, every process descended from it (found in /proc before the first kill)."""
+    family = _descendants(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid in family:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")".
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 # --------------------------------------------------------------------------- parsing
@@ -144,7 +229,7 @@ _ACCESS = re.compile(r"Invalid (__\w+__) (read|write|atomic)\w* of size (\d+) by
 _AT = re.compile(r"^\s*at (.+)$")
 _THREAD = re.compile(r"by thread \((\d+),\s*(\d+),\s*(\d+)\) in block \((\d+),\s*(\d+),\s*(\d+)\)")
 # "Address 0x.. is out of bounds" in the tool's documentation; "Access to 0x.. is out of
-# bounds" is what compute-sanitizer printed on the H200 (CUDA 12, 2026-11-30).
+# bounds" is what compute-sanitizer 2025.3.1 (CUDA 13.0) printed on the H200, 2026-11-30.
 _ADDRESS = re.compile(r"(?:Address|Access to) (0x[0-9a-fA-F]+)")
 _NEAREST = re.compile(
     r"and is ([\d,]+) bytes (after|before) the nearest allocation at (0x[0-9a-fA-F]+) of size ([\d,]+) bytes"
@@ -285,6 +370,14 @@ def _add(report: MemcheckReport, f: Finding) -> None:
 def _child(payload_path: str) -> int:
     """Run every case of the payload once through its implementation on the GPU,
     printing the address of every tensor so the parent can name allocations."""
+    import time
+
+    started = time.monotonic()
+
+    def stage(what: str) -> None:
+        print(f"{STAGE_MARK} {time.monotonic() - started:.1f} s: {what}", flush=True)
+
+    stage("started")
     from remap_ab import backend
 
     backend.select("cuda")
@@ -297,6 +390,8 @@ def _child(payload_path: str) -> int:
 
     payload = torch.load(payload_path, weights_only=False)
     device = torch.device("cuda", payload["device_index"])
+    torch.zeros(1, device=device)
+    stage(f"torch imported, {device}: {READY}")
     impl = registry.get(payload["impl"])
     for k, (config_dict, tensors) in enumerate(payload["cases"]):
         config = CaseConfig.from_dict(config_dict)
@@ -305,6 +400,7 @@ def _child(payload_path: str) -> int:
         for name, t in inputs.tensors().items():
             print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
         out = run_implementation(impl, config, inputs)
+        stage(f"case {k} ran")
         for name, result in (("out", out.out), ("valid_counts", out.counts)):
             if result is not None:
                 print(f"{TENSOR_MARK} {name} {result.data_ptr():#x} {result.numel() * result.element_size()}", flush=True)

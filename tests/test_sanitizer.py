@@ -4,6 +4,8 @@ README's GPU memcheck command)."""
 
 import os
 import stat
+import time
+from pathlib import Path
 
 import pytest
 
@@ -331,3 +333,71 @@ def test_a_child_past_its_time_is_an_error_with_its_last_words(tmp_path, monkeyp
     _fake_tool(tmp_path, monkeypatch, "echo 'REMAP-AB-SANITIZER-CASE 0 stuck here'\nexec sleep 30\n")
     with pytest.raises(SanitizerError, match=r"within 1 s \(its last line: REMAP-AB-SANITIZER-CASE 0 stuck here\); nothing was checked"):
         sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("how", ["same group", "own session"])
+def test_a_child_past_its_time_leaves_nothing_running(tmp_path, monkeypatch, how):
+    """On an H200 a killed compute-sanitizer left its instrumented Python running, an
+    orphan holding a GPU context. The fake tool starts a grandchild (in its group, or
+    in a session of its own as a launcher might) and hangs; after the timeout error the
+    grandchild must be gone."""
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    pid_file = tmp_path / "grandchild.pid"
+    # Its output goes elsewhere, so our pipes cannot keep us waiting for it.
+    start = ("setsid " if how == "own session" else "") + "sleep 600 >/dev/null 2>&1 </dev/null &"
+    _fake_tool(tmp_path, monkeypatch, f"{start}\necho $! > {pid_file}\necho 'REMAP-AB-SANITIZER-STAGE 0.1 s: started'\nexec sleep 120\n")
+    with pytest.raises(SanitizerError, match=r"its last line: REMAP-AB-SANITIZER-STAGE 0.1 s: started"):
+        sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=2)
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):
+        if not _alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _alive(grandchild), f"{how}: the grandchild {grandchild} outlived the timeout"
+
+
+_STALL_THEN_WORK = """n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}
+echo 'REMAP-AB-SANITIZER-STAGE 0.0 s: started'
+[ "$n" -ge {stalls} ] || exec sleep 60
+echo 'REMAP-AB-SANITIZER-STAGE 2.0 s: torch imported, cuda:0: CUDA ready'
+sleep 2
+echo 'REMAP-AB-SANITIZER-DONE 1'
+echo '========= ERROR SUMMARY: 0 errors'
+"""
+
+
+@pytest.mark.parametrize("stalls", [0, 1, 2])
+def test_a_start_that_never_gets_cuda_is_restarted_once(tmp_path, monkeypatch, stalls):
+    """On an H200 a child now and then hung in CUDA's initialisation under the
+    sanitizer. One stalled start is restarted, and the report says so; two are an
+    error that says nothing was checked, never a clean report. A child that got CUDA
+    in time may take longer than the start limit to finish (it sleeps 2 s here)."""
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    count = tmp_path / "starts"
+    _fake_tool(tmp_path, monkeypatch, _STALL_THEN_WORK.format(count=count, stalls=stalls))
+    run = lambda: sanitizer._run_child(  # noqa: E731
+        "old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60, start_timeout_s=1)
+    if stalls == 0:
+        (report,) = run()
+        assert report.clean and "restarted" not in report.detail
+    elif stalls == 1:
+        (report,) = run()
+        assert report.clean and "restarted once: the first start did not get CUDA within 1 s" in report.detail
+        assert "restarted once" in report.summary()
+    else:
+        with pytest.raises(SanitizerError, match=r"did not get CUDA within 1 s, twice \(its last line: "
+                                                 r"REMAP-AB-SANITIZER-STAGE 0.0 s: started\); nothing was checked"):
+            run()
+    assert int(count.read_text()) == min(stalls + 1, 2)  # starts made
