@@ -161,9 +161,6 @@ def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tupl
     for reader in readers:
         reader.start()
 
-    def last_line() -> str:
-        return next((ln.strip() for ln in reversed(said) if ln.strip()), "no output")[:160]
-
     started = time.monotonic()
     try:
         while proc.poll() is None:
@@ -171,12 +168,12 @@ def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tupl
             if waited > timeout_s:
                 _kill_session(proc)
                 raise SanitizerError(
-                    f"compute-sanitizer did not finish within {timeout_s:.0f} s (its last line: {last_line()}); "
+                    f"compute-sanitizer did not finish within {timeout_s:.0f} s (its last line: {_last_line(said)[:160]}); "
                     "nothing was checked"
                 )
             if waited > start_timeout_s and not ready.is_set():
                 _kill_session(proc)
-                raise _StartStalled(last_line())
+                raise _StartStalled(_last_line(said)[:160])
             time.sleep(0.1)
     finally:
         if proc.poll() is None:  # interrupted (Ctrl-C, a test's time limit): leave nothing running
@@ -185,6 +182,11 @@ def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tupl
         for reader in readers:
             reader.join(timeout=10)  # a descendant that escaped every kill may hold a pipe open
     return "".join(said), "".join(errors)
+
+
+def _last_line(lines) -> str:
+    """The last line with something on it, stripped; "no output" when there is none."""
+    return next((ln.strip() for ln in reversed(list(lines)) if ln.strip()), "no output")
 
 
 def _drain(stream, lines: list, ready: threading.Event | None) -> None:
@@ -264,12 +266,12 @@ def reports_from_output(text: str, impl_name: str, n_cases: int) -> list[Memchec
         raise SanitizerError(f"compute-sanitizer cannot check this GPU ({_PREFIX.sub('', refused).strip()}); nothing was checked")
     summary = next((m for m in map(_SUMMARY.search, lines) if m), None)
     if summary is None:
-        last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
+        last = _last_line(lines)
         raise SanitizerError(f"compute-sanitizer ended without its error summary ({last[:200]}); nothing was checked")
     done = any(ln.startswith(DONE_MARK) for ln in lines)
     errors = _int(summary.group(1))
     if not done and errors == 0:
-        last = next((ln.strip() for ln in reversed(lines) if ln.strip() and not _SUMMARY.search(ln)), "no output")
+        last = _last_line(ln for ln in lines if not _SUMMARY.search(ln))
         raise SanitizerError(f"the sanitized run stopped before finishing its cases ({last[:200]}); nothing was checked")
     raised = next((ln for ln in lines if ln.startswith(CASE_MARK) and " raised: " in ln), None)
     if raised is not None and errors == 0:
@@ -370,8 +372,6 @@ def _add(report: MemcheckReport, f: Finding) -> None:
 def _child(payload_path: str) -> int:
     """Run every case of the payload once through its implementation on the GPU,
     printing the address of every tensor so the parent can name allocations."""
-    import time
-
     started = time.monotonic()
 
     def stage(what: str) -> None:
