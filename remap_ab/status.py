@@ -39,7 +39,14 @@ class Check(StrEnum):
     MEMCHECK = "memcheck"  # an access outside every argument tensor (--memcheck)
     CRASH = "crash"
     TIMEOUT = "timeout"
-
+    # The production contract beyond the values (SPEC §6 and how vLLM calls it).
+    INPUTS_WRITTEN = "inputs_written"  # the call changed a byte of an input it was given
+    ALIASED = "aliased"  # an output shares storage with an input
+    REJECTS = "rejects"  # A rejects a call (a SPEC §6 precondition) that B accepts, or with another exception type
+    GRAPH = "graph"  # the call cannot be captured in a CUDA graph, or its replay differs from an eager call
+    SYNC = "sync"  # the call synchronises with the host (torch.cuda.set_sync_debug_mode "error")
+    STREAM = "stream"  # outputs read on the caller's stream are not ready: work left on another stream
+    BACKEND_VIEW = "backend_view"  # an attention backend would read different KV rows from A's and B's outputs
 
 
 class Outcome(StrEnum):
