@@ -56,6 +56,8 @@ def main(args) -> int:
             t = f"{impl.seconds * 1e3:.1f} ms" if impl.error is None else "raised"
             print(f"  {impl.name:>8}: {t}; order: {impl.contract.why}")
         print(v.describe())
+    if any(m.impl == "oracle" and m.message.startswith("internal:") for m in v.failures):
+        return 3  # the oracle disagreeing with itself is a remap-ab bug, not the implementations'
     return 0 if v.passed else 1
 
 
