@@ -231,6 +231,8 @@ def call(
     index: int = 0,
     clock: Optional[CallClock] = None,
     production: bool = False,
+    context=None,
+    settle: bool = True,
 ) -> Output:
     """Run ``config`` through ``impl`` the way every remap-ab path does (module docstring).
 
@@ -238,7 +240,10 @@ def call(
     ``index`` of the originals); made here when not given. ``clock``: time with it and
     do not synchronise (the caller does, once per batch). ``memcheck``: every memory
     access checked (CPU: in the interpreter; GPU: compute-sanitizer in a child).
-    ``production``: on CUDA, the graph, stream and sync checks as well."""
+    ``production``: on CUDA, the graph, stream and sync checks as well. ``context``: a
+    context manager factory entered first, before the poisoning (a contending
+    side-stream load is queued there); ``settle=False``: no device synchronisation
+    before the call (it would drain that load first)."""
     contract = impl.order_contract(config)
     if private is None:
         private, index = PrivateInputs([inputs]), 0
@@ -255,13 +260,15 @@ def call(
     span = None
     seconds = 0.0
     try:
-        with poisoned_empty(), (schedule() if schedule else contextlib.nullcontext()), watch as session:
+        with (context() if context else contextlib.nullcontext()), poisoned_empty(), \
+                (schedule() if schedule else contextlib.nullcontext()), watch as session:
             if clock is not None:
                 t0 = clock.start()
                 out, counts = _sync_checked(impl, config, own, production and cuda, findings)
                 span = (t0, clock.start())
             else:
-                synchronize(device)
+                if settle:
+                    synchronize(device)
                 start = time.perf_counter()
                 out, counts = _sync_checked(impl, config, own, production and cuda, findings)
                 synchronize(device)
