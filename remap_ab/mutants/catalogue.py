@@ -20,7 +20,7 @@ from remap_ab.errors import ConfigError, MutantError
 
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
-OBSERVABLE = ("output", "memcheck")
+OBSERVABLE = ("output", "memcheck", "call")
 _REQUIRED = ("id", "target", "area", "description", "witness", "edit")
 _OPTIONAL = ("equivalent", "needs_gpu", "observable")
 
@@ -39,7 +39,9 @@ class Mutant:
                  the real kernel's (checked by ``witness.find_witness``).
     equivalent   None, or why the mutant cannot change any output (never counted).
     needs_gpu    None, or why a sequential (interpreter) run cannot show the bug.
-    observable   "output", or "memcheck": no output changes, only a memory check sees it.
+    observable   "output", or "memcheck": no output changes, only a memory check sees it;
+                 or "call": no output changes, only the call checks (inputs written,
+                 aliasing; on CUDA sync, stream, graph) see it.
     """
 
     id: str

@@ -50,7 +50,7 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
          race: bool = False, memcheck: bool = False) -> Plan:
     if m.equivalent:
         return Plan((), {c: "declared equivalent: nothing to kill" for c in CHECKS})
-    wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full}
+    wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full, "call": full}
     skipped: dict = {}
     if m.needs_gpu:
         wanted["race"] = True
@@ -66,11 +66,18 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
                 if wanted[c]:
                     skipped[c] = "outputs unchanged by design: only a memory check sees this bug"
                     wanted[c] = False
+    if m.observable == "call":
+        wanted["call"] = True
+        if not full:
+            for c in ("sweep", "properties", "race"):
+                if wanted[c]:
+                    skipped[c] = "outputs unchanged by design: only the call checks see this bug"
+                    wanted[c] = False
     for c, on in wanted.items():
         if not on and c not in skipped:
             flag = {"sweep": "--no-sweep", "properties": "--no-props"}.get(c)
             skipped[c] = f"skipped ({flag})" if flag else f"not requested (--{c} or --full runs it)"
-    order = ("race", "memcheck", "sweep", "properties")
+    order = ("race", "call", "memcheck", "sweep", "properties")
     return Plan(tuple(c for c in order if wanted[c]), skipped)
 
 
@@ -106,7 +113,7 @@ class MutantResult:
         if self.equivalent:
             # A declared-equivalent mutant that changes an output is a catalogue bug.
             return Outcome.EQUIVALENT if self.witness is None else Outcome.BROKEN
-        if self.observable == "memcheck" and self.witness is not None:
+        if self.observable in ("memcheck", "call") and self.witness is not None:
             return Outcome.BROKEN  # declared to change no output, but it does
         statuses = [self.status_of(c) for c in self.checks]
         killed = bool(self.killed_by)
@@ -186,7 +193,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
             c = CheckResult("properties", Outcome.TIMEOUT, detail=f"no verdict within the {timeout:.0f} s budget")
         else:
             c = summarize_probe(probe, rc, output)  # a crash inside the suite: a kill
-        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "memcheck", "sweep"))
+        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "call", "memcheck", "sweep"))
         c.seconds = elapsed - data.get("witness_seconds", 0.0) - done
         res.checks["properties"] = asdict(c)
     else:
