@@ -94,6 +94,7 @@ def run_batch(
     times: Optional[BatchTimes] = None,
     *,
     memcheck: bool = False,
+    call_checks: str = "sample",
 ) -> list[CaseOutcome]:
     """Judge ``configs`` on ``device``; phase durations are added to ``times``. A case
     that does not pass comes back with its ``CaseResult`` (what a report needs).
@@ -103,7 +104,10 @@ def run_batch(
     interpreter's accesses; no batching to gain); on a GPU the batch is judged as
     usual and then replayed under compute-sanitizer, one child process per
     implementation for the whole batch (sanitizer.py), its findings folded into the
-    verdicts; that time counts as the compare phase."""
+    verdicts; that time counts as the compare phase.
+
+    ``call_checks`` (options.CALL_CHECKS): on a GPU, which cases get the graph, stream
+    and sync checks of their calls."""
     times = times if times is not None else BatchTimes()
     dev = torch.device(device)
     if memcheck and dev.type != "cuda":
@@ -122,7 +126,9 @@ def run_batch(
 
     outs = []
     own_a, own_b = PrivateInputs(inputs), PrivateInputs(inputs)
-    sampled = set(_production_sampled(configs)) if dev.type == "cuda" else set()
+    sampled: set = set()
+    if dev.type == "cuda" and call_checks != "off":
+        sampled = set(range(len(configs))) if call_checks == "all" else set(_production_sampled(configs))
     for i, (c, x) in enumerate(zip(configs, inputs)):
         oa, ta = timed_call(impl_a, c, x, clock, own_a, i, production=i in sampled)
         ob, tb = timed_call(impl_b, c, x, clock, own_b, i, production=i in sampled)

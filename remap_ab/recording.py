@@ -46,11 +46,12 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
     return rows
 
 
-def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False) -> list[dict]:
+def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False,
+                     call_checks: str = "sample") -> list[dict]:
     """Judge a batch of cases and record them: the rows for the results table."""
     from remap_ab.batch import run_batch
 
-    outcomes = run_batch(configs, a, b, device, times, memcheck=memcheck)
+    outcomes = run_batch(configs, a, b, device, times, memcheck=memcheck, call_checks=call_checks)
     return record_outcomes(outcomes, folder)
 
 

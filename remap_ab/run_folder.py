@@ -102,6 +102,7 @@ RUN_FIELDS = {
     "selected": (lambda v: _is_int(v) and v >= 0, "a count"),
     "selection": (lambda v: isinstance(v, str), "a string"),
     "memcheck": (lambda v: isinstance(v, bool), "true or false"),
+    "call_checks": (lambda v: v in ("sample", "all", "off", "not run (no GPU)"), 'one of "sample", "all", "off"'),
     "cap_note": (lambda v: isinstance(v, str), "a string"),
     "phase_seconds": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
     "wall_seconds": (_is_number, "a number"),

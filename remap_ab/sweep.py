@@ -65,6 +65,7 @@ class SweepOptions:
     progress: bool = True
     case_timeout: Optional[float] = None  # None: DEFAULT_CASE_TIMEOUT
     memcheck: bool = False
+    call_checks: str = "sample"  # options.CALL_CHECKS
 
 
 class Sweep:
@@ -86,6 +87,7 @@ class Sweep:
             o.a, o.b, o.filters, o.max_tokens, o.device = meta["a"], meta["b"], meta["filters"], meta["max_tokens"], meta["device"]
             o.grid_file = meta.get("grid_file")
             o.memcheck = bool(meta.get("memcheck", False))
+            o.call_checks = str(meta["call_checks"]) if meta.get("call_checks") in ("all", "off") else "sample"
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = backend.select(o.device)
@@ -160,6 +162,7 @@ class Sweep:
             "selected": len(self.points),
             "selection": self.selection,
             "memcheck": o.memcheck,
+            "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
             "cap_note": self.note,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
@@ -245,7 +248,7 @@ class Sweep:
             times = BatchTimes()
             try:
                 rows = judge_and_record([p.config for p in batch], o.a, o.b, self.device, self.folder, times,
-                                        memcheck=o.memcheck)
+                                        memcheck=o.memcheck, call_checks=o.call_checks)
             except Exception as exc:
                 if len(batch) > 1:
                     pending.extendleft(reversed([[p] for p in batch]))
@@ -275,7 +278,8 @@ class Sweep:
                 self.startup = time.perf_counter() - self.wall0
 
         pool = Pool(
-            Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker()),
+            Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker(),
+                call_checks=o.call_checks),
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )

@@ -11,7 +11,7 @@ import json
 import sys
 
 from remap_ab.commands.common import add_config_arguments, config_from_args
-from remap_ab.options import add_device, add_implementations, add_memcheck
+from remap_ab.options import add_call_checks, add_device, add_implementations, add_memcheck
 
 
 def add_arguments(p):
@@ -26,6 +26,7 @@ def add_arguments(p):
     )
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     add_memcheck(p)
+    add_call_checks(p)
     add_config_arguments(p)
 
 
@@ -37,7 +38,8 @@ def main(args) -> int:
     device = backend.select(args.device)
     inputs = _load_inputs(args.inputs) if args.inputs else None
     schedule = _schedule(args.schedule, device) if args.schedule else None
-    result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule, memcheck=args.memcheck)
+    result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule, memcheck=args.memcheck,
+                      production=device == "cuda" and args.call_checks != "off")
     v = result.verdict
     ran = _schedule_name(args.schedule, device)
     if args.json:

@@ -40,6 +40,7 @@ def add_arguments(p):
                         "replaced and the sweep goes on (default 900: a 1024-token case on the CPU fits; "
                         "a batch gets one case's time, then is re-run case by case)")
     options.add_memcheck(p)
+    options.add_call_checks(p)
     options.add_root(p, "runs")
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: timestamp-A-vs-B-device)")
     p.add_argument("--resume", action="store_true",
@@ -91,6 +92,7 @@ def main(args) -> int:
         progress=not args.no_progress,
         case_timeout=args.case_timeout,
         memcheck=args.memcheck,
+        call_checks=args.call_checks,
     )
     sweep = Sweep(opts)
     sweep.prepare()
