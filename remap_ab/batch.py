@@ -371,17 +371,18 @@ def forget_checked_paths() -> None:
     _PRODUCTION_CHECKED.clear()
 
 
-_PRODUCTION_CHECKED: set = set()  # (wrapper path, K, layout) the production checks ran on
+_PRODUCTION_CHECKED: set = set()  # (wrapper path, launch shape) the production checks ran on
 
 
 def _production_sampled(configs: list) -> list[int]:
-    """Indices of the cases the GPU production checks (graph, stream, sync) run on: the
-    first case of each wrapper path, K and layout this process meets. They cost a
-    capture and a queued sleep per call; the kernel variant a call launches depends
-    on these alone, the values being the same code path at any size."""
+    """Indices of the cases the GPU call checks (graph, stream, sync) run on: the first
+    case of each wrapper path and launch shape (one tile of K == BLOCK_N, a power-of-two
+    K, tiled) this process meets. Each costs a graph capture and a queued sleep per
+    call; what they check (host syncs, streams, what a capture bakes in) is the
+    wrapper's host code and launch, which these alone select."""
     first: dict[tuple, int] = {}
     for i, c in enumerate(configs):
-        key = (_path(c), c.topk, c.layout)
+        key = (_path(c), c.topk == c.block_n, c.topk_is_pow2)
         if key not in _PRODUCTION_CHECKED:
             first.setdefault(key, i)
     _PRODUCTION_CHECKED.update(first)

@@ -321,7 +321,7 @@ def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, fin
 
 # Long enough that a kernel left on another stream is still queued when the caller's
 # stream reads the outputs; short enough to cost little per sampled case.
-_STREAM_SLEEP_CYCLES = 4_000_000
+_STREAM_SLEEP_CYCLES = 1_000_000  # about 0.5 ms on an H200
 
 
 def _rows_sorted(t: torch.Tensor) -> torch.Tensor:

@@ -49,7 +49,7 @@ def add_call_checks(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-checks", default="sample", choices=CALL_CHECKS,
                    help="on a GPU, the checks of the call as vLLM makes it (no host sync inside it, outputs ready "
                         "on the caller's stream, a CUDA-graph capture that replays right): sample = the first case "
-                        "of each wrapper path, K and layout (default); all = every case; off. Input writes and "
+                        "of each wrapper path and launch shape (default); all = every case; off. Input writes and "
                         "aliasing are checked on every case on every device regardless")
 
 
