@@ -41,6 +41,7 @@ def add_arguments(p):
                         "a batch gets one case's time, then is re-run case by case)")
     options.add_memcheck(p)
     options.add_call_checks(p)
+    options.add_bisect(p)
     options.add_root(p, "runs")
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: timestamp-A-vs-B-device)")
     p.add_argument("--resume", action="store_true",
