@@ -187,8 +187,8 @@ def get(name: str, repo: Optional[str] = None) -> Implementation:
 def _import_dotted(name, path) -> ModuleType:
     if not isinstance(name, str) or not all(part.isidentifier() for part in path.split(".")):
         raise ImplementationError(
-            f"implementation name {name!r} is not old, new, oracle, a dotted module path (like pkg.module), "
-            f"a .py file or REV:PATH in a git repository"
+            f"implementation name {name!r} is not old, new, oracle or a dotted module path (like pkg.module), "
+            f"nor a .py file or REV:PATH in a git repository"
         )
     try:
         return importlib.import_module(path)

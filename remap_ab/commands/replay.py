@@ -43,9 +43,10 @@ def main(args) -> int:
         if found is not None:
             report = load_report(found)
         else:
-            by_id = {p.case_id: p for p in gridmod.load().points()}
+            by_id = {p.case_id: p for name in gridmod.shipped() for p in gridmod.load(name).points()}
             if target not in by_id:
-                raise ReportError(f"no report of case {target} under {root}/ and it is not a case of the grid")
+                raise ReportError(f"no report of case {target} under {root}/ and it is not a case of the grid "
+                                  f"(nor of any shipped grid: {', '.join(gridmod.shipped())})")
             config = by_id[target].config
     else:
         raise ReportError(f"{target} is neither a report folder nor a case ID (12 hex digits)")
