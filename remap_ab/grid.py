@@ -195,7 +195,7 @@ class Grid:
         if spec is None:
             return []
         dims = [d for d in self.dimensions if d.name in spec.over]
-        out = []
+        out: list[Rejection] = []
         for w in self.widths:
             for rejected in w.rejected_block_n:
                 for values in itertools.product(*(d.values for d in dims)):
@@ -312,7 +312,7 @@ def _widths(source: str, entries) -> tuple:
         if unknown:
             raise ConfigError(f"grid file {source}: {key} has unknown key(s) {', '.join(unknown)}")
         k = e.get("k")
-        if not _is_int(k) or k < 1:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"grid file {source}: {key}: `k` must be a positive integer (got {k!r})")
         accepted = _int_list(source, f"{key} (k={k}) block_n", e.get("block_n"), 1)
         rejected = _int_list(source, f"{key} (k={k}) rejected_block_n", e.get("rejected_block_n", []), 1)
