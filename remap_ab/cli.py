@@ -86,7 +86,14 @@ def main(argv=None) -> int:
 
 def _main(argv) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2 and "--bisect" in (sys.argv[1:] if argv is None else argv):
+            from remap_ab.options import BISECT_ABORT
+
+            return BISECT_ABORT  # a bad option must stop `git bisect run`, not mark the revision bad
+        raise
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
