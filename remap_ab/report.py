@@ -83,7 +83,8 @@ class ImplementationInfo:
         return cls(name, module_path, entry, source.to_dict() if source is not None else None)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "module": self.module, "path_entry": self.path_entry, "source": self.source}
+        out = {"name": self.name, "module": self.module, "path_entry": self.path_entry}
+        return {**out, "source": self.source} if self.source else out
 
     @property
     def loaded(self) -> str:
