@@ -139,7 +139,7 @@ def checked_result(name: str, config: CaseConfig, result, device) -> tuple:
     return out, counts
 
 
-_cache: dict[tuple[str, str], Implementation] = {}
+_cache: dict[str, Implementation] = {}
 
 
 def resolve(name: str, repo: Optional[str] = None) -> str:
@@ -158,7 +158,7 @@ def get(name: str, repo: Optional[str] = None) -> Implementation:
     SyntaxError inside the module, a file or revision that does not exist, a file
     importing a vLLM module the shim does not serve) is an ImplementationError: one
     line, exit 2."""
-    key = (name, sources.repo_dir(repo) if isinstance(name, str) and sources.looks_like_revision(name) else "")
+    key = _key(name, repo)
     if key in _cache:
         return _cache[key]
     path = BUILTIN.get(name, name) if isinstance(name, str) else name
@@ -180,8 +180,15 @@ def get(name: str, repo: Optional[str] = None) -> Implementation:
     impl = Implementation(name=label, module_path=path, module=module, source=source)
     _cache[key] = impl
     if source is not None:
-        _cache[(label, key[1])] = impl
+        _cache[_key(label, repo)] = impl
     return impl
+
+
+def _key(name, repo: Optional[str]) -> str:
+    """The cache key: the name, and for a revision also the repository it is read from."""
+    if isinstance(name, str) and sources.looks_like_revision(name):
+        return f"{name}\0{sources.repo_dir(repo)}"
+    return name
 
 
 def _import_dotted(name, path) -> ModuleType:
@@ -217,5 +224,5 @@ def adopt_repo(recorded: Optional[dict]) -> None:
 def forget(name: str) -> None:
     """Drop ``name`` from the cache, so the next ``get`` imports it afresh (tests that
     write a module, use it and delete it)."""
-    for key in [k for k, impl in _cache.items() if name in (k[0], impl.name)]:
+    for key in [k for k, impl in _cache.items() if name in (k.split("\0")[0], impl.name)]:
         del _cache[key]
