@@ -103,6 +103,18 @@ class Rejection:
         text = json.dumps({"case": self.config.case_id, "call": dict(self.call)}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
+    @property
+    def id(self) -> str:
+        """A readable unique name, e.g. ``convert-counts:2176/256``."""
+        return ":".join(label for _, label in self.labels)
+
+    @property
+    def fields(self) -> dict:
+        """The configuration fields as the call has them (``block_n`` the rejected one):
+        what ``rejections.rejection_from_fields`` turns into its RejectionCase."""
+        names = {"BLOCK_N": "block_n"}
+        return {**self.config.to_dict(), **{names[k]: v for k, v in self.call}}
+
     def line(self) -> str:
         call = ", ".join(f"{k}={v}" for k, v in self.call)
         return f"{self.case_id}  " + " ".join(f"{k}={v}" for k, v in self.labels) + f"  call {call}: expect reject"

@@ -306,6 +306,17 @@ def test_models_grid_rejections_are_rejected_by_both_kernels():
         assert kinds[0] is kinds[1] is AssertionError
 
 
+def test_models_grid_rejections_convert_to_rejection_cases():
+    """The hand-over to rejections.py (SPEC §6 calls as data): each of the grid's
+    rejections is the same base case and call there."""
+    rejections = pytest.importorskip("remap_ab.rejections")
+    found = gridmod.load("models").rejections()
+    assert len({r.id for r in found}) == len(found)
+    for r in found:
+        case = rejections.rejection_from_fields(r.fields, id=r.id)
+        assert case.base == r.config and dict(case.args) == dict(r.call)
+
+
 def _call(module, config, x, block_n):
     """The SPEC §1 call of ``config`` with BLOCK_N replaced (what rejections.py will own)."""
     common = dict(BLOCK_SIZE=config.block_size, NUM_TOPK_TOKENS=config.topk, BLOCK_N=block_n,
