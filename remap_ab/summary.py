@@ -75,6 +75,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "folder": str(folder),
         "a": meta.get("a"),
         "b": meta.get("b"),
+        "implementations": meta.get("implementations") or {},
         "device": meta.get("device"),
         "selected": selected,
         "grid_total": meta.get("grid_total"),
@@ -100,6 +101,13 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
     }
 
 
+def loaded_line(loaded: dict) -> str:
+    """What a file or revision implementation loaded (sources.Source.to_dict), in one line."""
+    from remap_ab.sources import Source
+
+    return Source(**loaded).line()
+
+
 def result_line(s: dict) -> str:
     if not s["complete"]:
         return (f"INCOMPLETE — {s['missing']} of {s['selected']} selected cases not run"
@@ -117,6 +125,9 @@ def format_summary(s: dict, show: int = 10) -> str:
         + (f"; {s['missing']} not run yet" if s["missing"] else "")
         + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
     ]
+    for role, loaded in (s.get("implementations") or {}).items():
+        if loaded:
+            lines.append(f"  {role.upper()} loaded: {loaded_line(loaded)}")
     if s.get("cap_note"):
         lines.append(f"  capped: {s['cap_note']}")
     if s.get("memcheck"):

@@ -96,9 +96,13 @@ class Sweep:
         self.columns = result_columns([a.name for a in self.grid.axes])
         self.selection = selection_fingerprint(self.points)
 
-        # Implementations must import before any worker starts (one clear error, once).
-        registry.get(o.a)
-        registry.get(o.b)
+        # Implementations must import before any worker starts (one clear error, once);
+        # workers, run.json and reports use the canonical names (a revision pinned).
+        if o.resume:
+            registry.adopt_repo(meta.get("implementations"))
+        impls = registry.get(o.a), registry.get(o.b)
+        o.a, o.b = impls[0].name, impls[1].name
+        self.loaded = {role: impl.source.to_dict() if impl.source else None for role, impl in zip("ab", impls)}
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
         if o.workers is None:
@@ -153,6 +157,7 @@ class Sweep:
             "run": name,
             "a": o.a,
             "b": o.b,
+            "implementations": self.loaded,  # what a file or revision name loaded (path, commit, sha256)
             "device": self.device,
             "filters": list(o.filters),
             "max_tokens": o.max_tokens,

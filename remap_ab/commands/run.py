@@ -11,7 +11,7 @@ import json
 import sys
 
 from remap_ab.commands.common import add_config_arguments, config_from_args
-from remap_ab.options import add_call_checks, add_device, add_implementations, add_memcheck
+from remap_ab.options import add_bisect, add_call_checks, add_device, add_implementations, add_memcheck
 
 
 def add_arguments(p):
@@ -27,11 +27,12 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     add_memcheck(p)
     add_call_checks(p)
+    add_bisect(p)
     add_config_arguments(p)
 
 
 def main(args) -> int:
-    from remap_ab import backend
+    from remap_ab import backend, registry
     from remap_ab.runner import run_case
 
     config = config_from_args(args)
@@ -42,15 +43,20 @@ def main(args) -> int:
                       production=device == "cuda" and args.call_checks != "off")
     v = result.verdict
     ran = _schedule_name(args.schedule, device)
+    loaded = {role: registry.get(name).source for role, name in (("a", args.a), ("b", args.b))}
     if args.json:
         json.dump(
-            {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran, "verdict": v.to_dict()},
+            {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran,
+             "implementations": {k: src.to_dict() if src else None for k, src in loaded.items()}, "verdict": v.to_dict()},
             sys.stdout, indent=2,
         )
         print()
     else:
         print(f"case {config.case_id}  ({args.a} vs {args.b}, oracle checked, on {device})")
         print(f"  config: {config.cli_args() or '(defaults)'}")
+        for role, src in loaded.items():
+            if src is not None:
+                print(f"  {role.upper()} loaded: {src.line()}")
         print(f"  schedule: {ran}")
         shas = result.inputs.sha256()
         print("  inputs sha256: " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
