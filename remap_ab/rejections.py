@@ -347,17 +347,24 @@ def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device
                   memcheck: bool = False):
     """The verdict of one rejection case: A's and B's attempts, judged by compare.py."""
     from remap_ab import backend, registry
+
+    dev = backend.select(device)
+    return judged(case, registry.get(a), registry.get(b), dev, memcheck)[0]
+
+
+def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = False):
+    """``(verdict, a's attempt, b's attempt)`` of one rejection call on ``device``."""
     from remap_ab.compare import judge_rejection
     from remap_ab.inputs import generate_inputs
 
-    dev = backend.select(device)
-    inputs = generate_inputs(case.base, device=dev)
-    first = attempt(registry.get(a), case, inputs, memcheck=memcheck)
-    second = attempt(registry.get(b), case, inputs, memcheck=memcheck)
-    replay = replay_command(case, a, b, dev, memcheck)
+    inputs = generate_inputs(case.base, device=device)
+    first = attempt(impl_a, case, inputs, memcheck=memcheck)
+    second = attempt(impl_b, case, inputs, memcheck=memcheck)
+    replay = replay_command(case, impl_a.name, impl_b.name, device, memcheck)
     findings, checked = memcheck_findings((first, second), replay) if memcheck else ([], [])
-    return judge_rejection(case.case_id, case.describe(), first, second, replay=replay, findings=findings,
-                           checked=checked)
+    verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, findings=findings,
+                              checked=checked)
+    return verdict, first, second
 
 
 def memcheck_findings(attempts, replay: str) -> tuple[list, list]:
@@ -377,3 +384,37 @@ def memcheck_findings(attempts, replay: str) -> tuple[list, list]:
 
 def replay_command(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False) -> str:
     return f"remap-ab run --rejection {case.id} --a {a} --b {b} --device {device}" + (" --memcheck" if memcheck else "")
+
+
+# --------------------------------------------------------------------------- in a sweep
+
+
+@dataclass(frozen=True)
+class RejectionPoint:
+    """A rejection call as a sweep runs it, beside the grid's points: the same
+    attributes as ``grid.GridPoint`` (``config`` is the RejectionCase), so the pool and
+    the results table carry it unchanged; its row's ``rejection`` column names it."""
+
+    index: int
+    config: RejectionCase
+
+    @property
+    def case_id(self) -> str:
+        return self.config.case_id
+
+    @property
+    def labels(self) -> tuple:
+        return (("rejection", self.config.id),)
+
+    def line(self) -> str:
+        return f"{self.case_id}  rejection={self.config.id}"
+
+
+def sweep_points(first_index: int, path: Optional[str] = None) -> list[RejectionPoint]:
+    """Every rejection call, indexed after the grid's points (every sweep runs them all)."""
+    return [RejectionPoint(first_index + i, case) for i, case in enumerate(load(path))]
+
+
+def is_task(d: Mapping) -> bool:
+    """Whether a task dict (``to_dict`` of a sweep point's config) is a rejection call."""
+    return "precondition" in d

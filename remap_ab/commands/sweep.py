@@ -56,14 +56,19 @@ def _list(args) -> int:
     g = gridmod.load(args.grid)
     device = backend.default_device() if args.device == "auto" else args.device
     pts = select(g, args.filter, args.max_tokens)
-    sys.stdout.write("".join(p.line() + "\n" for p in pts))
+    from remap_ab.rejections import sweep_points
+
+    calls = sweep_points(len(g.points()))
+    sys.stdout.write("".join(p.line() + "\n" for p in [*pts, *calls]))
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     if note:
-        print(f"listed {len(pts)} configurations, what `sweep` runs on {device}; {note}", file=sys.stderr)
+        print(f"listed {len(pts)} configurations and {len(calls)} rejection calls, what `sweep` runs on {device}; {note}",
+              file=sys.stderr)
     else:
         print(f"listed {len(pts)} configurations: every one the filters select ({everything}; the grid has "
-              f"{len(g.points())}), what `sweep` runs on {device}", file=sys.stderr)
+              f"{len(g.points())}), and {len(calls)} rejection calls (rejections.toml): what `sweep` runs on {device}",
+              file=sys.stderr)
     return 0
 
 
