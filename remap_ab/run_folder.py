@@ -104,6 +104,9 @@ RUN_FIELDS = {
     "selection": (lambda v: isinstance(v, str), "a string"),
     "memcheck": (lambda v: isinstance(v, bool), "true or false"),
     "rejections": (lambda v: _is_int(v) and v >= 0, "a count"),
+    "api": (lambda v: isinstance(v, list) and all(isinstance(d, dict) and isinstance(d.get("fails"), bool)
+                                                  and isinstance(d.get("line"), str) and isinstance(d.get("what"), str)
+                                                  for d in v), "a list of API differences (fails, what, line)"),
     "cap_note": (lambda v: isinstance(v, str), "a string"),
     "phase_seconds": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
     "wall_seconds": (_is_number, "a number"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import api_compat
 from remap_ab import grid as gridmod
 from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
 from remap_ab.status import Status
@@ -76,7 +77,9 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
     selected = int(meta["selected"])
     missing = max(0, selected - unique)
     complete = missing == 0
-    passed = complete and counts[Status.PASS.value] == len(df) and len(df) > 0 and dupes == 0
+    api = meta.get("api", [])
+    passed = (complete and counts[Status.PASS.value] == len(df) and len(df) > 0 and dupes == 0
+              and not api_compat.fails(api))
     return {
         "run": meta.get("run", folder.name),
         "folder": str(folder),
@@ -99,6 +102,8 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "filters": meta.get("filters", []),
         "memcheck": bool(meta.get("memcheck", False)),
         "rejections": rejections,
+        "api": api,
+        "api_compatible": not api_compat.fails(api),
         "failures_by_dimension": by_dim,
         "failures": first,
         "phase_seconds": meta.get("phase_seconds", {}),
@@ -147,6 +152,9 @@ def result_line(s: dict) -> str:
         return (f"INCOMPLETE — {s['missing']} of {s['selected']} selected cases not run"
                 + (f" (a sweep is running it: {s['running']})" if s.get("running") else "")
                 + f"; resume with: {s['resume']}")
+    if not s.get("api_compatible", True):
+        return f"FAIL — {s['b']} does not accept every call {s['a']} accepts (api above)" + (
+            "" if s["counts"].get(Status.PASS.value) == s["cases"] else "; and not every case passed")
     return "PASS — every case passed" if s["passed"] else "FAIL — not every case passed"
 
 
@@ -163,6 +171,8 @@ def format_summary(s: dict, show: int = 10) -> str:
     ]
     if s.get("cap_note"):
         lines.append(f"  capped: {s['cap_note']}")
+    if s.get("api") is not None:
+        lines += ["  " + line for line in api_compat.summary_lines(s["api"], s["a"], s["b"])]
     if rejections_line(s):
         lines.append(rejections_line(s))
     if s.get("memcheck"):

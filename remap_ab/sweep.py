@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import gpus, rejections
+from remap_ab import api_compat, gpus, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
@@ -100,6 +100,7 @@ class Sweep:
         # Implementations must import before any worker starts (one clear error, once).
         registry.get(o.a)
         registry.get(o.b)
+        self.api = [d.to_dict() for d in api_compat.check(o.a, o.b)]  # a run-level check (SPEC §1 signatures)
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
         if o.workers is None:
@@ -162,6 +163,7 @@ class Sweep:
             "grid_total": len(self.grid.points()),
             "selected": len(self.points),
             "rejections": len(self.points) - len(self.grid_points),
+            "api": self.api,
             "selection": self.selection,
             "memcheck": o.memcheck,
             "cap_note": self.note,
