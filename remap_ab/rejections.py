@@ -316,8 +316,13 @@ def _qualified(kind: type) -> str:
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
-def attempt(impl, case: RejectionCase, inputs, memcheck: bool = False) -> Attempt:
+def attempt(impl, case: RejectionCase, inputs) -> Attempt:
     """Make the violating call through ``impl`` (a registry.Implementation).
+
+    On the CPU the call is always memory-checked (memcheck.watching): an accepted call
+    that reads or writes outside its tensors is masked there instead of taking the
+    process down with it (the interpreter would touch the wild address), and what it
+    touched is the attempt's ``memcheck`` report. On a GPU it runs as it is.
 
     The one place a rejection call is made: it switches to the shared call primitive
     (remap_ab/call.py) once that exists."""
@@ -326,7 +331,7 @@ def attempt(impl, case: RejectionCase, inputs, memcheck: bool = False) -> Attemp
     args, kwargs = call_arguments(case, inputs)
     fn = getattr(impl.module, case.wrapper)
     watch: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if memcheck and inputs.device.type != "cuda":
+    if inputs.device.type != "cuda":
         from remap_ab import memcheck as memcheck_module
 
         named = {n: t for n, t in zip(("req_id", "block_table", "token_indices"), args[:3]) if t is not None}
@@ -358,28 +363,37 @@ def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = Fa
     from remap_ab.inputs import generate_inputs
 
     inputs = generate_inputs(case.base, device=device)
-    first = attempt(impl_a, case, inputs, memcheck=memcheck)
-    second = attempt(impl_b, case, inputs, memcheck=memcheck)
+    first, second = attempt(impl_a, case, inputs), attempt(impl_b, case, inputs)
     replay = replay_command(case, impl_a.name, impl_b.name, device, memcheck)
-    findings, checked = memcheck_findings((first, second), replay) if memcheck else ([], [])
+    findings, checked = memcheck_findings((first, second), replay, memcheck)
     verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, findings=findings,
                               checked=checked)
     return verdict, first, second
 
 
-def memcheck_findings(attempts, replay: str) -> tuple[list, list]:
-    """The memcheck failures of the attempts, and a line each saying what was checked
-    (on a GPU a rejection call is not sanitized: said so, never counted clean)."""
+def memcheck_findings(attempts, replay: str, memcheck: bool) -> tuple[list, list]:
+    """``(failures, lines)`` from what the attempts' calls touched. With ``memcheck``
+    every out-of-bounds group is a failure and a line says what was checked; without
+    it, only a line counts what was masked (``--memcheck`` names it). On a GPU a
+    rejection call is not sanitized: said so, never counted clean."""
     from remap_ab import memcheck as memcheck_module
 
-    findings, checked = [], []
+    findings, lines = [], []
     for o in attempts:
-        if o.memcheck is None:
-            checked.append(f"memcheck {o.name}: not checked" + ("" if o.rejected else " (a GPU rejection call is not sanitized)"))
-            continue
-        checked.append(o.memcheck.summary())
-        findings += memcheck_module.mismatches(o.memcheck, replay)
-    return findings, checked
+        report = o.memcheck
+        if report is None:
+            if memcheck:
+                lines.append(f"memcheck {o.name}: not checked (a rejection call on a GPU is not sanitized)")
+        elif report.launches == 0:
+            if memcheck:
+                lines.append(f"memcheck {o.name}: nothing to check (no launch: the call was refused first)")
+        elif memcheck:
+            lines.append(report.summary())
+            findings += memcheck_module.mismatches(report, replay)
+        elif not report.clean:
+            lines.append(f"{o.name}'s call touched memory outside its tensors ({report.bad_lanes} lanes, masked "
+                         f"so the process lives); --memcheck names them")
+    return findings, lines
 
 
 def replay_command(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False) -> str:

@@ -85,7 +85,7 @@ def _rejections(args) -> int:
         print(f"{len(cases)} rejection call(s)  ({args.a} vs {args.b}, on {device})")
         print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
         for c, v in zip(cases, verdicts):
-            print(f"rejection {c.id}: " + v.describe().replace("\n", "\n  ", 0))
+            print(f"rejection {c.id}: " + v.describe())
     return 0 if all(v.passed for v in verdicts) and not api_compat.fails(api) else 1
 
 
