@@ -307,7 +307,7 @@ class Attempt:
         return self.raised is not None
 
     def said(self) -> str:
-        if not self.rejected:
+        if self.raised is None:
             return f"{self.name} accepts it"
         return f"{self.name} raises {self.raised.rpartition('.')[2]}" + (f": {self.message}" if self.message else "")
 
