@@ -164,21 +164,31 @@ def triton_convert_req_index_to_global_index(
     return_valid_counts=False,
 ):
     """Map request-local top-k token positions to global KV-cache slots (§6, plain)."""
-    assert req_id.dtype == torch.int32
-    assert block_table.dtype == torch.int32
-    assert token_indices.dtype == torch.int32
-    assert req_id.shape[0] == token_indices.shape[0]
-    assert token_indices.shape[1] == NUM_TOPK_TOKENS
+    assert req_id.dtype == torch.int32, f"req_id must be int32, not {req_id.dtype}"
+    assert block_table.dtype == torch.int32, f"block_table must be int32, not {block_table.dtype}"
+    assert token_indices.dtype == torch.int32, f"token_indices must be int32, not {token_indices.dtype}"
+    assert req_id.shape[0] == token_indices.shape[0], (
+        f"req_id ({req_id.shape[0]} rows) and token_indices ({token_indices.shape[0]} rows) must cover the same tokens"
+    )
+    assert token_indices.shape[1] == NUM_TOPK_TOKENS, (
+        f"token_indices is {token_indices.shape[1]} wide, NUM_TOPK_TOKENS is {NUM_TOPK_TOKENS}: they must be equal"
+    )
     assert NUM_TOPK_TOKENS % BLOCK_N == 0, (
         f"NUM_TOPK_TOKENS ({NUM_TOPK_TOKENS}) must be divisible by BLOCK_N ({BLOCK_N})"
     )
     if HAS_PREFILL_WORKSPACE:
-        assert prefill_workspace_request_ids is not None
-        assert prefill_workspace_starts is not None
-        assert prefill_workspace_request_ids.dtype == torch.int32
-        assert prefill_workspace_starts.dtype == torch.int32
-        assert prefill_workspace_request_ids.is_contiguous()
-        assert prefill_workspace_starts.is_contiguous()
+        assert prefill_workspace_request_ids is not None, (
+            "HAS_PREFILL_WORKSPACE needs prefill_workspace_request_ids"
+        )
+        assert prefill_workspace_starts is not None, "HAS_PREFILL_WORKSPACE needs prefill_workspace_starts"
+        assert prefill_workspace_request_ids.dtype == torch.int32, (
+            f"prefill_workspace_request_ids must be int32, not {prefill_workspace_request_ids.dtype}"
+        )
+        assert prefill_workspace_starts.dtype == torch.int32, (
+            f"prefill_workspace_starts must be int32, not {prefill_workspace_starts.dtype}"
+        )
+        assert prefill_workspace_request_ids.is_contiguous(), "prefill_workspace_request_ids must be contiguous"
+        assert prefill_workspace_starts.is_contiguous(), "prefill_workspace_starts must be contiguous"
 
     req_id = req_id.contiguous()
     block_table = block_table.contiguous()
@@ -225,14 +235,20 @@ def triton_filter_and_convert_dcp_index(
     compact_valid_to_front=True,
 ):
     """Keep the lanes this DCP rank owns, remap them, optionally compact (§6, DCP)."""
-    assert dcp_size >= 1
-    assert 0 <= dcp_rank < dcp_size
-    assert BLOCK_SIZE % cp_kv_cache_interleave_size == 0
-    assert req_id.dtype == torch.int32
-    assert block_table.dtype == torch.int32
-    assert token_indices.dtype == torch.int32
-    assert token_indices.shape[1] == NUM_TOPK_TOKENS
-    assert NUM_TOPK_TOKENS % BLOCK_N == 0
+    assert dcp_size >= 1, f"dcp_size must be at least 1, not {dcp_size}"
+    assert 0 <= dcp_rank < dcp_size, f"dcp_rank must satisfy 0 <= dcp_rank < dcp_size ({dcp_size}), not {dcp_rank}"
+    assert BLOCK_SIZE % cp_kv_cache_interleave_size == 0, (
+        f"cp_kv_cache_interleave_size ({cp_kv_cache_interleave_size}) must divide BLOCK_SIZE ({BLOCK_SIZE})"
+    )
+    assert req_id.dtype == torch.int32, f"req_id must be int32, not {req_id.dtype}"
+    assert block_table.dtype == torch.int32, f"block_table must be int32, not {block_table.dtype}"
+    assert token_indices.dtype == torch.int32, f"token_indices must be int32, not {token_indices.dtype}"
+    assert token_indices.shape[1] == NUM_TOPK_TOKENS, (
+        f"token_indices is {token_indices.shape[1]} wide, NUM_TOPK_TOKENS is {NUM_TOPK_TOKENS}: they must be equal"
+    )
+    assert NUM_TOPK_TOKENS % BLOCK_N == 0, (
+        f"NUM_TOPK_TOKENS ({NUM_TOPK_TOKENS}) must be divisible by BLOCK_N ({BLOCK_N})"
+    )
 
     if dcp_size == 1:
         return triton_convert_req_index_to_global_index(

@@ -27,6 +27,7 @@ This module needs torch only: no Triton, no device.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
@@ -117,6 +118,8 @@ class Mismatch:
         object.__setattr__(self, "check", Check(self.check))
 
     def line(self) -> str:
+        if self.row < 0 and self.col < 0 and not self.values:  # no lane to name (an exception, a rejection)
+            return f"[{self.check}] {self.impl}: {self.message}"
         where = f"row {self.row}" + (f", col {self.col}" if self.col >= 0 else "")
         vals = ", ".join(f"{k}={v}" for k, v in self.values.items())
         return (
@@ -613,6 +616,14 @@ def _memcheck_failures(o: Output, replay: str, failures: list) -> str:
     report: Any = o.memcheck
     if report is None:
         return f"memcheck {o.name}: not checked"
+    failures += memcheck_mismatches(report, replay)
+    return report.summary()
+
+
+def memcheck_mismatches(report: Any, replay: str) -> list[Mismatch]:
+    """One ``memcheck`` failure per kind, kernel and nearest tensor of a
+    ``memcheck.MemcheckReport``, naming its first lane and the replay command."""
+    failures = []
     for (kind, kernel, nearest), lanes in report.bad_by_group.items():
         first = next((f for f in report.findings if (f.kind, f.kernel, f.nearest) == (kind, kernel, nearest)), None)
         if first is None:  # beyond the detailed findings: say what is known
@@ -624,7 +635,7 @@ def _memcheck_failures(o: Output, replay: str, failures: list) -> str:
         rows = len(report.rows_by_group.get((kind, kernel, nearest), ()))
         failures.append(Mismatch(Check.MEMCHECK, report.label, row, col, {}, lanes, max(rows, 1),
                                  f"{message}; replay: {replay}"))
-    return report.summary()
+    return failures
 
 
 def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total: int) -> None:
@@ -638,3 +649,34 @@ def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total:
         f"prefix order differs between {a.name} and {b.name} in {rows} of {total} rows "
         f"(allowed: {a.name}: {a.contract.why or 'tiled'}; {b.name}: {b.contract.why or 'tiled'})"
     )
+
+
+def judge_rejection(case_id: str, call: str, a, b, *, replay: str = "", memchecked: bool = False,
+                    checked: Sequence[str] = ()) -> Verdict:
+    """The verdict of a call that breaks a SPEC §6 precondition (rejections.py): ``a``
+    and ``b`` are what each implementation did with it (``rejections.Attempt``).
+
+    Where ``a`` rejects the call, ``b`` must reject it with the same exception type or
+    a subclass (so code that catches ``a``'s exception catches ``b``'s): a ``b`` that
+    accepts it, or raises another type, fails the ``rejects`` check. With ``memchecked``,
+    every out-of-bounds group in an attempt's memcheck report is a failure too;
+    ``checked``: what memcheck checked, one line each. Where ``a`` accepts, nothing is
+    judged, and the verdict says so."""
+    failures: list[Mismatch] = []
+    again = f"; replay: {replay}" if replay else ""
+    info = [f"call: {call}", a.said(), b.said()]
+    if not a.rejected:
+        info.append(f"not judged: {a.name} accepts this call, so {b.name} need not reject it")
+    elif not b.rejected:
+        failures.append(Mismatch(Check.REJECTS, b.name, -1, -1, {}, 0, 0,
+                                 f"accepts a call {a.name} rejects: {call}; {a.said()}{again}"))
+    elif a.raised not in b.bases:
+        failures.append(Mismatch(Check.REJECTS, b.name, -1, -1, {}, 0, 0,
+                                 f"rejects with {b.raised}, {a.name} with {a.raised} (code that catches "
+                                 f"{a.raised} would not catch it): {call}; {b.said()}{again}"))
+    if memchecked:
+        for o in (a, b):
+            if o.memcheck is not None and o.memcheck.launches:
+                failures += memcheck_mismatches(o.memcheck, replay)
+    info += checked
+    return Verdict(case_id=case_id, status=Status.FAIL if failures else Status.PASS, failures=failures, info=info)

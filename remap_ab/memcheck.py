@@ -140,7 +140,7 @@ class MemcheckReport:
     bad_rows: set = field(default_factory=set)
     bad_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> lanes
     rows_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> set of rows
-    findings: list = field(default_factory=list)  # the first DETAILED_FINDINGS, in order
+    findings: list = field(default_factory=list)  # the first DETAILED_FINDINGS, in order, and each group's first
     source: str = "interpreter"  # or "compute-sanitizer" (sanitizer.py)
     detail: str = ""  # the sanitizer's own summary, e.g. "ERROR SUMMARY: 0 errors"
 
@@ -244,12 +244,18 @@ class Session:
             rep.rows_by_group.setdefault(key, set()).update(np.unique(bad_progs[hits, 0]).tolist())
 
         room = DETAILED_FINDINGS - len(rep.findings)
-        if room <= 0:
+        # Past the room, still the first lane of each group not yet detailed (a store
+        # past ``out`` after twenty loads past ``token_indices`` is named all the same).
+        have = {(f.kind, f.kernel, f.nearest) for f in rep.findings}
+        firsts = [int(np.argmax(nearest == j)) for j in np.unique(nearest).tolist()
+                  if (kind, kernel, self._regions[j].name) not in have]
+        chosen = sorted(set(range(min(max(room, 0), len(bad_addr)))) | set(firsts))
+        if not chosen:
             return
         width = addr.shape[-1] if addr.ndim else 1
         # A last axis of several lanes of one program is a block of columns (module doc).
         lanes_are_columns = width > 1 and bool((progs == progs[..., :1, :]).all())
-        for n in range(min(room, len(bad_addr))):
+        for n in chosen:
             program = tuple(int(v) for v in bad_progs[n])
             address, region = int(bad_addr[n]), self._regions[int(nearest[n])]
             if address >= region.end:

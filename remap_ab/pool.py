@@ -59,8 +59,7 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     from remap_ab import backend
     from remap_ab.batch import BatchTimes
-    from remap_ab.config import CaseConfig
-    from remap_ab.recording import judge_and_record
+    from remap_ab.recording import judge_and_record, task_case
 
     backend.select(job.device)
     if job.threads:
@@ -82,7 +81,7 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
         batch_id, items = task
         times = BatchTimes()
         try:
-            configs = [CaseConfig.from_dict(d) for d in items]
+            configs = [task_case(d) for d in items]
             rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck,
                                     call_checks=job.call_checks)
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)

@@ -48,17 +48,55 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
 
 def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False,
                      call_checks: str = "sample") -> list[dict]:
-    """Judge a batch of cases and record them: the rows for the results table."""
+    """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) and record
+    them: the rows for the results table."""
     from remap_ab.batch import run_batch
+    from remap_ab.rejections import RejectionCase
 
-    outcomes = run_batch(configs, a, b, device, times, memcheck=memcheck, call_checks=call_checks)
-    return record_outcomes(outcomes, folder)
+    calls = [c for c in configs if isinstance(c, RejectionCase)]
+    cases = [c for c in configs if not isinstance(c, RejectionCase)]
+    rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks),
+                           folder) if cases else []
+    return rows + [rejection_row(c, a, b, device, memcheck) for c in calls]
+
+
+def task_case(d: dict):
+    """A pool task's case from its dict: a CaseConfig, or a rejection call."""
+    from remap_ab.config import CaseConfig
+    from remap_ab.rejections import RejectionCase, is_task
+
+    return RejectionCase.from_dict(d) if is_task(d) else CaseConfig.from_dict(d)
+
+
+def rejection_row(case, a: str, b: str, device: str, memcheck: bool = False) -> dict:
+    """The row of one rejection call (rejections.py). No report folder: the row's
+    line holds the replay command; ``rejected_by`` says which sides raised."""
+    from remap_ab import registry
+    from remap_ab.rejections import judged
+
+    v, first, second = judged(case, registry.get(a), registry.get(b), device, memcheck)
+    return {
+        "case_id": case.case_id, "status": v.status, "check": str(v.first.check) if v.first else "",
+        "first_mismatch": v.first.line() if v.first else "", "mismatch_lanes": 0, "mismatch_rows": 0,
+        "order_differs": False, "order_differs_rows": 0, "a_ms": "", "b_ms": "", "inputs_sha256": "",
+        "report": "", "max_row_valid": "", "rejection": case.id,
+        "rejected_by": ",".join(n for n, o in (("a", first), ("b", second)) if o.rejected),
+    }
 
 
 def lost_case_row(config, a: str, b: str, message: str, folder, device: str, status: Status) -> dict:
     """The row (and report) of a case that produced no outcome: its worker died
     (``Status.CRASH``) or ran past --case-timeout (``Status.TIMEOUT``)."""
     status = Status(status)
+    from remap_ab.rejections import RejectionCase, replay_command
+
+    if isinstance(config, RejectionCase):  # a rejection call that B accepted and crashed on, say
+        return {
+            "case_id": config.case_id, "status": status, "check": Check(status.value),
+            "first_mismatch": f"[{status.value}] {message}; replay: {replay_command(config, a, b, device)}",
+            "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
+            "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": "", "max_row_valid": "", "rejection": config.id,
+        }
     try:
         report = _write_lost_report(config, a, b, message, folder, device, status).name
     except Exception:  # the row matters more than its report

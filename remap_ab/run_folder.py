@@ -35,6 +35,7 @@ RESULT_FIELDS = (
     "status", "check", "first_mismatch", "mismatch_lanes", "mismatch_rows", "order_differs",
     "order_differs_rows", "a_ms", "b_ms", "inputs_sha256", "worker", "gpu", "report",
     "max_row_valid",  # the oracle's largest per-row valid count (summary: "valid lanes")
+    "rejection", "rejected_by",  # a rejection call's id (rejections.toml) and which sides raised ("a,b", "a", ...)
 )
 TIMING_FIELDS = ("a_ms", "b_ms")
 
@@ -103,6 +104,10 @@ RUN_FIELDS = {
     "selection": (lambda v: isinstance(v, str), "a string"),
     "memcheck": (lambda v: isinstance(v, bool), "true or false"),
     "call_checks": (lambda v: v in ("sample", "all", "off", "not run (no GPU)"), 'one of "sample", "all", "off"'),
+    "rejections": (lambda v: _is_int(v) and v >= 0, "a count"),
+    "api": (lambda v: isinstance(v, list) and all(isinstance(d, dict) and isinstance(d.get("fails"), bool)
+                                                  and isinstance(d.get("line"), str) and isinstance(d.get("what"), str)
+                                                  for d in v), "a list of API differences (fails, what, line)"),
     "cap_note": (lambda v: isinstance(v, str), "a string"),
     "phase_seconds": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
     "wall_seconds": (_is_number, "a number"),

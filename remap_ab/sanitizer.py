@@ -73,7 +73,7 @@ def command(sanitizer: str, payload: Path) -> list[str]:
     """The child's command line (also printed for the user to rerun by hand)."""
     return [
         sanitizer, "--tool", "memcheck", "--target-processes", "application-only", "--print-limit", "1000",
-        sys.executable, "-m", "remap_ab.sanitizer", str(payload),
+        sys.executable, "-m", "remap_ab.sanitizer_child", str(payload),
     ]
 
 
@@ -364,51 +364,3 @@ def _add(report: MemcheckReport, f: Finding) -> None:
     report.rows_by_group.setdefault(key, set()).add(f.row)
     if len(report.findings) < DETAILED_FINDINGS:
         report.findings.append(f)
-
-
-# --------------------------------------------------------------------------- the child
-
-
-def _child(payload_path: str) -> int:
-    """Run every case of the payload once through its implementation on the GPU,
-    printing the address of every tensor so the parent can name allocations."""
-    started = time.monotonic()
-
-    def stage(what: str) -> None:
-        print(f"{STAGE_MARK} {time.monotonic() - started:.1f} s: {what}", flush=True)
-
-    stage("started")
-    from remap_ab import backend
-
-    backend.select("cuda")
-    import torch
-
-    from remap_ab import registry
-    from remap_ab.config import CaseConfig
-    from remap_ab.inputs import CaseInputs
-    from remap_ab.runner import run_implementation
-
-    payload = torch.load(payload_path, weights_only=False)
-    device = torch.device("cuda", payload["device_index"])
-    torch.zeros(1, device=device)
-    stage(f"torch imported, {device}: {READY}")
-    impl = registry.get(payload["impl"])
-    for k, (config_dict, tensors) in enumerate(payload["cases"]):
-        config = CaseConfig.from_dict(config_dict)
-        inputs = CaseInputs(**{name: t.to(device) for name, t in tensors.items()})
-        print(f"{CASE_MARK} {k} {config.case_id}", flush=True)
-        for name, t in inputs.tensors().items():
-            print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
-        out = run_implementation(impl, config, inputs)
-        stage(f"case {k} ran")
-        for name, result in (("out", out.out), ("valid_counts", out.counts)):
-            if result is not None:
-                print(f"{TENSOR_MARK} {name} {result.data_ptr():#x} {result.numel() * result.element_size()}", flush=True)
-        if out.error:
-            print(f"{CASE_MARK} {k} raised: {out.error}", flush=True)
-    print(f"{DONE_MARK} {len(payload['cases'])}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))

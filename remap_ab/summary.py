@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import api_compat
 from remap_ab import grid as gridmod
 from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
 from remap_ab.status import Status
@@ -44,6 +45,10 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
     statuses = [s.value for s in Status]
     counts = {s: int((df["status"] == s).sum()) for s in statuses}
     other = int((~df["status"].isin(statuses)).sum())
+    rejections = _rejections(df)
+    every_row = df
+    if "rejection" in df.columns:  # the grid's dimensions are the grid points' alone
+        df = df[df["rejection"] == ""]
     failed = df[df["status"] != Status.PASS.value]
     by_dim = {}
     axes = [(a.name, a.labels()) for a in g.axes]
@@ -59,6 +64,9 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
         by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
+    failed_calls = rejections.pop("failed")
+    failed = pd.concat([failed, failed_calls]) if len(failed_calls) else failed
+    df = every_row
     in_grid_order = failed.assign(_i=pd.to_numeric(failed.get("index", ""), errors="coerce")).sort_values("_i")
     first = [
         {"case_id": r["case_id"], "status": r["status"], "first_mismatch": r.get("first_mismatch", ""),
@@ -69,7 +77,9 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
     selected = int(meta["selected"])
     missing = max(0, selected - unique)
     complete = missing == 0
-    passed = complete and counts[Status.PASS.value] == len(df) and len(df) > 0 and dupes == 0
+    api = meta.get("api", [])
+    passed = (complete and counts[Status.PASS.value] == len(df) and len(df) > 0 and dupes == 0
+              and not api_compat.fails(api))
     return {
         "run": meta.get("run", folder.name),
         "folder": str(folder),
@@ -92,6 +102,9 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "cap_note": meta.get("cap_note", ""),
         "filters": meta.get("filters", []),
         "memcheck": bool(meta.get("memcheck", False)),
+        "rejections": rejections,
+        "api": api,
+        "api_compatible": not api_compat.fails(api),
         "failures_by_dimension": by_dim,
         "failures": first,
         "phase_seconds": meta.get("phase_seconds", {}),
@@ -106,6 +119,38 @@ def loaded_line(loaded: dict) -> str:
     from remap_ab.sources import Source
 
     return Source(**loaded).line()
+def _rejections(df) -> dict:
+    """The rejection calls' rows (rejections.toml) in numbers: how many ran, how many
+    A rejected (only those are judged), how many failed, and which A accepted."""
+    import pandas as pd
+
+    if "rejection" not in df.columns:
+        return {"calls": 0, "a_rejects": 0, "failed_calls": 0, "accepted_by_a": [], "failed": pd.DataFrame()}
+    rows = df[df["rejection"] != ""]
+    by = rows["rejected_by"].astype(str) if "rejected_by" in rows else pd.Series([""] * len(rows), index=rows.index)
+    a_rejects = by.str.split(",").map(lambda sides: "a" in sides)
+    failed = rows[rows["status"] != Status.PASS.value]
+    return {
+        "calls": int(len(rows)),
+        "a_rejects": int(a_rejects.sum()),
+        "failed_calls": int(len(failed)),
+        "accepted_by_a": sorted(rows.loc[~a_rejects & (rows["status"] == Status.PASS.value), "rejection"].tolist()),
+        "failed": failed,
+    }
+
+
+def rejections_line(s: dict) -> str:
+    r = s.get("rejections") or {}
+    if not r.get("calls"):
+        return ""
+    a, b = s.get("a"), s.get("b")
+    judged = r["a_rejects"]
+    text = (f"  rejections: {r['calls']} calls breaking a SPEC §6 precondition; {a} rejects {judged}, "
+            + (f"{b} rejects all {judged} with {a}'s exception type" if not r["failed_calls"]
+               else f"{b} fails {r['failed_calls']} (see the failing cases)"))
+    if r["accepted_by_a"]:
+        text += f"; {a} accepts {len(r['accepted_by_a'])} (not judged: {', '.join(r['accepted_by_a'])})"
+    return text
 
 
 def result_line(s: dict) -> str:
@@ -113,6 +158,9 @@ def result_line(s: dict) -> str:
         return (f"INCOMPLETE — {s['missing']} of {s['selected']} selected cases not run"
                 + (f" (a sweep is running it: {s['running']})" if s.get("running") else "")
                 + f"; resume with: {s['resume']}")
+    if not s.get("api_compatible", True):
+        return f"FAIL — {s['b']} does not accept every call {s['a']} accepts (api above)" + (
+            "" if s["counts"].get(Status.PASS.value) == s["cases"] else "; and not every case passed")
     return "PASS — every case passed" if s["passed"] else "FAIL — not every case passed"
 
 
@@ -120,7 +168,9 @@ def format_summary(s: dict, show: int = 10) -> str:
     c = s["counts"]
     lines = [
         f"run {s['run']}: {s['a']} vs {s['b']} (oracle checked) on {s['device']} — {s['folder']}",
-        f"  cases: {s['cases']} run of {s['selected']} selected ({s['grid_total']} in the grid)"
+        f"  cases: {s['cases']} run of {s['selected']} selected ({s['grid_total']} in the grid"
+        + (f"; {s['rejections']['calls']} of those run are rejection calls" if (s.get("rejections") or {}).get("calls") else "")
+        + ")"
         + (f"; filters: {' '.join(s['filters'])}" if s["filters"] else "")
         + (f"; {s['missing']} not run yet" if s["missing"] else "")
         + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
@@ -130,6 +180,10 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"  {role.upper()} loaded: {loaded_line(loaded)}")
     if s.get("cap_note"):
         lines.append(f"  capped: {s['cap_note']}")
+    if s.get("api") is not None:
+        lines += ["  " + line for line in api_compat.summary_lines(s["api"], s["a"], s["b"])]
+    if rejections_line(s):
+        lines.append(rejections_line(s))
     if s.get("memcheck"):
         lines.append("  memcheck: every case's loads and stores were checked")
     lines.append(

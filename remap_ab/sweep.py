@@ -2,6 +2,7 @@
 oracle, one row per case in the run folder. This file only orchestrates, one way:
 
   selection.py   which grid points run (filters, the CPU token cap)
+  rejections.py  the calls a wrapper must reject (rejections.toml), run beside the grid's points
   run_folder.py  run.json, the results table, the lock, the checks before resuming
   pool.py        worker processes: supervision, crashes, --case-timeout
   recording.py   what a judged case leaves behind (its row; a report if it did not pass)
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import gpus
+from remap_ab import api_compat, gpus, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
@@ -91,7 +92,9 @@ class Sweep:
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = backend.select(o.device)
-        self.points = select(self.grid, o.filters, o.max_tokens)
+        self.grid_points = select(self.grid, o.filters, o.max_tokens)
+        # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own.
+        self.points = self.grid_points + rejections.sweep_points(len(self.grid.points()), grid=self.grid)
         self.note = cap_note(self.grid, o.filters, o.max_tokens)
         self.columns = result_columns([a.name for a in self.grid.axes])
         self.selection = selection_fingerprint(self.points)
@@ -103,6 +106,7 @@ class Sweep:
         impls = registry.get(o.a), registry.get(o.b)
         o.a, o.b = impls[0].name, impls[1].name
         self.loaded = {role: impl.source.to_dict() if impl.source else None for role, impl in zip("ab", impls)}
+        self.api = [d.to_dict() for d in api_compat.check(o.a, o.b)]  # a run-level check (SPEC §1 signatures)
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
         if o.workers is None:
@@ -165,6 +169,8 @@ class Sweep:
             "grid_version": self.grid.version,
             "grid_total": len(self.grid.points()),
             "selected": len(self.points),
+            "rejections": len(self.points) - len(self.grid_points),
+            "api": self.api,
             "selection": self.selection,
             "memcheck": o.memcheck,
             "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",

@@ -216,7 +216,9 @@ def test_plan_runs_what_can_kill_and_says_why_the_rest_does_not():
     cpu = plan(racy, "cpu")
     assert cpu.run == ("race",) and "needs a GPU" in cpu.skipped["properties"]
     assert plan(racy, "cuda").run == ("race", "sweep", "properties")
-    assert plan(racy, "cpu", full=True).run == ("race", "memcheck", "sweep", "properties")
+    assert plan(racy, "cpu", full=True).run == ("race", "memcheck", "rejects", "sweep", "properties")
+    unchecked = plan(M.get("req_id_length_unchecked"), "cpu")
+    assert unchecked.run == ("rejects",) and "only a call SPEC §6 rejects" in unchecked.skipped["sweep"]
     assert plan(oob, "cpu").run == ("memcheck",) and "outputs unchanged" in plan(oob, "cpu").skipped["sweep"]
     assert plan(plain, "cpu").run == ("sweep", "properties")
     assert plan(plain, "cpu", props=False).skipped["properties"] == "skipped (--no-props)"
@@ -245,6 +247,26 @@ def test_verdicts_never_count_a_check_that_did_not_run():
     assert _result(plain, "cpu", sweep=S, properties=S).verdict == Outcome.SURVIVED
     assert _result(plain, "cpu", sweep=S, properties=Outcome.TIMEOUT).verdict == Outcome.BROKEN
     assert _result(M.get("floor_division"), "cpu", witness=True).verdict == Outcome.BROKEN
+    unchecked = M.get("req_id_length_unchecked")
+    assert _result(unchecked, "cpu", rejects=K, sweep=N).verdict == Outcome.KILLED
+    assert _result(unchecked, "cpu", witness=False, rejects=K).verdict == Outcome.NO_WITNESS
+    assert _result(unchecked, "cpu", rejects=S).verdict == Outcome.SURVIVED
+
+
+# --------------------------------------------------------------------------- the rejects check
+
+def test_the_rejects_check_kills_a_dropped_precondition_and_passes_the_real_kernel(mutant_root):
+    m = M.get("req_id_length_unchecked")
+    result = checks.run_rejects(m, DEVICE)
+    assert result.status == Outcome.KILLED and result.killer == "req-id-longer", result.detail
+    assert f"[rejects] {m.package}: accepts a call new rejects" in result.detail
+    # The check can survive: an unmutated kernel on the mutant's side rejects every call.
+    from types import SimpleNamespace
+
+    faithful = checks.run_rejects(SimpleNamespace(original="new", package="old"), DEVICE)
+    from remap_ab.rejections import load
+
+    assert faithful.status == Outcome.SURVIVED and faithful.examples_total == len(load())
 
 
 # --------------------------------------------------------------------------- the property suite

@@ -49,3 +49,61 @@ def test_import_changes_nothing_in_the_environment():
             "assert 'triton' not in __import__('sys').modules")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def _import_graph() -> dict:
+    """remap_ab's modules -> the remap_ab modules each imports anywhere in its source
+    (function-local imports too: a lazy import is still a dependency)."""
+    import ast
+
+    pkg_root = ROOT / "remap_ab"
+    modules = {}
+    for path in pkg_root.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                for a in node.names:
+                    full = f"{base}.{a.name}"
+                    deps.add(full if full in modules else base)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def test_no_import_cycles_between_modules():
+    # runner.py and sanitizer.py used to import each other (the sanitizer's child ran
+    # cases through the runner); the child is its own module now.
+    graph = _import_graph()
+    assert "remap_ab.runner" not in graph["remap_ab.sanitizer"]
+    state: dict = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for dep in sorted(graph[node]):
+            if state.get(dep) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(dep):] + [dep]))
+            if dep not in state:
+                visit(dep, path + [dep])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_bench_sits_below_the_command_line():
+    # The bench runs its sweep through the sweep's API, never through cli.main.
+    graph = _import_graph()
+    upward = {(m, d) for m, deps in graph.items() if m.startswith("remap_ab.bench.") for d in deps
+              if d == "remap_ab.cli" or d.startswith("remap_ab.commands")}
+    assert not upward, f"the bench imports the command line: {sorted(upward)}"

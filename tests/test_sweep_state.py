@@ -20,6 +20,9 @@ import pytest
 
 from remap_ab import backend
 from remap_ab.cli import main as cli_main
+from remap_ab.rejections import load as rejection_calls
+
+CALLS = len(rejection_calls())  # every sweep also makes SPEC §6's violating calls: rows of their own
 
 TWO = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off", "--filter", "invalid=0",
        "--filter", "path=convert,convert-counts"]
@@ -75,13 +78,13 @@ def test_report_of_an_incomplete_run_is_never_pass(done_run, tmp_path, capsys):
     run = _copy(done_run, tmp_path)
     table = run / "results.csv"
     lines = table.read_text().splitlines(keepends=True)
-    assert len(lines) == 3
-    # One case, then the other half-written (no newline): that one is not a case.
-    table.write_text(lines[0] + lines[1] + lines[2][:30])
+    assert len(lines) == 1 + 2 + CALLS
+    # Every row but the last, and that one half-written (no newline): it is not a case.
+    table.write_text("".join(lines[:-1]) + lines[-1][:30])
     assert cli_main(["report", str(run)]) == 1
     out = capsys.readouterr().out
     result = [line for line in out.splitlines() if "result:" in line][0]
-    assert "PASS" not in result and "INCOMPLETE — 1 of 2 selected cases not run" in result
+    assert "PASS" not in result and f"INCOMPLETE — 1 of {2 + CALLS} selected cases not run" in result
     assert "half-written last row was ignored" in out
     command = result.split("resume with: ")[1]
     assert command == f"remap-ab sweep --resume --run copy --root {shlex.quote(str(tmp_path))}"
@@ -90,14 +93,14 @@ def test_report_of_an_incomplete_run_is_never_pass(done_run, tmp_path, capsys):
     capsys.readouterr()
     assert cli_main(["report", str(run), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
-    assert s["complete"] and s["missing"] == 0 and s["cases"] == 2 and s["passed"]
+    assert s["complete"] and s["missing"] == 0 and s["cases"] == 2 + CALLS and s["passed"]
 
 
 def test_report_of_a_run_with_no_finished_case(done_run, tmp_path, capsys):
     run = _copy(done_run, tmp_path)
     (run / "results.csv").write_text((run / "results.csv").read_text().splitlines(keepends=True)[0])
     assert cli_main(["report", str(run)]) == 1
-    assert "INCOMPLETE — 2 of 2 selected cases not run" in capsys.readouterr().out
+    assert f"INCOMPLETE — {2 + CALLS} of {2 + CALLS} selected cases not run" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ resume refusals
@@ -163,7 +166,7 @@ def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run
     # The holder died without a goodbye: its lock file stays, naming a dead pid; no block.
     assert f"pid {holder.pid}" in (run / "run.lock").read_text()
     assert cli_main(resume) == 0
-    assert len(pd.read_csv(table)) == 2
+    assert len(pd.read_csv(table)) == 2 + CALLS
 
 
 def test_the_lock_is_per_open_not_per_process(tmp_path):
@@ -342,10 +345,11 @@ def test_progress_line_shows_the_recent_eta():
 def test_list_says_what_it_lists(capsys):
     assert cli_main(["sweep", "--list", "--device", "cpu"]) == 0  # the CPU runs the whole grid too
     out, err = capsys.readouterr()
-    assert len(out.splitlines()) == 1728 and "every one the filters select (1728" in err and "runs on cpu" in err
+    assert len(out.splitlines()) == 1728 + CALLS and "every one the filters select (1728" in err and "runs on cpu" in err
+    assert f"and {CALLS} rejection calls (rejections.toml)" in err
     assert cli_main(["sweep", "--list", "--device", "cpu", "--max-tokens", "3"]) == 0
     out, err = capsys.readouterr()
-    assert len(out.splitlines()) == 576
+    assert len(out.splitlines()) == 576 + CALLS
     assert "what `sweep` runs on cpu" in err and "--max-tokens: tokens <= 3" in err and "--max-tokens 1024" in err
 
 
@@ -380,6 +384,7 @@ def test_failures_by_dimension_list_every_value_and_the_valid_lanes(tmp_path):
 
 def test_results_table_records_each_cases_valid_lanes(done_run):
     df = pd.read_csv(done_run / "results.csv")
+    df = df[df.rejection.isna()].astype({"max_row_valid": int})  # a rejection call's row has none
     assert df.max_row_valid.dtype.kind == "i" and (df.max_row_valid > 0).all()  # invalid=0: every lane valid
 
 

@@ -138,20 +138,26 @@ def _read_session(run_dir: Path) -> dict:
 
 
 def sweep_in_process(root: Path, name: str, filters: Sequence[str] = ()) -> dict:
-    """``remap-ab sweep -j 0`` in this process; its printout is kept, not shown."""
-    from remap_ab import cli
+    """``remap-ab sweep -j 0`` in this process, through the sweep's own API (not the
+    command line: the bench sits below it); its printout is kept, not shown."""
+    from remap_ab.errors import RemapABError
+    from remap_ab.summary import format_summary
+    from remap_ab.sweep import Sweep, SweepOptions
 
-    args = ["sweep", "-j", "0", "--root", str(root), "--run", name, "--no-progress"]
-    for f in filters:
-        args += ["--filter", f]
-    buffer = io.StringIO()
+    opts = SweepOptions(filters=list(filters), workers=0, root=str(root), run=name, progress=False)
     start = time.perf_counter()
-    rc: int | str | None
+    rc: int
+    buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         try:
-            rc = cli.main(args)
-        except SystemExit as exc:  # argparse refusing an option: a result to report, not the end of the bench
-            rc = exc.code
+            sweep = Sweep(opts)
+            sweep.prepare()
+            summary = sweep.run()
+            print(format_summary(summary))
+            rc = 0 if summary["passed"] else 1
+        except RemapABError as exc:  # a refused filter, say: a result to report, not the end of the bench
+            print(f"remap-ab sweep: error: {exc}")
+            rc = exc.exit_code
     wall = time.perf_counter() - start
     return {"how": "in-process (-j 0)", "rc": rc, "wall_s": wall, **_read_session(root / name),
             "printout_tail": buffer.getvalue()[-600:]}

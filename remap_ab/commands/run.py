@@ -2,7 +2,8 @@
 
 The case is given by its configuration options; with --inputs, by a saved tensor file
 (a dict of int32 tensors named req_id, block_table, token_indices and optionally
-prefill_request_ids, prefill_starts). Exit status: 0 pass, 1 fail or error, 2 bad input.
+prefill_request_ids, prefill_starts). Exit status: 0 pass, 1 fail or error (or B's SPEC §1 signatures do not accept
+every call A's do: the header's api line), 2 bad input.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def add_arguments(p):
              "or tiles_rotated, with an optional integer seed (default: the interpreter's own row-major order)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument("--rejection", metavar="ID", action="append", default=None,
+                   help="instead of a case, make a call that breaks a SPEC §6 precondition (an id of "
+                        "remap_ab/rejections.toml, or 'all'): B must reject it where A does; repeatable")
     add_memcheck(p)
     add_call_checks(p)
     add_bisect(p)
@@ -32,9 +36,11 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import backend, registry
+    from remap_ab import api_compat, backend, registry
     from remap_ab.runner import run_case
 
+    if args.rejection:
+        return _rejections(args)
     config = config_from_args(args)
     device = backend.select(args.device)
     inputs = _load_inputs(args.inputs) if args.inputs else None
@@ -44,10 +50,12 @@ def main(args) -> int:
     v = result.verdict
     ran = _schedule_name(args.schedule, device)
     loaded = {role: registry.get(name).source for role, name in (("a", args.a), ("b", args.b))}
+    api = api_compat.check(args.a, args.b)
     if args.json:
         json.dump(
             {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran,
-             "implementations": {k: src.to_dict() if src else None for k, src in loaded.items()}, "verdict": v.to_dict()},
+             "implementations": {k: src.to_dict() if src else None for k, src in loaded.items()}, "verdict": v.to_dict(),
+             "api": [d.to_dict() for d in api], "api_compatible": not api_compat.fails(api)},
             sys.stdout, indent=2,
         )
         print()
@@ -58,6 +66,7 @@ def main(args) -> int:
             if src is not None:
                 print(f"  {role.upper()} loaded: {src.line()}")
         print(f"  schedule: {ran}")
+        print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
         shas = result.inputs.sha256()
         print("  inputs sha256: " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
         for impl in (result.a, result.b):
@@ -66,7 +75,28 @@ def main(args) -> int:
         print(v.describe())
     if any(m.impl == "oracle" and m.message.startswith("internal:") for m in v.failures):
         return 3  # the oracle disagreeing with itself is a remap-ab bug, not the implementations'
-    return 0 if v.passed else 1
+    return 0 if v.passed and not api_compat.fails(api) else 1
+
+
+def _rejections(args) -> int:
+    """``--rejection``: each named call through A and B, its verdict printed."""
+    from remap_ab import api_compat, backend, rejections
+
+    device = backend.select(args.device)
+    names = [n for spec in args.rejection for n in spec.split(",") if n]
+    cases = list(rejections.load()) if "all" in names else [rejections.by_id(n) for n in names]
+    api = api_compat.check(args.a, args.b)
+    verdicts = [rejections.run_rejection(c, args.a, args.b, device=device, memcheck=args.memcheck) for c in cases]
+    if args.json:
+        json.dump({"rejections": [{"call": c.to_dict(), "verdict": v.to_dict()} for c, v in zip(cases, verdicts)],
+                   "api": [d.to_dict() for d in api], "api_compatible": not api_compat.fails(api)}, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"{len(cases)} rejection call(s)  ({args.a} vs {args.b}, on {device})")
+        print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
+        for c, v in zip(cases, verdicts):
+            print(f"rejection {c.id}: " + v.describe())
+    return 0 if all(v.passed for v in verdicts) and not api_compat.fails(api) else 1
 
 
 def _load_inputs(path: str):

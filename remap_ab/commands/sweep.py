@@ -60,24 +60,20 @@ def _list(args) -> int:
     g = gridmod.load(args.grid)
     device = backend.default_device() if args.device == "auto" else args.device
     pts = select(g, args.filter, args.max_tokens)
-    sys.stdout.write("".join(p.line() + "\n" for p in pts))
-    _rejections_note(g)
+    from remap_ab.rejections import sweep_points
+
+    calls = sweep_points(len(g.points()), grid=g)
+    sys.stdout.write("".join(p.line() + "\n" for p in [*pts, *calls]))
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     if note:
-        print(f"listed {len(pts)} configurations, what `sweep` runs on {device}; {note}", file=sys.stderr)
+        print(f"listed {len(pts)} configurations and {len(calls)} rejection calls, what `sweep` runs on {device}; {note}",
+              file=sys.stderr)
     else:
         print(f"listed {len(pts)} configurations: every one the filters select ({everything}; the grid has "
-              f"{len(g.points())}), what `sweep` runs on {device}", file=sys.stderr)
+              f"{len(g.points())}), and {len(calls)} rejection calls (rejections.toml): what `sweep` runs on {device}",
+              file=sys.stderr)
     return 0
-
-
-def _rejections_note(g) -> None:
-    """Say plainly that the grid's expected rejections were not run (sweep cannot yet)."""
-    n = len(g.rejections())
-    if n:
-        print(f"note: grid {g.source} also declares {n} expected rejections (a call with K % BLOCK_N != 0 that A and "
-              f"B must both refuse); this sweep does not run them", file=sys.stderr)
 
 
 def main(args) -> int:
@@ -114,5 +110,4 @@ def main(args) -> int:
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
-    _rejections_note(sweep.grid)
     return 0 if summary["passed"] else 1

@@ -20,7 +20,7 @@ from remap_ab.errors import ConfigError, MutantError
 
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
-OBSERVABLE = ("output", "memcheck", "call")
+OBSERVABLE = ("output", "memcheck", "call", "rejection")
 _REQUIRED = ("id", "target", "area", "description", "witness", "edit")
 _OPTIONAL = ("equivalent", "needs_gpu", "observable")
 
@@ -39,9 +39,11 @@ class Mutant:
                  the real kernel's (checked by ``witness.find_witness``).
     equivalent   None, or why the mutant cannot change any output (never counted).
     needs_gpu    None, or why a sequential (interpreter) run cannot show the bug.
-    observable   "output", or "memcheck": no output changes, only a memory check sees it;
-                 or "call": no output changes, only the call checks (inputs written,
-                 aliasing; on CUDA sync, stream, graph) see it.
+    observable   "output"; "memcheck": no output changes, only a memory check sees it;
+                 "call": no output changes, only the call checks (inputs written,
+                 aliasing; on CUDA sync, stream, graph) see it; "rejection": no valid
+                 case changes, only a call that breaks a SPEC §6 precondition shows it
+                 (the witness is ``{"rejection": id}``, an id of rejections.toml).
     """
 
     id: str
@@ -67,7 +69,16 @@ class Mutant:
     def original(self) -> str:
         return self.target
 
+    @property
+    def witness_rejection(self) -> Optional[str]:
+        """The rejection call that is this mutant's witness (observable "rejection")."""
+        return self.witness.get("rejection") if self.observable == "rejection" else None
+
     def witness_config(self) -> CaseConfig:
+        if self.witness_rejection is not None:
+            from remap_ab.rejections import by_id
+
+            return by_id(self.witness_rejection).base
         return CaseConfig(**self.witness)
 
 
@@ -121,11 +132,27 @@ def _mutant(entry: Any, n: int, bases: dict) -> Mutant:
         if not e["old"]:
             raise MutantError(f"{where}: edit {i} has an empty old text")
         pairs.append((e["old"], e["new"]))
-    witness = _witness(entry["witness"], bases, where)
+    if observable == "rejection":
+        witness = _rejection_witness(entry["witness"], where)
+    else:
+        witness = _witness(entry["witness"], bases, where)
     return Mutant(
         mid, entry["target"], entry["area"], entry["description"], tuple(pairs), witness,
         equivalent=entry.get("equivalent"), needs_gpu=entry.get("needs_gpu"), observable=observable,
     )
+
+
+def _rejection_witness(spec: Any, where: str) -> dict:
+    from remap_ab.rejections import by_id
+
+    if not isinstance(spec, dict) or set(spec) != {"rejection"} or not isinstance(spec["rejection"], str):
+        raise MutantError(f"{where}: observable = \"rejection\" needs witness = {{ rejection = \"ID\" }} (an id of "
+                          "remap_ab/rejections.toml)")
+    try:
+        by_id(spec["rejection"])
+    except ConfigError as exc:
+        raise MutantError(f"{where}: witness: {exc}") from None
+    return dict(spec)
 
 
 def _witness(spec: Any, bases: dict, where: str) -> dict:

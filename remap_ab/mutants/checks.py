@@ -1,5 +1,5 @@
 """The kill checks that run in the worker process itself: the sweep subset, the race
-check and the memory check. (The property suite runs through pytest:
+check, the memory check and the rejection calls. (The property suite runs through pytest:
 ``properties.py``.)
 
 Each returns a ``CheckResult`` whose status is an ``Outcome``: killed, survived, not
@@ -19,7 +19,7 @@ from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.status import Check, Outcome
 
-CHECKS = ("sweep", "properties", "race", "memcheck", "call")
+CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects")
 
 # The failures of the call checks (call.py): what the production contract adds to the values.
 CALL_CHECKS = (Check.INPUTS_WRITTEN, Check.ALIASED, Check.SYNC, Check.STREAM, Check.GRAPH)
@@ -187,4 +187,33 @@ def run_memcheck(m: Mutant, device: str) -> CheckResult:
     elif mine:
         res.status, res.killer, res.detail = Outcome.KILLED, config.case_id, mine[0].line()
         res.killers, res.examples = [config.case_id], 1
+    return res
+
+
+def run_rejects(m: Mutant, device: str, full: bool = False) -> CheckResult:
+    """The sweep's rejection calls (rejections.toml) with the real kernel as A and the
+    mutant as B, whichever kernel it was made from (A's rejections are the ones
+    judged): a ``rejects`` failure of the mutant is a kill. Stops at the first unless
+    ``full``."""
+    from remap_ab import registry
+    from remap_ab.rejections import judged, load
+
+    start = time.perf_counter()
+    res = CheckResult("rejects", Outcome.SURVIVED)
+    real, mutant = registry.get(m.original), registry.get(m.package)
+    calls = load()
+    for i, case in enumerate(calls, 1):
+        verdict = judged(case, real, mutant, device)[0]
+        mine = [f for f in verdict.failures if f.impl == m.package]
+        if not mine:
+            continue
+        res.killers.append(case.id)
+        if res.status != Outcome.KILLED:
+            res.status, res.killer, res.detail = Outcome.KILLED, case.id, mine[0].line()
+            res.examples = res.examples_total = i
+        if not full:
+            break
+    res.seconds = time.perf_counter() - start
+    if res.status != Outcome.KILLED:
+        res.examples_total = len(calls)
     return res

@@ -10,6 +10,8 @@ What runs, by default (``--full`` runs every check on every mutant):
   are "not run" and say why);
 - a mutant with ``observable = "memcheck"``: the memory check of its witness case
   (it changes no output, so the output checks are "not run");
+- a mutant with ``observable = "rejection"``: the rejection calls (rejections.toml),
+  real kernel as A, mutant as B (it changes no valid case's output);
 - ``memcheck=True``: the memory check on every mutant too.
 A check that was not run is ``not run`` with its reason: never a kill, never a survival.
 """
@@ -50,7 +52,8 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
          race: bool = False, memcheck: bool = False) -> Plan:
     if m.equivalent:
         return Plan((), {c: "declared equivalent: nothing to kill" for c in CHECKS})
-    wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full, "call": full}
+    wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full,
+              "call": full or m.observable == "call", "rejects": full or m.observable == "rejection"}
     skipped: dict = {}
     if m.needs_gpu:
         wanted["race"] = True
@@ -66,18 +69,22 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
                 if wanted[c]:
                     skipped[c] = "outputs unchanged by design: only a memory check sees this bug"
                     wanted[c] = False
-    if m.observable == "call":
-        wanted["call"] = True
-        if not full:
-            for c in ("sweep", "properties", "race"):
-                if wanted[c]:
-                    skipped[c] = "outputs unchanged by design: only the call checks see this bug"
-                    wanted[c] = False
+    if m.observable == "call" and not full:
+        for c in ("sweep", "properties", "race"):
+            if wanted[c]:
+                skipped[c] = "outputs unchanged by design: only the call checks see this bug"
+                wanted[c] = False
+    if m.observable == "rejection" and not full:
+        for c in ("sweep", "properties", "race"):
+            if wanted[c]:
+                skipped[c] = "valid cases unchanged by design: only a call SPEC §6 rejects shows this bug"
+                wanted[c] = False
     for c, on in wanted.items():
         if not on and c not in skipped:
             flag = {"sweep": "--no-sweep", "properties": "--no-props"}.get(c)
-            skipped[c] = f"skipped ({flag})" if flag else f"not requested (--{c} or --full runs it)"
-    order = ("race", "call", "memcheck", "sweep", "properties")
+            skipped[c] = f"skipped ({flag})" if flag else (
+                f"not requested (--{c} or --full runs it)" if c not in ("rejects", "call") else "not requested (--full runs it)")
+    order = ("race", "call", "memcheck", "rejects", "sweep", "properties")
     return Plan(tuple(c for c in order if wanted[c]), skipped)
 
 
@@ -119,7 +126,7 @@ class MutantResult:
         killed = bool(self.killed_by)
         if not killed and (Outcome.BROKEN in statuses or Outcome.TIMEOUT in statuses):
             return Outcome.BROKEN  # a kill stands even if a later check ran out of time
-        if self.observable == "output" and self.witness is None:
+        if self.observable in ("output", "rejection") and self.witness is None:
             # A race may not show on the one witness run; the race check's kill, with
             # the real kernel passing the same runs, shows the mutant is observable.
             if killed and self.needs_gpu and self.status_of("race") == Outcome.KILLED:
@@ -193,7 +200,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
             c = CheckResult("properties", Outcome.TIMEOUT, detail=f"no verdict within the {timeout:.0f} s budget")
         else:
             c = summarize_probe(probe, rc, output)  # a crash inside the suite: a kill
-        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "call", "memcheck", "sweep"))
+        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "call", "memcheck", "rejects", "sweep"))
         c.seconds = elapsed - data.get("witness_seconds", 0.0) - done
         res.checks["properties"] = asdict(c)
     else:

@@ -34,8 +34,12 @@ class Witness:
     lanes: int = 0
     source: str = "declared"  # the "declared" witness, a "race" case, or the "sweep" subset
     run: str = ""  # which repeated run showed it (racy mutants on a GPU), else ""
+    rejection: str = ""  # kind "rejects": the rejection call (rejections.toml id) the mutant handles otherwise
 
     def line(self) -> str:
+        if self.kind == "rejects":
+            return (f"rejection call {self.rejection} (remap-ab run --rejection {self.rejection}): original "
+                    f"{self.original}, mutant {self.mutant}")
         cfg = CaseConfig(**self.config)
         where = f"row {self.row}" + (f", col {self.col}" if self.col >= 0 else "")
         if self.kind == "error":
@@ -136,12 +140,32 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
     return None
 
 
+def rejection_witness(m: Mutant, device: str) -> Optional[Witness]:
+    """A mutant of observable "rejection": its declared call, which the real kernel
+    rejects and the mutant must accept (or reject with another exception type)."""
+    from remap_ab.rejections import by_id, judged
+
+    name = m.witness_rejection
+    assert name is not None  # observable "rejection" has a rejection witness (catalogue.py)
+    case = by_id(name)
+    _, orig, mut = judged(case, registry.get(m.original), registry.get(m.package), device)
+    if not orig.rejected:
+        raise MutantError(f"the real {m.original} kernel accepts witness call {name}; pick a call it rejects")
+    if mut.rejected and orig.raised in mut.bases:
+        return None
+    return Witness(case.case_id, case.base.to_dict(), "rejects", original=orig.said().replace(orig.name + " ", "", 1),
+                   mutant=mut.said().replace(mut.name + " ", "", 1), rejection=name)
+
+
 def find_witness(m: Mutant, device: Optional[str] = None, declared_only: bool = False) -> tuple[Optional[Witness], int]:
     """The declared witness case first, then (unless ``declared_only``) the sweep
-    subset: (witness or None, cases tried)."""
+    subset: (witness or None, cases tried). A mutant of observable "rejection": its
+    declared rejection call only."""
     from remap_ab import backend
 
     device = device or backend.current()
+    if m.observable == "rejection":
+        return rejection_witness(m, device), 1
     corpus = [(m.witness_config(), "declared")]
     if not declared_only:
         if m.needs_gpu and device == "cuda":

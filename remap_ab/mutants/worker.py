@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("root", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)
-    p.add_argument("--checks", default="", help="comma-separated: race, call, memcheck, sweep, properties")
+    p.add_argument("--checks", default="", help="comma-separated: race, call, memcheck, rejects, sweep, properties")
     p.add_argument("--full", action="store_true")
     return p
 
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
         return stop_after_kill and any(
             isinstance(v, dict) and v.get("status") == checks.Outcome.KILLED.value for v in result.values())
 
-    for name in ("race", "call", "memcheck", "sweep"):
+    for name in ("race", "call", "memcheck", "rejects", "sweep"):
         if name not in planned:
             continue
         if killed_already():
@@ -77,6 +77,8 @@ def main(argv: list[str]) -> int:
             c = checks.run_memcheck(m, args.device)
         elif name == "call":
             c = checks.run_call(m, args.device)
+        elif name == "rejects":
+            c = checks.run_rejects(m, args.device, full=args.full)
         else:
             c = checks.run_sweep(m, args.device, full=args.full)
         result[name] = asdict(c)
