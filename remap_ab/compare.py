@@ -599,6 +599,16 @@ def compare(
     return verdict
 
 
+def lost_verdict(case_id: str, status: Status, impls: str, message: str) -> Verdict:
+    """The verdict of a case that produced no outputs: the process running it died
+    (``CRASH``) or it ran past its time limit (``TIMEOUT``)."""
+    status = Status(status)
+    if status not in (Status.CRASH, Status.TIMEOUT):
+        raise ValueError(f"a lost case's status is crash or timeout, not {status}")
+    check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
+    return Verdict(case_id, status, [Mismatch(check, impls, -1, -1, {}, 0, 0, message)])
+
+
 def _call_findings(o: Output, inputs_unchanged: bool) -> list:
     """Everything ``o``'s call did wrong beyond its values: input writes (looked for
     unless the device already showed none), aliasing and the production findings."""

@@ -314,15 +314,11 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
 def build_crash_report(config, a, b, message: str, folder: Path, device: str, status: Status, inputs) -> CaseReport:
     """The model of a case that produced no outputs: its worker died (``CRASH``) or it
     ran past its time limit (``TIMEOUT``)."""
-    from remap_ab.compare import Mismatch, Verdict
+    from remap_ab.compare import lost_verdict
 
     status = Status(status)
-    if status not in (Status.CRASH, Status.TIMEOUT):
-        raise ValueError(f"a crash report's status is crash or timeout, not {status}")
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
-    check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
-    verdict = Verdict(config.case_id, status,
-                      [Mismatch(check, f"{a_info.name}/{b_info.name}", -1, -1, {}, 0, 0, message)])
+    verdict = lost_verdict(config.case_id, status, f"{a_info.name}/{b_info.name}", message)
     return CaseReport(
         status=status, verdict=verdict, device=str(device), message=message,
         **_header(config, a_info, b_info, folder, inputs),
