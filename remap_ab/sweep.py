@@ -213,7 +213,7 @@ class Sweep:
                 self.table.close()
                 self.progress.close()
             self._save_timings()
-            summary = summarise(self.folder, self.grid)
+            summary = summarise(self.folder, self.grid, lock_held_here=True)
             import json
 
             (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -235,6 +235,8 @@ class Sweep:
             "cases": len(self.todo), "wall_seconds": wall, "phase_seconds": self.phases,
             "workers": self.opts.workers, "batch": self.opts.batch, "gpus": self.gpu_list,
             "startup_seconds": self.startup, "case_timeout": self.opts.case_timeout,
+            # CPU --memcheck runs each case whole (batch.py): one time, no phases.
+            "phases_split": not (self.opts.memcheck and self.device != "cuda"),
         }
         write_run_json(self.folder, meta)
 

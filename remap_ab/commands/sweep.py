@@ -20,7 +20,8 @@ def add_arguments(p):
     p.add_argument("--list", action="store_true",
                    help="print the configurations this sweep would run on this device (token cap applied; "
                         "a note on stderr says what was left out), one per line with its case ID")
-    options.add_implementations(p, default_a=None, default_b=None)
+    options.add_implementations(p, default_a=None, default_b=None,
+                                default_text=("old; with --resume, the run's own", "new; with --resume, the run's own"))
     options.add_device(p)
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME=V[,V...]",
@@ -83,8 +84,10 @@ def main(args) -> int:
 
     if args.list:
         return _list(args)
-    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck):
-        raise UsageError("--resume continues a run with its own settings; drop --a/--b/--filter/--max-tokens/--grid/--memcheck")
+    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck
+                        or args.device != "auto"):
+        raise UsageError("--resume continues a run with its own settings; "
+                         "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck")
     opts = SweepOptions(
         a=args.a or "old",
         b=args.b or "new",
