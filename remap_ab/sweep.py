@@ -15,6 +15,7 @@ verdicts and no --case-timeout; the fastest start-up).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
@@ -28,7 +29,8 @@ from remap_ab import api_compat, gpus, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
-from remap_ab.progress import Progress
+from remap_ab.interrupts import Interrupted, Interrupts
+from remap_ab.progress import Progress, case_cost
 from remap_ab.run_folder import (
     RUN_FORMAT,
     ResultsWriter,
@@ -187,9 +189,10 @@ class Sweep:
         for r in rows:
             p = self.by_id[r["case_id"]]
             full.append({"index": p.index, "case_id": p.case_id, **dict(p.labels), **r, "worker": worker, "gpu": gpu})
-        self.table.write(full)
-        self.last_result_at = time.perf_counter()
-        self.progress.update([r["status"] for r in rows])
+        with self.interrupts.held():  # a signal never cuts a row in half
+            self.table.write(full)
+            self.last_result_at = time.perf_counter()
+            self.progress.update([r["status"] for r in rows], [case_cost(self.by_id[r["case_id"]].config) for r in rows])
 
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
         from remap_ab.recording import lost_case_row
@@ -199,25 +202,38 @@ class Sweep:
 
     # -- running
     def run(self) -> dict:
-        try:
-            self.table = ResultsWriter(self.folder, self.columns)
-            self.progress = Progress(len(self.todo), self.opts.progress)
-            self.wall0 = time.perf_counter()
-            try:
-                if self.todo:
-                    if self.workers == 0:
-                        self._run_inline()
-                    else:
-                        self._run_workers()
-            finally:
-                self.table.close()
-                self.progress.close()
-            self._save_timings()
-            summary = summarise(self.folder, self.grid, lock_held_here=True)
-            import json
+        """Run what is left and return the summary. SIGINT or SIGTERM (in the main
+        thread) stops the run: the cases in flight are dropped, the workers stopped,
+        and the summary of what ran comes back with ``interrupted`` set to the signal's
+        name (``interrupted_status``: 130 or 143); a ``--resume`` runs the rest."""
+        import json
+        import threading
 
-            (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-            return summary
+        guard = Interrupts() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
+        try:
+            with guard:
+                self.interrupts = guard if isinstance(guard, Interrupts) else Interrupts()
+                self.table = ResultsWriter(self.folder, self.columns)
+                self.progress = Progress(len(self.todo), self.opts.progress, costs=[case_cost(p.config) for p in self.todo])
+                self.wall0 = time.perf_counter()
+                stopped: Optional[Interrupted] = None
+                try:
+                    if self.todo:
+                        if self.workers == 0:
+                            self._run_inline()
+                        else:
+                            self._run_workers()
+                except Interrupted as exc:
+                    stopped = exc
+                finally:
+                    self.table.close()
+                    self.progress.close()
+                self._save_timings()
+                summary = summarise(self.folder, self.grid, lock_held_here=True)
+                summary["interrupted"] = stopped.name if stopped else ""
+                summary["interrupted_status"] = stopped.exit_status if stopped else 0
+                (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+                return summary
         finally:
             if self.lock is not None:
                 self.lock.release()

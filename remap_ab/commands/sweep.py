@@ -64,7 +64,10 @@ def _list(args) -> int:
     from remap_ab.rejections import sweep_points
 
     calls = sweep_points(len(g.points()), grid=g)
-    sys.stdout.write("".join(p.line() + "\n" for p in [*pts, *calls]))
+    # Line by line: one write of the whole list can land in the pipe complete before a
+    # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
+    for p in [*pts, *calls]:
+        sys.stdout.write(p.line() + "\n")
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     if note:
