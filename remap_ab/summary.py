@@ -177,6 +177,9 @@ def format_summary(s: dict, show: int = 10) -> str:
         + (f"; {s['missing']} not run yet" if s["missing"] else "")
         + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
     ]
+    if s.get("interrupted"):
+        lines.append(f"  stopped: interrupted by {s['interrupted']}; the cases in flight were dropped "
+                     "(a resume runs them)")
     for role, loaded in (s.get("implementations") or {}).items():
         if loaded:
             lines.append(f"  {role.upper()} loaded: {loaded_line(loaded)}")
@@ -205,7 +208,9 @@ def format_summary(s: dict, show: int = 10) -> str:
         sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {}),
                 "phases_split": not (s.get("memcheck") and s.get("device") != "cuda")}
     ph = sess.get("phase_seconds") or {}
-    if ph:
+    if not sess.get("cases") and sess.get("wall_seconds"):
+        lines.append(f"  time: wall {sess['wall_seconds']:.2f} s; no case finished")
+    elif ph:
         wall = sess.get("wall_seconds", s.get("wall_seconds", 0.0))
         n = sess.get("cases", s["cases"])
         rate = f" ({n / wall:.1f} cases/s)" if wall else ""

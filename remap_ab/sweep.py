@@ -191,6 +191,7 @@ class Sweep:
             full.append({"index": p.index, "case_id": p.case_id, **dict(p.labels), **r, "worker": worker, "gpu": gpu})
         with self.interrupts.held():  # a signal never cuts a row in half
             self.table.write(full)
+            self.recorded += len(full)
             self.last_result_at = time.perf_counter()
             self.progress.update([r["status"] for r in rows], [case_cost(self.by_id[r["case_id"]].config) for r in rows])
 
@@ -216,6 +217,7 @@ class Sweep:
                 self.table = ResultsWriter(self.folder, self.columns)
                 self.progress = Progress(len(self.todo), self.opts.progress, costs=[case_cost(p.config) for p in self.todo])
                 self.wall0 = time.perf_counter()
+                self.recorded = 0
                 stopped: Optional[Interrupted] = None
                 try:
                     if self.todo:
@@ -248,7 +250,7 @@ class Sweep:
         meta["phase_seconds"] = acc
         meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + wall
         meta["last_session"] = {
-            "cases": len(self.todo), "wall_seconds": wall, "phase_seconds": self.phases,
+            "cases": self.recorded, "wall_seconds": wall, "phase_seconds": self.phases,
             "workers": self.opts.workers, "batch": self.opts.batch, "gpus": self.gpu_list,
             "startup_seconds": self.startup, "case_timeout": self.opts.case_timeout,
             # CPU --memcheck runs each case whole (batch.py): one time, no phases.

@@ -5,8 +5,10 @@ case that does not pass.
 Every device runs the whole grid by default: on 2 CPU cores (the Triton interpreter,
 batched) about 3.5 minutes; --max-tokens 3 keeps the 576 points with at most 3 token
 rows (under a minute).
+Ctrl-C (SIGINT) or SIGTERM stops the run: the cases in flight are dropped, and the
+summary of what ran and failed so far ends with the exact --resume command.
 Exit status: 0 every case passed, 1 some case did not (or the run is incomplete),
-2 bad input, 3 an internal error of remap-ab.
+2 bad input, 3 an internal error of remap-ab, 130 stopped by SIGINT, 143 by SIGTERM.
 """
 
 from __future__ import annotations
@@ -116,4 +118,6 @@ def main(args) -> int:
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
+    if summary["interrupted"]:
+        return summary["interrupted_status"]
     return 0 if summary["passed"] else 1
