@@ -28,7 +28,8 @@ def add_arguments(p):
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME=V[,V...]",
         help="keep configurations whose grid dimension (path, k, tokens, invalid, oor, dcp, rank, flags, layout, "
-        "table, negatives, requests) or config field has one of the values; repeatable (all must hold)",
+        "table, negatives, requests) or config field has one of the values, or whose case ID is listed "
+        "(case=ID[,ID...], as results.csv shows them); repeatable (all must hold)",
     )
     p.add_argument("--max-tokens", type=options.positive_int, default=None, metavar="N",
                    help="skip grid points with more than N token rows (default: none; 3 keeps 576 of 1728)")
@@ -72,12 +73,13 @@ def _list(args) -> int:
         sys.stdout.write(p.line() + "\n")
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
+    listed = f"{len(pts)} configuration" + ("" if len(pts) == 1 else "s")
+    rejections = f"{len(calls)} rejection call" + ("" if len(calls) == 1 else "s")
     if note:
-        print(f"listed {len(pts)} configurations and {len(calls)} rejection calls, what `sweep` runs on {device}; {note}",
-              file=sys.stderr)
+        print(f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}", file=sys.stderr)
     else:
-        print(f"listed {len(pts)} configurations: every one the filters select ({everything}; the grid has "
-              f"{len(g.points())}), and {len(calls)} rejection calls (rejections.toml): what `sweep` runs on {device}",
+        print(f"listed {listed}: every one the filters select ({everything}; the grid has "
+              f"{len(g.points())}), and {rejections} (rejections.toml): what `sweep` runs on {device}",
               file=sys.stderr)
     return 0
 
