@@ -54,6 +54,9 @@ def add_arguments(p):
                    help="the grid: a shipped one by name (pr: remap_ab/grid.toml, the default; models: the index widths "
                         "of the models that run this kernel, remap_ab/grids/models.toml) or a TOML file")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    p.add_argument("--junitxml", metavar="FILE", default=None,
+                   help="also write the run as JUnit XML: one testcase per selected case, the verdict line as "
+                        "the failure message, the replay command in its output; cases not run are skipped")
 
 
 def _list(args) -> int:
@@ -112,6 +115,8 @@ def main(args) -> int:
         memcheck=args.memcheck,
         call_checks=args.call_checks,
     )
+    if args.junitxml is not None:
+        options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)
     sweep.prepare()
     if sweep.already:
@@ -120,6 +125,11 @@ def main(args) -> int:
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
+    if args.junitxml is not None:
+        from remap_ab import junit
+
+        junit.write(args.junitxml, sweep.folder, sweep.points, [a.name for a in sweep.grid.axes])
+        print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)
     if summary["interrupted"]:
         return summary["interrupted_status"]
     return 0 if summary["passed"] else 1
