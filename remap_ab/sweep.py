@@ -28,8 +28,8 @@ from typing import Optional
 from remap_ab import api_compat, gpus, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
-from remap_ab.options import checked_output_dir
 from remap_ab.interrupts import Interrupted, Interrupts
+from remap_ab.options import checked_output_dir
 from remap_ab.progress import Progress, case_cost
 from remap_ab.run_folder import (
     RUN_FORMAT,

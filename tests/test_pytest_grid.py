@@ -50,7 +50,7 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def _cases(xml_path: Path) -> dict:
     root = ET.parse(xml_path).getroot()
-    return {c.get("name").split("[")[0]: c for c in root.iter("testcase")}
+    return {str(c.get("name")).split("[")[0]: c for c in root.iter("testcase")}
 
 
 @pytest.mark.parametrize("dist", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]], ids=["n2", "tx-popen"])

@@ -133,7 +133,8 @@ def _again_command(args, config, device: str, implementations) -> str:
 
     from remap_ab.report import run_command
 
-    line = run_command(config, *implementations, _schedule_pair(args.schedule, device))
+    a, b = implementations
+    line = run_command(config, a, b, _schedule_pair(args.schedule, device))
     extra = [f"--device {device}"]
     if args.inputs:
         extra.append(f"--inputs {shlex.quote(str(args.inputs))}")
