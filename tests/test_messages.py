@@ -110,9 +110,12 @@ def test_a_finished_run_has_no_running_entry_and_unsplit_memcheck_phases_say_so(
     assert "0.00 s" not in out.split("time:")[1].split("\n")[0]
 
 
-def _helps() -> dict:
+def _helps(wrapped: bool = False) -> dict:
+    """Each command's --help as one line (``wrapped``: only argparse's line breaks joined)."""
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    if wrapped:
+        return {name: re.sub(r"\n\s*", " ", p.format_help()) for name, p in sub.choices.items()}
     return {name: " ".join(p.format_help().split()) for name, p in sub.choices.items()}
 
 
@@ -125,7 +128,8 @@ def test_help_texts_say_what_the_options_do():
     assert "--root DIR folder holding the nondet/ artifacts, beside the sweep's runs (default reports)" in helps["nondet"]
     assert "(default the report's A; old for a grid case without a report)" in helps["replay"]
     assert "130 stopped by SIGINT, 143 by SIGTERM" in helps["sweep"]
-    for name, text in helps.items():  # the class: no word written twice in a row (an option or METAVAR may be)
+    for name, text in _helps(wrapped=True).items():  # the class: no word written twice in a row
+        # (an option or METAVAR before its help may be; a table's columns are apart by several spaces)
         doubled = re.search(r"(?<![-\w])([a-z]+) \1\b", text)
         assert doubled is None, f"{name} --help: {doubled.group(0) if doubled else ''!r}"
 
