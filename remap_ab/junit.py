@@ -43,7 +43,7 @@ def _seconds(row: dict) -> float:
     return total
 
 
-def build(folder: Path, points: list, axis_names: list[str]) -> ET.ElementTree:
+def build(folder: Path, points: list) -> ET.ElementTree:
     """The JUnit tree of the run in ``folder`` over its selected ``points`` (grid order)."""
     folder = Path(folder)
     meta = read_run_json(folder)
@@ -56,9 +56,9 @@ def build(folder: Path, points: list, axis_names: list[str]) -> ET.ElementTree:
                             f"--device {meta['device']}"]
                            + ([f"--grid {shlex.quote(meta['grid_file'])}"] if meta.get("grid_file") else []))
     for p in points:
-        labels = {k: v for k, v in p.labels if k in axis_names}
-        case = ET.SubElement(suite, "testcase", classname=f"remap-ab.sweep.{labels.get('path', 'case')}",
-                             name=case_name(p.case_id, labels))
+        labels = dict(p.labels)  # a grid point's axes, or a rejection call's id
+        kind = labels.get("path") or ("rejection" if "rejection" in labels else "case")
+        case = ET.SubElement(suite, "testcase", classname=f"remap-ab.sweep.{kind}", name=case_name(p.case_id, labels))
         counts["tests"] += 1
         row = rows.get(p.case_id)
         if row is None:
@@ -93,8 +93,8 @@ def build(folder: Path, points: list, axis_names: list[str]) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write(path: Path, folder: Path, points: list, axis_names: list[str]) -> None:
-    tree = build(folder, points, axis_names)
+def write(path: Path, folder: Path, points: list) -> None:
+    tree = build(folder, points)
     tmp = Path(f"{path}.tmp")
     tree.write(tmp, encoding="utf-8", xml_declaration=True)
     tmp.replace(path)

@@ -31,8 +31,9 @@ HEARTBEAT = 10.0
 
 
 def case_cost(config) -> int:
-    """A case's size in lanes: its rows times its columns (T x K)."""
-    return int(config.tokens) * int(config.topk)
+    """A case's size in lanes: its rows times its columns (T x K); a call without them
+    (a rejection call, refused before any kernel runs) counts as one lane."""
+    return int(getattr(config, "tokens", 1)) * int(getattr(config, "topk", 1))
 
 
 class CostModel:

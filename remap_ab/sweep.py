@@ -42,7 +42,7 @@ from remap_ab.run_folder import (
     result_columns,
     write_run_json,
 )
-from remap_ab.selection import cap_note, select, selection_fingerprint
+from remap_ab.selection import cap_note, select_with_calls, selection_fingerprint
 from remap_ab.status import Status
 from remap_ab.summary import summarise
 
@@ -94,9 +94,11 @@ class Sweep:
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = backend.select(o.device)
-        self.grid_points = select(self.grid, o.filters, o.max_tokens)
-        # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own.
-        self.points = self.grid_points + rejections.sweep_points(len(self.grid.points()), grid=self.grid)
+        # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own
+        # (--filter case=... keeps only the rows it names, of either kind).
+        self.grid_points, calls = select_with_calls(self.grid, o.filters, o.max_tokens,
+                                                    rejections.sweep_points(len(self.grid.points()), grid=self.grid))
+        self.points = self.grid_points + calls
         self.note = cap_note(self.grid, o.filters, o.max_tokens)
         self.columns = result_columns([a.name for a in self.grid.axes])
         self.selection = selection_fingerprint(self.points)

@@ -43,6 +43,15 @@ def _env(tmp_path: Path) -> dict:
     return env
 
 
+def _selected() -> int:
+    """The 16 grid cases and every rejection call (each sweep makes them all)."""
+    from remap_ab import grid as gridmod
+    from remap_ab import rejections
+
+    g = gridmod.load()
+    return 16 + len(rejections.sweep_points(len(g.points()), grid=g))
+
+
 def _rows(folder: Path) -> int:
     try:
         return max(0, len((folder / "results.csv").read_text().splitlines()) - 1)
@@ -94,16 +103,17 @@ def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_
     assert proc.returncode == 128 + signum, (out, err)
 
     done = _rows(folder)
+    total = _selected()
     assert 2 <= done < 16, out
     name = signal.Signals(signum).name
     lines = out.splitlines()
     assert lines[0] == f"run r: old vs slowimpl (oracle checked) on cpu — {folder}"
-    assert lines[1] == (f"  cases: {done} run of 16 selected (1728 in the grid); filters: path=convert k=128,384; "
-                        f"{16 - done} not run yet")
+    assert lines[1] == (f"  cases: {done} run of {total} selected (1728 in the grid); filters: path=convert k=128,384; "
+                        f"{total - done} not run yet")
     assert lines[2] == f"  stopped: interrupted by {name}; the cases in flight were dropped (a resume runs them)"
     assert f"  verdicts: pass {done}, fail 0, error 0, crash 0, timeout 0" in lines
     resume = f"remap-ab sweep --resume --run r --root {root}"
-    assert lines[-1] == f"  result: INCOMPLETE — {16 - done} of 16 selected cases not run; resume with: {resume}"
+    assert lines[-1] == f"  result: INCOMPLETE — {total - done} of {total} selected cases not run; resume with: {resume}"
     # No traceback, no "leaked semaphore" or other warning, no line of an interrupted interpreter.
     assert err == "", err
     # Nothing left running in its process group (workers, the resource tracker).
@@ -117,6 +127,6 @@ def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_
                            text=True, timeout=300)
     assert again.returncode == 0, (again.stdout, again.stderr)
     assert again.stdout.splitlines()[-1] == "  result: PASS — every case passed"
-    assert f"resuming {folder}: {done} cases already done, {16 - done} to run" in again.stderr
+    assert f"resuming {folder}: {done} cases already done, {total - done} to run" in again.stderr
     table = pd.read_csv(folder / "results.csv", dtype=str)
-    assert len(table) == 16 and table["case_id"].nunique() == 16  # no case run twice, none missing
+    assert len(table) == total and table["case_id"].nunique() == total  # no case run twice, none missing

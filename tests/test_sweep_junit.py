@@ -31,6 +31,14 @@ SELECT = ["--max-tokens", "1", "--filter", "path=convert", "--filter", "k=128", 
           "--no-progress"]
 
 
+def _rejection_calls() -> int:
+    from remap_ab import grid as gridmod
+    from remap_ab import rejections
+
+    g = gridmod.load()
+    return len(rejections.sweep_points(len(g.points()), grid=g))
+
+
 @pytest.fixture
 def badlane(tmp_path, monkeypatch):
     mods = tmp_path / "mods"
@@ -45,15 +53,19 @@ def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_co
     rc = cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
                    "--junitxml", str(xml_path)])
     assert rc == 1
-    assert capsys.readouterr().err.endswith(f"JUnit XML: {xml_path} (8 testcases)\n")
+    calls = _rejection_calls()  # every sweep also makes the rejection calls: testcases too
+    assert capsys.readouterr().err.endswith(f"JUnit XML: {xml_path} ({8 + calls} testcases)\n")
     folder = tmp_path / "runs" / "r"
     table = pd.read_csv(folder / "results.csv", dtype=str, keep_default_na=False)
 
     root = ET.parse(xml_path).getroot()
     assert root.tag == "testsuites"
     (suite,) = root.findall("testsuite")
-    cases = suite.findall("testcase")
-    assert len(cases) == 8 == int(suite.get("tests"))
+    assert int(suite.get("tests")) == 8 + calls
+    assert len(suite.findall("testcase[@classname='remap-ab.sweep.rejection']")) == calls
+    cases = suite.findall("testcase[@classname='remap-ab.sweep.convert']")
+    assert len(cases) == 8
+    table = table[table["case_id"].isin([str(c.get("name")).split(" ")[0] for c in cases])]
     failing = table[table["status"] == "fail"]
     assert 0 < len(failing) < 8 and int(suite.get("failures")) == len(failing)
     assert suite.get("errors") == "0" and suite.get("skipped") == "0"
@@ -90,7 +102,7 @@ def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
     (folder / "results.csv").write_text("".join(lines[:4]))  # 3 of 8 rows survive
     g = gridmod.load()
     points = g.select(gridmod.parse_filters(g, ["path=convert", "k=128"]), max_tokens=1)
-    root = junit.build(folder, points, [a.name for a in g.axes]).getroot()
+    root = junit.build(folder, points).getroot()
     skipped = root.findall(".//skipped")
     assert root.get("skipped") == "5" and len(skipped) == 5
     assert skipped[0].get("message") == (

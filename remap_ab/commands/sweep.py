@@ -62,14 +62,12 @@ def add_arguments(p):
 def _list(args) -> int:
     from remap_ab import backend
     from remap_ab import grid as gridmod
-    from remap_ab.selection import cap_note, select
+    from remap_ab.rejections import sweep_points
+    from remap_ab.selection import cap_note, select_with_calls
 
     g = gridmod.load(args.grid)
     device = backend.default_device() if args.device == "auto" else args.device
-    pts = select(g, args.filter, args.max_tokens)
-    from remap_ab.rejections import sweep_points
-
-    calls = sweep_points(len(g.points()), grid=g)
+    pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
     for p in [*pts, *calls]:
@@ -128,7 +126,7 @@ def main(args) -> int:
     if args.junitxml is not None:
         from remap_ab import junit
 
-        junit.write(args.junitxml, sweep.folder, sweep.points, [a.name for a in sweep.grid.axes])
+        junit.write(args.junitxml, sweep.folder, sweep.points)
         print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)
     if summary["interrupted"]:
         return summary["interrupted_status"]
