@@ -117,16 +117,47 @@ class Mismatch:
         # Callers may name the check by its plain word; an unknown word is refused here.
         object.__setattr__(self, "check", Check(self.check))
 
+    @property
+    def status(self) -> Status:
+        """The verdict word this failure stands for: an exception or a wrong return is
+        an error, a dead worker a crash, a case out of time a timeout; the rest fail."""
+        if self.check in (Check.ERROR, Check.SHAPE):
+            return Status.ERROR
+        if self.check in (Check.CRASH, Check.TIMEOUT):
+            return Status(self.check.value)
+        return Status.FAIL
+
     def line(self) -> str:
-        if self.row < 0 and self.col < 0 and not self.values:  # no lane to name (an exception, a rejection)
-            return f"[{self.check}] {self.impl}: {self.message}"
+        """One line: what failed, where, and how much. Only lane checks count lanes; a
+        count check counts rows whose count differs; a failure with no output behind it
+        (an exception, a wrong return, a crash, a timeout) says what happened, no more."""
+        head = f"[{self.check}] {self.impl}"
+        if self.check is Check.ERROR:
+            return f"{head} raised {self.message}"
+        if self.row < 0:  # no lane to name (an exception, a rejection, a wrong return)
+            vals = ", ".join(f"{k}={v}" for k, v in self.values.items())
+            return f"{head}: {self.message}" + (f" ({vals})" if vals else "")
         where = f"row {self.row}" + (f", col {self.col}" if self.col >= 0 else "")
         vals = ", ".join(f"{k}={v}" for k, v in self.values.items())
-        return (
-            f"[{self.check}] {self.impl}: {self.message} at {where} ({vals}); "
-            f"{plural(self.lanes, 'lane')} in {plural(self.rows, 'row')} "
-            + ("differs" if self.lanes == 1 else "differ")
-        )
+        at = f"{head}: {self.message} at {where}" + (f" ({vals})" if vals else "")
+        if self.check is Check.COUNTS:
+            return f"{at}; {count_rows(self.rows)}"
+        if self.check is Check.MEMCHECK:
+            return f"{at}; {plural(self.lanes, 'access', 'accesses')} in {plural(self.rows, 'row')} outside every argument tensor"
+        if self.col < 0:
+            return f"{at}; {plural(self.rows, 'row')} {differ(self.rows)}"
+        return f"{at}; {plural(self.lanes, 'lane')} in {plural(self.rows, 'row')} {differ(self.lanes)}"
+
+
+def differ(n: int) -> str:
+    """The verb after a count: "1 lane differs", "2 lanes differ"."""
+    return "differs" if n == 1 else "differ"
+
+
+def count_rows(n: int) -> str:
+    """The one wording of a count failure's size, the same in every place that shows it
+    (the verdict line, diff.md, diff.html, the run's summary)."""
+    return f"{plural(n, 'row')} whose count differs"
 
 
 @dataclass
@@ -151,7 +182,8 @@ class Verdict:
 
     @property
     def mismatch_lanes(self) -> int:
-        return max((m.lanes for m in self.failures), default=0)
+        """Output lanes that differ (a count failure differs in rows, not lanes)."""
+        return max((m.lanes for m in self.failures if m.check is not Check.COUNTS), default=0)
 
     @property
     def mismatch_rows(self) -> int:
@@ -169,7 +201,7 @@ class Verdict:
 
     def describe(self) -> str:
         lines = [f"case {self.case_id}: {self.status.value.upper()}"]
-        lines += ["  FAIL " + m.line() for m in self.failures]
+        lines += [f"  {m.status.value.upper()} {m.line()}" for m in self.failures]
         lines += ["  info " + i for i in self.info]
         return "\n".join(lines)
 

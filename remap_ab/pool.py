@@ -56,7 +56,10 @@ class Job:
 
 def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # The parent decides when to stop (Ctrl-C and a SIGTERM to the process group reach
+    # the workers too): it records what finished and stops them itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from remap_ab import backend
     from remap_ab.batch import BatchTimes
     from remap_ab.recording import judge_and_record, task_case
@@ -130,6 +133,8 @@ class Pool:
         self.ctx = mp.get_context("spawn")
 
     def _start(self, w: _Worker, result_q) -> None:
+        if w.task_q is not None:  # a replaced worker's queue
+            _close(w.task_q)
         w.task_q = self.ctx.Queue()
         w.proc = gpus.start_process(self.ctx, w.env, target=_worker_main, args=(w.wid, self.job, w.task_q, result_q),
                                     daemon=True, name=f"remap-ab-worker-{w.wid}")
@@ -185,6 +190,7 @@ class Pool:
                     self._start(w, result_q)
         finally:
             self._stop(workers)
+            _close(result_q)
 
     def _drain(self, result_q, workers, inflight) -> None:
         while True:
@@ -243,3 +249,15 @@ class Pool:
             if w.proc is not None and w.proc.exitcode is None:
                 w.proc.kill()
                 w.proc.join(timeout=2)
+            if w.task_q is not None:
+                _close(w.task_q)
+
+
+def _close(q) -> None:
+    """Let a queue go now (its pipe and feeder thread), not at interpreter exit; what
+    it still holds is for a worker that is gone, so nothing waits to deliver it."""
+    try:
+        q.cancel_join_thread()
+        q.close()
+    except Exception:
+        pass

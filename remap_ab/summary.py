@@ -32,8 +32,10 @@ def valid_lanes_bucket(text: str) -> str:
     return "?"
 
 
-def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
-    """Verdict counts, failures per dimension value, timings: from the run folder."""
+def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here: bool = False) -> dict:
+    """Verdict counts, failures per dimension value, timings: from the run folder.
+    ``lock_held_here``: the caller is the sweep that holds the run's lock (and has
+    finished running it), so no other process is running it."""
     import pandas as pd
 
     folder = Path(folder)
@@ -95,7 +97,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "partial_row_ignored": partial > 0,
         "complete": complete,
         "resume": "" if complete else resume_command(folder),
-        "running": RunLock.holder(folder) or "",
+        "running": "" if lock_held_here else (RunLock.holder(folder) or ""),
         "counts": counts,
         "unknown_status": other,
         "order_differs": order_differs,
@@ -175,6 +177,9 @@ def format_summary(s: dict, show: int = 10) -> str:
         + (f"; {s['missing']} not run yet" if s["missing"] else "")
         + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
     ]
+    if s.get("interrupted"):
+        lines.append(f"  stopped: interrupted by {s['interrupted']}; the cases in flight were dropped "
+                     "(a resume runs them)")
     for role, loaded in (s.get("implementations") or {}).items():
         if loaded:
             lines.append(f"  {role.upper()} loaded: {loaded_line(loaded)}")
@@ -200,16 +205,19 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"    {axis:>11}: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in vals.items()))
     sess = s.get("last_session", {})
     if not sess.get("cases"):  # e.g. a resume that found nothing left: show the totals
-        sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {})}
+        sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {}),
+                "phases_split": not (s.get("memcheck") and s.get("device") != "cuda")}
     ph = sess.get("phase_seconds") or {}
-    if ph:
+    if not sess.get("cases") and sess.get("wall_seconds"):
+        lines.append(f"  time: wall {sess['wall_seconds']:.2f} s; no case finished")
+    elif ph:
         wall = sess.get("wall_seconds", s.get("wall_seconds", 0.0))
         n = sess.get("cases", s["cases"])
         rate = f" ({n / wall:.1f} cases/s)" if wall else ""
         lines.append(
             f"  time: wall {wall:.2f} s for {n} cases{rate}, {sess.get('workers', '?')} worker(s), batch {sess.get('batch', '?')}; "
             + (f"worker start-up (spawn, imports, device init) {sess['startup_seconds']:.2f} s; " if sess.get("startup_seconds") else "")
-            + "phases summed over workers: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items())
+            + phases_text(ph, sess.get("phases_split", True))
         )
     if s["failures"]:
         lines.append(f"  failing cases ({len(s['failures'])}; first {min(show, len(s['failures']))}):")
@@ -218,3 +226,13 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"    {f['case_id']} {str(f['status']).upper()} {f['first_mismatch']}{rep}")
     lines.append("  result: " + result_line(s))
     return "\n".join(lines)
+
+
+def phases_text(phases: dict, split: bool = True) -> str:
+    """The phase times summed over workers; a run whose cases were timed whole (CPU
+    --memcheck runs each case on its own) says its phases were not split, never 0.00 s."""
+    if not split:
+        total = sum(phases.values())
+        return (f"phases not split (--memcheck on the CPU times each case whole): "
+                f"{total:.2f} s of case time summed over workers")
+    return "phases summed over workers: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())

@@ -42,8 +42,10 @@ def add_arguments(p):
     p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
+    from remap_ab.soak import CPU_MAX_TOKENS, GPU_MAX_TOKENS
+
     p.add_argument("--max-tokens", type=positive_int, default=None,
-                   help="largest T drawn (default 4096 on GPU; 4 on CPU, where the interpreter costs ~2 ms a program)")
+                   help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU)")
     p.add_argument("--max-topk", type=positive_int, default=4096,
                    help="largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default 4096)")
     p.add_argument("--max-cases", type=positive_int, default=None, help="stop each worker after this many cases")
