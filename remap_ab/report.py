@@ -39,7 +39,7 @@ from typing import Any
 
 from remap_ab.compare import count_rows, differ, plural
 from remap_ab.errors import PlotsUnavailable, ReportError
-from remap_ab.status import Check, Status
+from remap_ab.status import Status
 
 REPORT_FORMAT = 1
 FIRST_MISMATCHES = 20  # lanes in the first-mismatch table

@@ -117,9 +117,10 @@ def _helps(wrapped: bool = False) -> dict:
     """Each command's --help as one line (``wrapped``: only argparse's line breaks joined)."""
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    choices: dict = sub.choices  # type: ignore[assignment]  # a subparsers action's choices map names to parsers
     if wrapped:
-        return {name: re.sub(r"\n\s*", " ", p.format_help()) for name, p in sub.choices.items()}
-    return {name: " ".join(p.format_help().split()) for name, p in sub.choices.items()}
+        return {name: re.sub(r"\n\s*", " ", p.format_help()) for name, p in choices.items()}
+    return {name: " ".join(p.format_help().split()) for name, p in choices.items()}
 
 
 def test_help_texts_say_what_the_options_do():
