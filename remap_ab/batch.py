@@ -38,13 +38,12 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
-from remap_ab.compare import Mismatch, Output, Reference, Verdict, compare, note_order_differs, rows_witnessed
+from remap_ab.call import CallClock, PrivateInputs, call, synchronize
+from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
-from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
-from remap_ab.runner import CaseResult, poisoned_empty, reference_batch, run_case, synchronize
-from remap_ab.status import Check, Status
+from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
 
 PHASES = ("gen", "kernels", "compare", "write")
 
@@ -68,40 +67,13 @@ class BatchTimes:
     seconds: dict = field(default_factory=lambda: {p: 0.0 for p in PHASES})
 
 
-class CallClock:
-    """Per-call timing: CUDA events on a GPU (no sync), perf_counter on the CPU."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        # Named once: Event.record() without a stream looks the current one up per call,
-        # a measurable share of the kernels phase over a sweep's 7000 events.
-        self.stream = torch.cuda.current_stream(device) if self.cuda else None
-
-    def start(self):
-        if self.cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record(self.stream)
-            return ev
-        return time.perf_counter()
-
-    def elapsed_ms(self, start, end) -> float:
-        if self.cuda:
-            return start.elapsed_time(end)
-        return (end - start) * 1e3
-
-
-def timed_call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: CallClock):
+def timed_call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: CallClock,
+               private: Optional[PrivateInputs] = None, index: int = 0, production: bool = False):
     """One implementation on one case, as the sweep calls it (bench's host section times
     this too): ``(Output, (start, end))`` for ``clock.elapsed_ms``, or ``(Output, None)``
-    with the exception as the output's error."""
-    contract = impl.order_contract(config)
-    try:
-        t0 = clock.start()
-        out, counts = impl(config, inputs)
-        t1 = clock.start()
-    except Exception as exc:  # a broken implementation is a verdict, not a crash
-        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500]), None
-    return Output(impl.name, out, counts, contract), (t0, t1)
+    when it raised."""
+    o = call(impl, config, inputs, private=private, index=index, clock=clock, production=production)
+    return o, o.span
 
 
 _HASHERS: Optional[ThreadPoolExecutor] = None
@@ -122,6 +94,7 @@ def run_batch(
     times: Optional[BatchTimes] = None,
     *,
     memcheck: bool = False,
+    call_checks: str = "sample",
 ) -> list[CaseOutcome]:
     """Judge ``configs`` on ``device``; phase durations are added to ``times``. A case
     that does not pass comes back with its ``CaseResult`` (what a report needs).
@@ -131,7 +104,10 @@ def run_batch(
     interpreter's accesses; no batching to gain); on a GPU the batch is judged as
     usual and then replayed under compute-sanitizer, one child process per
     implementation for the whole batch (sanitizer.py), its findings folded into the
-    verdicts; that time counts as the compare phase."""
+    verdicts; that time counts as the compare phase.
+
+    ``call_checks`` (options.CALL_CHECKS): on a GPU, which cases get the graph, stream
+    and sync checks of their calls."""
     times = times if times is not None else BatchTimes()
     dev = torch.device(device)
     if memcheck and dev.type != "cuda":
@@ -149,11 +125,14 @@ def run_batch(
     times.seconds["gen"] += t1 - t0
 
     outs = []
-    with poisoned_empty():
-        for c, x in zip(configs, inputs):
-            oa, ta = timed_call(impl_a, c, x, clock)
-            ob, tb = timed_call(impl_b, c, x, clock)
-            outs.append((oa, ta, ob, tb))
+    own_a, own_b = PrivateInputs(inputs), PrivateInputs(inputs)
+    sampled: set = set()
+    if dev.type == "cuda" and call_checks != "off":
+        sampled = set(range(len(configs))) if call_checks == "all" else set(_production_sampled(configs))
+    for i, (c, x) in enumerate(zip(configs, inputs)):
+        oa, ta = timed_call(impl_a, c, x, clock, own_a, i, production=i in sampled)
+        ob, tb = timed_call(impl_b, c, x, clock, own_b, i, production=i in sampled)
+        outs.append((oa, ta, ob, tb))
     synchronize(dev)
     t2 = time.perf_counter()
     times.seconds["kernels"] += t2 - t1
@@ -168,24 +147,22 @@ def run_batch(
     # phase) for no more coverage of the plumbing.
     checked = set(_paths_sampled(configs))
     oracles = [timed_call(impl_o, c, x, clock)[0] if i in checked else None for i, (c, x) in enumerate(zip(configs, inputs))]
-    proofs = _proofs(configs, outs, refs, oracles, dev)  # the batch's first sync
+    proofs = _proofs(configs, outs, refs, oracles, dev, (own_a, own_b))  # the batch's first sync
     _witness_round(configs, outs, refs, proofs)
+    if memcheck:
+        _sanitize(configs, inputs, outs, a, b)
     verdicts = []
     for c, (oa, _, ob, _), ref, oo, p in zip(configs, outs, refs, oracles, proofs):
+        problem = None
         if not p.oracle_ok:
-            assert oo is not None  # oracle_ok is True where the oracle was not called
-            msg = oo.error or "the oracle's public API disagrees with its reference; please file a bug"
-            verdicts.append(
-                Verdict(c.case_id, Status.ERROR, [Mismatch(Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {msg}")])
-            )
-        elif p.passes[0] and p.passes[1]:
-            verdicts.append(_pass_verdict(c, oa, ob, p.rows_ordered_differently))
-        else:
-            verdicts.append(
-                compare(c.case_id, oa, ob, ref, compacted=c.compacts, counts_returned=c.counts_returned)
-            )
-    if memcheck:
-        _sanitize(configs, inputs, outs, verdicts, a, b, device)
+            problem = (oracle_problem(oo, ref) if oo is not None else None) or "the oracle's API disagrees with its reference"
+        verdicts.append(compare(
+            c.case_id, oa, ob, ref, compacted=c.compacts, counts_returned=c.counts_returned,
+            proven=tuple(p.passes), inputs_unchanged=(p.inputs_unchanged,) * 2,
+            differing_rows=p.rows_ordered_differently if p.passes[0] and p.passes[1] else None,
+            oracle_problem=problem, memchecked=memcheck,
+            replay=_memcheck_replay(c, a, b, device) if memcheck else "",
+        ))
     t3 = time.perf_counter()
     times.seconds["compare"] += t3 - t2
 
@@ -208,10 +185,16 @@ def run_batch(
     return results
 
 
-def _sanitize(configs: list, inputs: list, outs: list, verdicts: list, a: str, b: str, device: str) -> None:
-    """Replay the batch's A and B under compute-sanitizer and fold what it found
-    into each case's verdict (``memcheck.judge``: a finding fails a passing case)."""
-    from remap_ab import memcheck, sanitizer
+def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
+    from remap_ab.memcheck import replay_command
+
+    return replay_command(config, a, b, device)
+
+
+def _sanitize(configs: list, inputs: list, outs: list, a: str, b: str) -> None:
+    """Replay the batch's A and B under compute-sanitizer; each output gets its report
+    (``compare`` makes a finding fail the case)."""
+    from remap_ab import sanitizer
 
     for side, name in ((0, a), (2, b)):
         # An output that raised was not run to the end: it stays "not checked".
@@ -219,8 +202,6 @@ def _sanitize(configs: list, inputs: list, outs: list, verdicts: list, a: str, b
         reports = sanitizer.check_cases(name, [configs[i] for i in ran], [inputs[i] for i in ran])
         for i, report in zip(ran, reports):
             outs[i][side].memcheck = report
-    for c, (oa, _, ob, _), v in zip(configs, outs, verdicts):
-        memcheck.judge(v, (oa, ob), memcheck.replay_command(c, a, b, device))
 
 
 def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTimes) -> list[CaseOutcome]:
@@ -251,6 +232,7 @@ class _Proof:
     equal: list  # [a, b]: the output equals the reference lane for lane (False: not comparable)
     counts_ok: list  # [a, b]: the counts equal the reference's, or none are returned
     oracle_ok: bool  # the oracle's public API equals its reference (True where not called)
+    inputs_unchanged: bool  # no implementation changed a byte of its copy of the batch's inputs
     rows_ordered_differently: int  # compacted rows where a and b differ (both comparable)
     most_valid: int  # the reference's largest per-row valid count
 
@@ -266,7 +248,7 @@ def _flat(tensors) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.device) -> list[_Proof]:
+def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.device, private: tuple = ()) -> list[_Proof]:
     """Every case's ``_Proof`` from a fixed number of tensor ops over the whole batch
     (all cases' outputs back to back; per-case sums from one running sum), pulled to
     the host at once. On a GPU the cost of a batch is then a few dozen launches,
@@ -306,6 +288,10 @@ def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.dev
     per_case("most valid", list(range(n)),
              torch.zeros(n, dtype=torch.int64, device=dev).scatter_reduce_(0, row_case, counts, "amax", include_self=False))
 
+    # One flag for the whole batch: a write anywhere sends every case to compare's
+    # per-case search, which names the implementation, tensor and element.
+    if private:
+        per_case("inputs changed", [0], torch.stack([p.any_changed() for p in private]).any().to(torch.int64).view(1))
     host = torch.cat([values for _, _, values in parts]).tolist()  # the one sync
     got: dict = {}
     at = 0
@@ -321,7 +307,8 @@ def _proofs(configs: list, outs: list, refs: list, oracles: list, dev: torch.dev
             passes=[e and c for e, c in zip(equal, counts_ok)],
             equal=equal,
             counts_ok=counts_ok,
-            oracle_ok=bool(got.get("oracle same", {}).get(i, 1)),
+            oracle_ok=bool(got.get("oracle same", {}).get(i, 1)) and not (oracles[i] is not None and oracles[i].findings),
+            inputs_unchanged=bool(private) and got["inputs changed"][0] == 0,
             rows_ordered_differently=got.get("rows ordered differently", {}).get(i, 0),
             most_valid=got["most valid"][i],
         ))
@@ -378,13 +365,25 @@ def _paths_sampled(configs: list) -> list[int]:
 
 
 def forget_checked_paths() -> None:
-    """Check the oracle's API again on the next case of every path (tests)."""
+    """Check the oracle's API (and run the production checks) again on the next case of
+    every path (tests)."""
     _API_PATHS_CHECKED.clear()
+    _PRODUCTION_CHECKED.clear()
 
 
-def _pass_verdict(c: CaseConfig, oa: Output, ob: Output, differing_rows: int) -> Verdict:
-    """The verdict ``compare`` gives a passing case (same info line)."""
-    v = Verdict(case_id=c.case_id, status=Status.PASS)
-    if c.compacts:
-        note_order_differs(v, oa, ob, differing_rows, c.tokens)
-    return v
+_PRODUCTION_CHECKED: set = set()  # (wrapper path, launch shape) the production checks ran on
+
+
+def _production_sampled(configs: list) -> list[int]:
+    """Indices of the cases the GPU call checks (graph, stream, sync) run on: the first
+    case of each wrapper path and launch shape (one tile of K == BLOCK_N, a power-of-two
+    K, tiled) this process meets. Each costs a graph capture and a queued sleep per
+    call; what they check (host syncs, streams, what a capture bakes in) is the
+    wrapper's host code and launch, which these alone select."""
+    first: dict[tuple, int] = {}
+    for i, c in enumerate(configs):
+        key = (_path(c), c.topk == c.block_n, c.topk_is_pow2)
+        if key not in _PRODUCTION_CHECKED:
+            first.setdefault(key, i)
+    _PRODUCTION_CHECKED.update(first)
+    return sorted(first.values())

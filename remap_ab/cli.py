@@ -22,7 +22,7 @@ import os
 import sys
 
 from remap_ab.commands.common import add_config_arguments, config_from_args  # noqa: F401  (re-exported)
-from remap_ab.errors import InternalError, RemapABError
+from remap_ab.errors import InternalError, RemapABError, UnloadableFileError
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
@@ -86,15 +86,44 @@ def main(argv=None) -> int:
 
 def _main(argv) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2 and "--bisect" in (sys.argv[1:] if argv is None else argv):
+            from remap_ab.options import BISECT_ABORT
+
+            return BISECT_ABORT  # a bad option must stop `git bisect run`, not mark the revision bad
+        raise
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
     name = f"remap-ab {args.command}"
+    if getattr(args, "bisect", False):
+        from remap_ab.options import bisect_status
+
+        try:
+            status = _run(name, args)
+        except UnloadableFileError as exc:
+            print(f"{name}: error: {exc} (git bisect: skip this revision)", file=sys.stderr)
+            return bisect_status(exc.exit_code, unloadable=True)
+        return bisect_status(status)
+    try:
+        return _run(name, args)
+    except UnloadableFileError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _run(name: str, args) -> int:
+    """The command's status; every error but an unloadable implementation file (which
+    ``--bisect`` maps on its own) already printed and turned into its status."""
+    from remap_ab.options import resolve_implementations
+
     try:
         _choose_backend_early()
+        resolve_implementations(args)
         return int(args._main(args) or 0)
-    except BrokenPipeError:
+    except (BrokenPipeError, UnloadableFileError):
         raise
     except RemapABError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)

@@ -53,6 +53,15 @@ class OrderContract:
     why: str = ""
 
 
+@dataclass(frozen=True)
+class CallFinding:
+    """Something a call did that breaks the production contract beyond the values
+    (call.py finds them; ``compare`` makes each a failure of its implementation)."""
+
+    check: Check
+    message: str
+
+
 @dataclass
 class Output:
     """One implementation's result for a case, as plain data."""
@@ -64,6 +73,12 @@ class Output:
     error: Optional[str] = None
     seconds: float = 0.0
     memcheck: Optional[object] = None  # --memcheck: a memcheck.MemcheckReport; None = not checked
+    # (call.PrivateInputs, case index): the inputs this implementation was given, to
+    # look for bytes it wrote; None when the call was not made through call.py.
+    guard: Optional[tuple] = None
+    findings: list = field(default_factory=list)  # CallFinding: sync, stream, graph, aliasing
+    checks: tuple = ()  # the production checks that ran on this call ("sync", "stream", "graph")
+    span: Optional[tuple] = None  # the batch clock's (start, end) of the call
 
 
 @dataclass(frozen=True)
@@ -534,24 +549,103 @@ def compare(
     *,
     compacted: bool,
     counts_returned: bool,
+    proven: tuple = (False, False),
+    inputs_unchanged: tuple = (False, False),
+    differing_rows: Optional[int] = None,
+    oracle_problem: Optional[str] = None,
+    memchecked: bool = False,
+    replay: str = "",
 ) -> Verdict:
-    """The verdict for one case: ``a`` and ``b`` each against the reference, then
-    against each other for the order information."""
+    """The verdict for one case — the only place a verdict is built.
+
+    Each of ``a`` and ``b`` is checked against the reference (skipped for a side whose
+    output the batch engine ``proven`` to pass on the device), then for what its call
+    did beyond the values: bytes written into its inputs (skipped where the device
+    showed ``inputs_unchanged``), outputs sharing an input's storage, and the
+    production checks' findings; with ``memchecked``, its memcheck report (an output
+    without one is said to be not checked). ``oracle_problem``: the oracle's public API
+    raised or disagreed with its reference — a remap-ab bug, an ERROR naming the oracle.
+    A passing compacted case notes rows whose order differs between ``a`` and ``b``
+    (``differing_rows`` when the batch counted them already)."""
+    if oracle_problem is not None:
+        return Verdict(case_id, Status.ERROR, [Mismatch(
+            Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {oracle_problem} (a remap-ab bug: please file it)"
+        )])
     checker = _Checker([a, b], ref, compacted, counts_returned)
-    checker.check(a)
-    checker.check(b)
+    info: list[str] = []
+    for o, skip_values, clean in zip((a, b), proven, inputs_unchanged):
+        if not skip_values:
+            checker.check(o)
+        for f in _call_findings(o, clean):
+            checker.failures.append(Mismatch(f.check, o.name, -1, -1, {}, 0, 0, f.message))
+        if memchecked:
+            info.append(_memcheck_failures(o, replay, checker.failures))
     failures = checker.failures
     if any(m.check is Check.ERROR for m in failures):
         status = Status.ERROR
     else:
         status = Status.FAIL if failures else Status.PASS
-    verdict = Verdict(case_id=case_id, status=status, failures=failures)
+    checks = sorted({c for o in (a, b) for c in o.checks})
+    if checks and status is not Status.ERROR:
+        info.append(f"checked on the GPU as vLLM calls it: {', '.join(checks)} ({a.name}, {b.name})")
+    verdict = Verdict(case_id=case_id, status=status, failures=failures, info=info)
     if compacted and status is Status.PASS:
-        # A pass means both outputs were compared lane by lane, so both are tensors.
-        assert isinstance(a.out, torch.Tensor) and isinstance(b.out, torch.Tensor)
-        differs = (a.out != b.out).any(dim=1)
-        note_order_differs(verdict, a, b, int(differs.sum()), differs.numel())
+        if differing_rows is None:
+            # A pass means both outputs were compared lane by lane, so both are tensors.
+            assert isinstance(a.out, torch.Tensor) and isinstance(b.out, torch.Tensor)
+            differs = (a.out != b.out).any(dim=1)
+            differing_rows = int(differs.sum())
+        note_order_differs(verdict, a, b, differing_rows, ref.counts.numel())
     return verdict
+
+
+def lost_verdict(case_id: str, status: Status, impls: str, message: str) -> Verdict:
+    """The verdict of a case that produced no outputs: the process running it died
+    (``CRASH``) or it ran past its time limit (``TIMEOUT``)."""
+    status = Status(status)
+    if status not in (Status.CRASH, Status.TIMEOUT):
+        raise ValueError(f"a lost case's status is crash or timeout, not {status}")
+    check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
+    return Verdict(case_id, status, [Mismatch(check, impls, -1, -1, {}, 0, 0, message)])
+
+
+def _call_findings(o: Output, inputs_unchanged: bool) -> list:
+    """Everything ``o``'s call did wrong beyond its values: input writes (looked for
+    unless the device already showed none), aliasing and the production findings."""
+    found = []
+    if o.guard is not None and not inputs_unchanged:
+        private, index = o.guard
+        found += private.writes(index, o.name)
+    return found + list(o.findings)
+
+
+def _memcheck_failures(o: Output, replay: str, failures: list) -> str:
+    """Append ``o``'s memcheck findings to ``failures`` (one ``memcheck`` failure per
+    kind, kernel and nearest tensor, naming its first lane) and return the info line
+    saying what was checked; an output without a report was not checked."""
+    report: Any = o.memcheck
+    if report is None:
+        return f"memcheck {o.name}: not checked"
+    failures += memcheck_mismatches(report, replay)
+    return report.summary()
+
+
+def memcheck_mismatches(report: Any, replay: str) -> list[Mismatch]:
+    """One ``memcheck`` failure per kind, kernel and nearest tensor of a
+    ``memcheck.MemcheckReport``, naming its first lane and the replay command."""
+    failures = []
+    for (kind, kernel, nearest), lanes in report.bad_by_group.items():
+        first = next((f for f in report.findings if (f.kind, f.kernel, f.nearest) == (kind, kernel, nearest)), None)
+        if first is None:  # beyond the detailed findings: say what is known
+            message = f"{lanes} {kind} lanes outside every argument tensor in kernel {kernel}, nearest {nearest}"
+            row, col = -1, -1
+        else:
+            message = first.describe()
+            row, col = first.row, first.col
+        rows = len(report.rows_by_group.get((kind, kernel, nearest), ()))
+        failures.append(Mismatch(Check.MEMCHECK, report.label, row, col, {}, lanes, max(rows, 1),
+                                 f"{message}; replay: {replay}"))
+    return failures
 
 
 def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total: int) -> None:
@@ -567,15 +661,15 @@ def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total:
     )
 
 
-def judge_rejection(case_id: str, call: str, a, b, *, replay: str = "", findings: Sequence[Mismatch] = (),
+def judge_rejection(case_id: str, call: str, a, b, *, replay: str = "", memchecked: bool = False,
                     checked: Sequence[str] = ()) -> Verdict:
     """The verdict of a call that breaks a SPEC §6 precondition (rejections.py): ``a``
     and ``b`` are what each implementation did with it (``rejections.Attempt``).
 
     Where ``a`` rejects the call, ``b`` must reject it with the same exception type or
     a subclass (so code that catches ``a``'s exception catches ``b``'s): a ``b`` that
-    accepts it, or raises another type, fails the ``rejects`` check. ``findings``: the
-    memcheck failures of the two calls (``memcheck.mismatches``), each a failure too;
+    accepts it, or raises another type, fails the ``rejects`` check. With ``memchecked``,
+    every out-of-bounds group in an attempt's memcheck report is a failure too;
     ``checked``: what memcheck checked, one line each. Where ``a`` accepts, nothing is
     judged, and the verdict says so."""
     failures: list[Mismatch] = []
@@ -590,6 +684,9 @@ def judge_rejection(case_id: str, call: str, a, b, *, replay: str = "", findings
         failures.append(Mismatch(Check.REJECTS, b.name, -1, -1, {}, 0, 0,
                                  f"rejects with {b.raised}, {a.name} with {a.raised} (code that catches "
                                  f"{a.raised} would not catch it): {call}; {b.said()}{again}"))
-    failures += findings
+    if memchecked:
+        for o in (a, b):
+            if o.memcheck is not None and o.memcheck.launches:
+                failures += memcheck_mismatches(o.memcheck, replay)
     info += checked
     return Verdict(case_id=case_id, status=Status.FAIL if failures else Status.PASS, failures=failures, info=info)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, get_type_hints
 
 from remap_ab.errors import ConfigError
+from remap_ab.layouts import LAYOUT_NAMES
 
 MODES = ("convert", "dcp")
 NEGATIVE_KINDS = ("minus_one", "any")
@@ -26,6 +27,10 @@ _CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact":
 
 # Bumped whenever input generation changes, so case IDs never alias different tensors.
 INPUT_FORMAT_VERSION = 1
+
+# Fields added after version 1 enter the case ID only when they differ from their
+# default, so every earlier case keeps its ID (and its saved reports replay).
+ADDED_FIELDS = ("layout",)
 
 
 def _field(default: Any, help: str, choices: tuple = ()) -> Any:
@@ -70,6 +75,11 @@ class CaseConfig:
     prefill_fraction: float = _field(0.0, "fraction of rows served from the prefill workspace, in [0, 1] "
                                           "(convert mode; > 0 turns HAS_PREFILL_WORKSPACE on)")
     seed: int = _field(0, "the input seed (>= 0)")
+    layout: str = _field("contiguous", "memory layout of the inputs (the same values): contiguous; token_rows = "
+                                       "token_indices rows wider than K; token_cols = a column-strided "
+                                       "token_indices; table_slice = block_table a column slice of a wider table; "
+                                       "req_strided = a strided req_id; offset = non-zero storage offsets; "
+                                       "mixed = all at once", LAYOUT_NAMES)
 
     def __post_init__(self):
         _check_types(self)
@@ -247,9 +257,11 @@ def _coerce(name: str, kind: type, value: Any) -> Any:
 
 def case_id(config: CaseConfig) -> str:
     """A 12-hex-digit ID that depends only on the configuration's values."""
-    payload = json.dumps(
-        {"v": INPUT_FORMAT_VERSION, **config.to_dict()}, sort_keys=True, separators=(",", ":")
-    )
+    values = config.to_dict()
+    for name in ADDED_FIELDS:
+        if values[name] == _FIELDS[name].default:
+            del values[name]
+    payload = json.dumps({"v": INPUT_FORMAT_VERSION, **values}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -271,6 +283,7 @@ def validate(c: CaseConfig) -> None:
     need(c.negatives in NEGATIVE_KINDS, f"negatives={c.negatives!r} is not one of {', '.join(NEGATIVE_KINDS)}")
     need(c.table in TABLE_KINDS, f"table={c.table!r} is not one of {', '.join(TABLE_KINDS)}")
     need(c.row_layout in ROW_LAYOUTS, f"row_layout={c.row_layout!r} is not one of {', '.join(ROW_LAYOUTS)}")
+    need(c.layout in LAYOUT_NAMES, f"layout={c.layout!r} is not one of {', '.join(LAYOUT_NAMES)}")
     need(c.tokens >= 1, f"tokens={c.tokens}: a case needs at least one token row; use --tokens 1 or more")
     need(c.tokens <= 1 << 20, f"tokens={c.tokens} is beyond the supported 1,048,576 rows")
     need(c.block_n >= 1, f"block_n={c.block_n} must be positive")

@@ -37,6 +37,17 @@ class ImplementationError(RemapABError):
     """An implementation name that cannot be imported or lacks the SPEC §1 API."""
 
 
+class UnloadableFileError(ImplementationError):
+    """A file or a revision's file named as an implementation (``--a PATH.py``,
+    ``--a REV:PATH``) that cannot be loaded: it does not exist at that revision, does
+    not parse or raises while loading, imports a vLLM module other than
+    ``vllm.triton_utils`` (which needs vLLM itself), or lacks the two SPEC §1 functions.
+
+    Exit 2 like any ImplementationError; under ``--bisect`` exit 125, which ``git bisect
+    run`` reads as "this revision cannot be tested". Remedy: the message says which;
+    for a vLLM import, install vLLM and name the module by its dotted path."""
+
+
 class ImplementationOutputError(Exception):
     """An implementation returned something other than the SPEC §1 result: a tensor,
     or an ``(out, valid_counts)`` pair of tensors on the inputs' device.

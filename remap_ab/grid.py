@@ -1,13 +1,22 @@
-"""The sweep grid: read ``grid.toml`` (the data) and expand it into configurations.
+"""The sweep grid: read a grid file (the data) and expand it into configurations.
 
 Nothing about the grid's content lives here: which dimensions exist, their values and
 what they mean are all in the TOML file. This module only knows the three layers
-(defaults, rotations, product dimensions; see the file's header) and how to filter.
+(defaults, rotations, product dimensions; see grid.toml's header), the model widths a
+dimension can be generated from and the expected rejections they imply (see
+grids/models.toml's header), and how to filter.
+
+Grids shipped with remap-ab, by ``--grid NAME``: ``pr`` is ``remap_ab/grid.toml`` (the
+default: the pull request's grid); every other NAME is ``remap_ab/grids/NAME.toml``, so
+shipping a grid is dropping a TOML file there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,6 +29,9 @@ from remap_ab.config import CONFIG_FIELDS, CaseConfig
 from remap_ab.errors import ConfigError
 
 GRID_FILE = "grid.toml"
+DEFAULT_GRID = "pr"  # the name of GRID_FILE
+GRIDS_FOLDER = "grids"  # every other shipped grid: grids/<name>.toml
+MODELS_GRID = "models"
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,60 @@ class GridPoint:
         return self.case_id + "  " + " ".join(f"{k}={v}" for k, v in self.labels)
 
 
+@dataclass(frozen=True)
+class ModelWidth:
+    """An index width (K) a model runs this kernel with: the BLOCK_N values the
+    wrappers accept for it, those they reject (K % BLOCK_N != 0), and where it comes from."""
+
+    k: int
+    block_n: tuple  # accepted
+    rejected_block_n: tuple
+    source: str
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An expected rejection: ``config`` is a valid case; calling the wrapper with the
+    SPEC §1 keyword arguments in ``call`` instead (e.g. ``{"BLOCK_N": 256}`` where K is
+    2176) violates a SPEC §6 precondition, so A must raise and B must raise the same
+    exception type."""
+
+    index: int
+    labels: tuple  # ((axis name, label), ...): the `over` dimensions, then "k"
+    config: CaseConfig
+    call: tuple  # ((wrapper keyword, value), ...)
+    why: str
+
+    @property
+    def case_id(self) -> str:
+        """12 hex digits of the configuration and the overriding call arguments."""
+        text = json.dumps({"case": self.config.case_id, "call": dict(self.call)}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def id(self) -> str:
+        """A readable unique name, e.g. ``convert-counts:2176/256``."""
+        return ":".join(label for _, label in self.labels)
+
+    @property
+    def fields(self) -> dict:
+        """The configuration fields as the call has them (``block_n`` the rejected one):
+        what ``rejections.rejection_from_fields`` turns into its RejectionCase."""
+        names = {"BLOCK_N": "block_n"}
+        return {**self.config.to_dict(), **{names[k]: v for k, v in self.call}}
+
+    def line(self) -> str:
+        call = ", ".join(f"{k}={v}" for k, v in self.call)
+        return f"{self.case_id}  " + " ".join(f"{k}={v}" for k, v in self.labels) + f"  call {call}: expect reject"
+
+
+@dataclass(frozen=True)
+class RejectionSpec:
+    over: tuple  # dimension names
+    fields: tuple  # ((field, value), ...)
+    doc: str = ""
+
+
 @dataclass
 class Grid:
     version: int
@@ -68,6 +134,8 @@ class Grid:
     dimensions: list
     rotations: list
     source: str = ""
+    widths: tuple = ()  # of ModelWidth
+    rejection_spec: Optional[RejectionSpec] = None
     _points: Optional[list] = field(default=None, repr=False)
 
     @property
@@ -131,6 +199,31 @@ class Grid:
             for r, v in rot_values:
                 labels.append((r.name, _effective_label(r, v, config, dim_fields)))
             yield GridPoint(n, tuple(labels), config)
+
+    def rejections(self) -> list[Rejection]:
+        """Every rejected (K, BLOCK_N) of ``widths`` on every combination of the
+        ``[rejections]`` ``over`` dimensions (empty for a grid without them)."""
+        spec = self.rejection_spec
+        if spec is None:
+            return []
+        dims = [d for d in self.dimensions if d.name in spec.over]
+        out: list[Rejection] = []
+        for w in self.widths:
+            for rejected in w.rejected_block_n:
+                for values in itertools.product(*(d.values for d in dims)):
+                    merged = {**self.defaults, **dict(spec.fields)}
+                    for v in values:
+                        merged.update(v.fields)
+                    merged.update(topk=w.k, block_n=w.block_n[0])
+                    labels = tuple((d.name, v.label) for d, v in zip(dims, values)) + (("k", f"{w.k}/{rejected}"),)
+                    try:
+                        config = CaseConfig.from_dict(merged)
+                    except (ConfigError, TypeError, ValueError) as exc:
+                        raise ConfigError(f"grid file {self.source}: rejection {dict(labels)}: the base case is not "
+                                          f"valid: {' '.join(str(exc).split())}") from None
+                    why = f"NUM_TOPK_TOKENS={w.k} is not a multiple of BLOCK_N={rejected} (SPEC §6)"
+                    out.append(Rejection(len(out), labels, config, (("BLOCK_N", rejected),), why))
+        return out
 
     def select(self, filters: Optional[dict] = None, max_tokens: Optional[int] = None) -> list[GridPoint]:
         """The points matching every filter (axis or config field -> allowed values)."""
@@ -213,7 +306,63 @@ def _parse_value(source: str, key: str, raw, field_name: Optional[str]) -> Value
     return Value(str(label), tuple(fields_.items()))
 
 
-def _axis(source: str, section: str, i: int, entry, rotation: bool) -> Axis:
+def _int_list(source: str, key: str, raw, least: int) -> tuple:
+    if not isinstance(raw, list) or not all(_is_int(v) and v >= least for v in raw):
+        raise ConfigError(f"grid file {source}: {key} must be a list of integers >= {least} (got {raw!r})")
+    return tuple(raw)
+
+
+def _widths(source: str, entries) -> tuple:
+    if not isinstance(entries, list):
+        raise ConfigError(f"grid file {source}: `width` must be an array of tables ([[width]])")
+    out = []
+    for i, e in enumerate(entries):
+        key = f"[[width]] #{i + 1}"
+        if not isinstance(e, dict):
+            raise ConfigError(f"grid file {source}: {key} must be a table with k, block_n, rejected_block_n, source")
+        unknown = sorted(set(e) - {"k", "block_n", "rejected_block_n", "source"})
+        if unknown:
+            raise ConfigError(f"grid file {source}: {key} has unknown key(s) {', '.join(unknown)}")
+        k = e.get("k")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ConfigError(f"grid file {source}: {key}: `k` must be a positive integer (got {k!r})")
+        accepted = _int_list(source, f"{key} (k={k}) block_n", e.get("block_n"), 1)
+        rejected = _int_list(source, f"{key} (k={k}) rejected_block_n", e.get("rejected_block_n", []), 1)
+        if not accepted:
+            raise ConfigError(f"grid file {source}: {key} (k={k}): `block_n` lists no accepted BLOCK_N")
+        bad = [b for b in accepted if k % b] + [b for b in rejected if not k % b]
+        if bad:
+            raise ConfigError(f"grid file {source}: {key} (k={k}): BLOCK_N {bad[0]} is in the wrong list "
+                              f"(block_n must divide k, rejected_block_n must not)")
+        text = e.get("source")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"grid file {source}: {key} (k={k}): `source` must say where the width comes from")
+        out.append(ModelWidth(k, accepted, rejected, " ".join(text.split())))
+    if len({w.k for w in out}) != len(out):
+        raise ConfigError(f"grid file {source}: a width appears twice in [[width]]")
+    return tuple(out)
+
+
+def _width_values(widths: tuple) -> list:
+    """The `from = "widths"` dimension's values: one per accepted (K, BLOCK_N)."""
+    return [{"label": f"{w.k}/{b}", "topk": w.k, "block_n": b} for w in widths for b in w.block_n]
+
+
+def _rejection_spec(source: str, raw, dim_names: set) -> Optional[RejectionSpec]:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"grid file {source}: `rejections` must be a table ([rejections])")
+    over = raw.get("over", [])
+    if not isinstance(over, list) or not all(isinstance(o, str) and o in dim_names for o in over):
+        raise ConfigError(f"grid file {source}: [rejections] `over` must list dimensions (got {over!r})")
+    fields_ = raw.get("fields", {})
+    if not isinstance(fields_, dict) or set(fields_) - set(CONFIG_FIELDS):
+        raise ConfigError(f"grid file {source}: [rejections] `fields` must be a table of configuration fields")
+    return RejectionSpec(tuple(over), tuple(fields_.items()), " ".join(str(raw.get("doc", "")).split()))
+
+
+def _axis(source: str, section: str, i: int, entry, rotation: bool, widths: tuple = ()) -> Axis:
     where = f"[[{section}]] #{i + 1}"
     if not isinstance(entry, dict):
         raise ConfigError(f"grid file {source}: {where} must be a table ([[{section}]] with name and values)")
@@ -221,6 +370,12 @@ def _axis(source: str, section: str, i: int, entry, rotation: bool) -> Axis:
     if not isinstance(name, str) or not name:
         raise ConfigError(f"grid file {source}: {where}: `name` must be a non-empty string")
     key = f"{section} {name!r}"
+    if "from" in entry:
+        if rotation or entry["from"] != "widths" or "values" in entry:
+            raise ConfigError(f'grid file {source}: {key}: `from` must be "widths", on a dimension without `values`')
+        if not widths:
+            raise ConfigError(f'grid file {source}: {key}: `from = "widths"` needs [[width]] entries')
+        entry = {**entry, "values": _width_values(widths)}
     values = entry.get("values")
     if not isinstance(values, list) or not values:
         raise ConfigError(f"grid file {source}: {key}: `values` must be a non-empty list (got {type(values).__name__})")
@@ -258,7 +413,8 @@ def parse(data: dict, source: str = "") -> Grid:
         if not isinstance(entries, list):
             raise ConfigError(f"grid file {source}: `{section}` must be an array of tables ([[{section}]])")
         sections[section] = entries
-    dims = [_axis(source, "dimension", i, d, False) for i, d in enumerate(sections["dimension"])]
+    widths = _widths(source, data.get("width", []))
+    dims = [_axis(source, "dimension", i, d, False, widths) for i, d in enumerate(sections["dimension"])]
     rots = [_axis(source, "rotate", i, r, True) for i, r in enumerate(sections["rotate"])]
     if not dims:
         raise ConfigError(f"grid file {source}: no [[dimension]]; a grid needs at least one")
@@ -277,16 +433,39 @@ def parse(data: dict, source: str = "") -> Grid:
     unknown = sorted(set(defaults) - set(CONFIG_FIELDS))
     if unknown:
         raise ConfigError(f"grid file {source}: unknown default field(s) {', '.join(unknown)}")
-    return Grid(version, defaults, dims, rots, source)
+    rejections = _rejection_spec(source, data.get("rejections"), dim_names)
+    return Grid(version, defaults, dims, rots, source, widths, rejections)
 
 
-@lru_cache(maxsize=4)
+def shipped() -> dict:
+    """``{name: resource}`` of the grids shipped with remap-ab (``--grid NAME``)."""
+    package = resources.files("remap_ab")
+    grids = {DEFAULT_GRID: package.joinpath(GRID_FILE)}
+    folder = package.joinpath(GRIDS_FOLDER)
+    if folder.is_dir():
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".toml") and entry.name[:-5] != DEFAULT_GRID:
+                grids[entry.name[:-5]] = entry
+    return grids
+
+
+def _is_name(text: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9_-]+", text))
+
+
+@lru_cache(maxsize=8)
 def load(path: Optional[str] = None) -> Grid:
-    """The grid from ``path``, or the packaged ``remap_ab/grid.toml``."""
+    """The grid ``path`` names: None or ``pr`` (the packaged ``remap_ab/grid.toml``),
+    the NAME of another shipped grid (``remap_ab/grids/NAME.toml``), or a file."""
+    grids = shipped()
     try:
-        if path is None:
-            text = resources.files("remap_ab").joinpath(GRID_FILE).read_text()
-            source = GRID_FILE
+        if path is None or (path in grids and not Path(path).is_file()):
+            name = path or DEFAULT_GRID
+            text = grids[name].read_text()
+            source = GRID_FILE if name == DEFAULT_GRID else f"{GRIDS_FOLDER}/{name}.toml"
+        elif _is_name(path) and not Path(path).exists():
+            raise ConfigError(f"--grid {path}: no shipped grid of that name and no such file; shipped grids: "
+                              f"{', '.join(grids)} (or give a TOML file)")
         else:
             text = Path(path).read_text()
             source = str(path)
@@ -328,3 +507,9 @@ def parse_filters(grid: Grid, specs: Iterable[str]) -> dict:
             wanted = {_norm(v) for v in raw}
         out[key] = out[key] & wanted if key in out else wanted
     return out
+
+
+def model_widths() -> tuple:
+    """The index widths of the models that run this kernel (``ModelWidth``s from the
+    shipped models grid): what the soak draws more often than uniform."""
+    return load(MODELS_GRID).widths

@@ -211,8 +211,8 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
 
     All cases' lanes (and token rows, table entries) lie back to back in flat tensors,
     each element reading its own case's parameters; each case's tensors are contiguous
-    views into those (so a kernel writing into its inputs would reach its neighbours';
-    none does). A stream's value depends only on its key and the element's index within
+    views into those, or, for a case whose ``layout`` is another, views of buffers of
+    their own (layouts.py). A stream's value depends only on its key and the element's index within
     the case, so drawing a stream that a case does not use changes nothing."""
     configs = list(configs)
     if not configs:
@@ -237,6 +237,10 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
         if c.has_prefill:
             x.prefill_request_ids = rows["prefill_request_ids"][row : row + T]
             x.prefill_starts = starts[req : req + R]
+        if c.layout != "contiguous":
+            from remap_ab import layouts
+
+            x = layouts.apply(c.layout, x)
         out.append(x)
     return out
 

@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from remap_ab.errors import InternalError
-from remap_ab.status import Check
 
 KINDS = ("load", "store", "atomic")
 DETAILED_FINDINGS = 20  # findings kept in full per session; every lane is still counted
@@ -425,55 +424,3 @@ def replay_command(config, a: str, b: str, device: str) -> str:
     """The ``remap-ab run`` line that reruns ``config`` under memcheck."""
     args = config.cli_args()
     return " ".join(p for p in ("remap-ab run", args, f"--a {a} --b {b} --device {device} --memcheck") if p)
-
-
-def mismatches(report: MemcheckReport, replay: str) -> list:
-    """One ``Check.MEMCHECK`` mismatch per (kind, kernel, nearest tensor) seen in
-    ``report``, each naming its first lane; empty when the run was clean."""
-    from remap_ab.compare import Mismatch
-
-    out = []
-    for (kind, kernel, nearest), lanes in report.bad_by_group.items():
-        first = next((f for f in report.findings if (f.kind, f.kernel, f.nearest) == (kind, kernel, nearest)), None)
-        if first is None:  # beyond the detailed findings: say what is known
-            message = f"{lanes} {kind} lanes outside every argument tensor in kernel {kernel}, nearest {nearest}"
-            row, col = -1, -1
-        else:
-            message = first.describe()
-            row, col = first.row, first.col
-        rows = len(report.rows_by_group.get((kind, kernel, nearest), ()))
-        out.append(
-            Mismatch(
-                check=Check.MEMCHECK,
-                impl=report.label,
-                row=row,
-                col=col,
-                values={},
-                lanes=lanes,
-                rows=max(rows, 1),
-                message=f"{message}; replay: {replay}",
-            )
-        )
-    return out
-
-
-def judge(verdict, outputs, replay: str) -> None:
-    """Fold the memcheck reports of ``outputs`` into ``verdict``: every out-of-bounds
-    group becomes a ``Check.MEMCHECK`` failure (after the output checks' failures, so
-    it comes first when the outputs were otherwise equal) and a passing verdict fails;
-    what was checked is noted in ``verdict.info`` either way. An output without a
-    report (not checked) is said so, never counted clean."""
-    from remap_ab.status import Status
-
-    found = []
-    for o in outputs:
-        report = getattr(o, "memcheck", None)
-        if report is None:
-            verdict.info.append(f"memcheck {o.name}: not checked")
-            continue
-        verdict.info.append(report.summary())
-        found += mismatches(report, replay)
-    if found:
-        verdict.failures.extend(found)
-        if verdict.status == Status.PASS:
-            verdict.status = Status.FAIL

@@ -34,11 +34,12 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
+from remap_ab.call import call
 from remap_ab.compare import Output, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError, UsageError
 from remap_ab.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
-from remap_ab.runner import poisoned_empty, reference
+from remap_ab.runner import reference
 from remap_ab.status import Repeatability
 
 CPU_CONDITIONS = ("schedules",)
@@ -212,22 +213,23 @@ def characterise(
     contract = impl.order_contract(config)
     m = Multiplicity(condition, impl.name, config, ordered=contract.ordered, path=contract.why)
     representatives: dict[str, Output] = {}
-    device = inputs.device
     for run in runs:
         m.runs += 1
-        try:
-            # The run's context (a schedule, a side-stream load) is entered first, so
-            # the load is queued before torch's deterministic mode is switched on.
-            with run.context(), poisoned_empty():
-                out, counts = impl(config, inputs)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-            # Host copies: hashing needs them, and the oracle check walks rows in Python.
-            out = out.detach().to("cpu")
-            counts = None if counts is None else counts.detach().to("cpu")
-        except Exception as exc:  # a broken implementation is a finding, not a crash
-            m.errors.append(f"{run.label}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        # The run's context (a schedule, a side-stream load) is entered first, so the
+        # load is queued before torch's deterministic mode is switched on, and nothing
+        # synchronises before the launch (that would drain the load).
+        o = call(impl, config, inputs, context=run.context, settle=False)
+        if o.error is not None:  # a broken implementation is a finding, not a crash
+            m.errors.append(f"{run.label}: {' '.join(o.error.split())[:300]}")
             continue
+        written = [f.message for f in o.guard[0].writes(0, impl.name)] if o.guard else []
+        if written or o.findings:
+            m.errors.append(f"{run.label}: {'; '.join(written + [f.message for f in o.findings])[:300]}")
+            continue
+        # Host copies: hashing needs them, and the oracle check walks rows in Python.
+        assert o.out is not None  # a call without an error returned a tensor
+        out = o.out.detach().to("cpu")
+        counts = None if o.counts is None else o.counts.detach().to("cpu")
         out_hash = digest(out)
         m.outputs[out_hash] += 1
         m.counts[digest(counts)] += 1

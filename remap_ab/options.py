@@ -20,11 +20,47 @@ DEFAULT_ROOT = "reports"  # every command writes under this root (README: Layout
 def add_implementations(p: argparse.ArgumentParser, default_a: str | None = "old", default_b: str | None = "new") -> None:
     """``--a`` and ``--b``. A default of None means "taken from elsewhere" (a report,
     a resumed run); the help says so."""
-    where = "old, new, oracle or a dotted module path exposing the two SPEC §1 functions"
+    where = ("old, new, oracle, a dotted module path exposing the two SPEC §1 functions, a .py file, or REV:PATH "
+             "(the file at a git revision of --repo, read without checking out; no vLLM needed)")
     p.add_argument("--a", default=default_a, metavar="IMPL",
                    help=f"implementation A: {where} (default {default_a or 'the recorded one'})")
     p.add_argument("--b", default=default_b, metavar="IMPL",
                    help=f"implementation B (default {default_b or 'the recorded one'})")
+    p.add_argument("--repo", default=None, metavar="DIR",
+                   help="the git repository REV:PATH implementations are read from (default $REMAP_AB_REPO, else "
+                        "the current directory)")
+
+
+def resolve_implementations(args: argparse.Namespace) -> None:
+    """After parsing: ``--a``/``--b`` in their canonical form (a file's absolute path, a
+    revision pinned to its commit: registry.resolve), and the repository exported for
+    worker processes. A file or revision that does not exist is refused here, once."""
+    if not hasattr(args, "repo"):
+        return
+    from remap_ab import registry, sources
+
+    os.environ[sources.REPO_VARIABLE] = sources.repo_dir(args.repo)
+    for role in ("a", "b"):
+        name = getattr(args, role, None)
+        if name is not None:
+            setattr(args, role, registry.resolve(name))
+
+
+BISECT_GOOD, BISECT_BAD, BISECT_SKIP, BISECT_ABORT = 0, 1, 125, 128
+
+
+def add_bisect(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bisect", action="store_true",
+                   help="exit statuses for `git bisect run`: 0 pass, 1 fail, 125 an implementation file that does not "
+                        "load at this revision (missing, broken, vLLM imports, no SPEC §1 functions), 128 anything "
+                        "else (bad input, a remap-ab bug: stops the bisect)")
+
+
+def bisect_status(status: int, unloadable: bool = False) -> int:
+    """The ``--bisect`` exit status for a command's own status (0, 1, 2, 3, 130)."""
+    if unloadable:
+        return BISECT_SKIP
+    return status if status in (BISECT_GOOD, BISECT_BAD) else BISECT_ABORT
 
 
 def add_device(p: argparse.ArgumentParser) -> None:
@@ -40,6 +76,17 @@ def add_memcheck(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memcheck", action="store_true",
                    help="also check every load and store of the implementations against the argument tensors' "
                         "bounds (CPU: the interpreter's accesses; GPU: compute-sanitizer memcheck)")
+
+
+CALL_CHECKS = ("sample", "all", "off")
+
+
+def add_call_checks(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--call-checks", default="sample", choices=CALL_CHECKS,
+                   help="on a GPU, the checks of the call as vLLM makes it (no host sync inside it, outputs ready "
+                        "on the caller's stream, a CUDA-graph capture that replays right): sample = the first case "
+                        "of each wrapper path and launch shape (default); all = every case; off. Input writes and "
+                        "aliasing are checked on every case on every device regardless")
 
 
 def _int_at_least(text: str, least: int, what: str) -> int:

@@ -51,6 +51,7 @@ class Job:
     # On the CPU, workers × threads beyond the cores thrash: two workers on 2 cores
     # each running 2 threads made the full grid's input generation and oracle slower.
     threads: int = 0
+    call_checks: str = "sample"  # options.CALL_CHECKS
 
 
 def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
@@ -81,7 +82,8 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
         times = BatchTimes()
         try:
             configs = [task_case(d) for d in items]
-            rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck)
+            rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck,
+                                    call_checks=job.call_checks)
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)
             result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))
             time.sleep(0.2)

@@ -10,8 +10,12 @@ start CUDA — in the main process and in every xdist worker. (``import remap_ab
 itself changes nothing: a library does not pick its caller's backend.)
 
 Options (each also settable by environment variable, for subprocesses):
-  --remap-a / REMAP_AB_A        implementation A of the A/B properties (default old)
+  --remap-a / REMAP_AB_A        implementation A of the A/B properties (default old):
+                                any name --a takes (old, new, oracle, a dotted module,
+                                a .py file, REV:PATH in the git repository below)
   --remap-b / REMAP_AB_B        implementation B (default new)
+  --remap-repo / REMAP_AB_REPO  the repository REV:PATH is read from (default: the
+                                current directory)
   --remap-profile / REMAP_AB_PROFILE
                                 the property suite's profile: ci (default), dev,
                                 nightly, gpu, mutants (see remap_ab/profiles.py)
@@ -33,6 +37,9 @@ def pytest_addoption(parser):
     group = parser.getgroup("remap-ab")
     group.addoption("--remap-a", default=os.environ.get("REMAP_AB_A", "old"), help="implementation A (default old)")
     group.addoption("--remap-b", default=os.environ.get("REMAP_AB_B", "new"), help="implementation B (default new)")
+    group.addoption("--remap-repo", default=None, metavar="DIR",
+                    help="git repository that REV:PATH implementations are read from (default $REMAP_AB_REPO, else the "
+                         "current directory)")
     group.addoption(
         "--remap-profile",
         default=os.environ.get("REMAP_AB_PROFILE"),
@@ -48,6 +55,7 @@ def pytest_configure(config):
         from remap_ab import gpus
 
         gpus.export_gpu_list()
+    _resolve_implementations(config)
     # Load the profile before test modules are imported: their @settings and
     # strategies read it at decoration time.
     from remap_ab import profiles
@@ -60,11 +68,30 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
 
 
-def pytest_report_header(config):
-    from remap_ab import profiles
+def _resolve_implementations(config) -> None:
+    """--remap-a/--remap-b in canonical form (a revision pinned to its commit, a file by
+    its absolute path) for the whole session; the repository exported, so worker
+    processes read the same one. A missing file or revision is a usage error."""
+    from remap_ab import registry, sources
+    from remap_ab.errors import ImplementationError
 
-    a, b = config.getoption("--remap-a"), config.getoption("--remap-b")
-    return [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]
+    os.environ[sources.REPO_VARIABLE] = sources.repo_dir(config.getoption("--remap-repo"))
+    try:
+        config._remap_ab_impls = tuple(registry.resolve(config.getoption(o)) for o in ("--remap-a", "--remap-b"))
+    except ImplementationError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config):
+    from remap_ab import profiles, sources
+
+    a, b = config._remap_ab_impls
+    lines = [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]
+    for role, name in (("A", a), ("B", b)):
+        spec = sources.parse(name) if name not in ("old", "new", "oracle") else None
+        if spec is not None:
+            lines.append(f"remap-ab: {role} loaded: {spec.source.line()}")
+    return lines
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,5 +105,5 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def impl_names(pytestconfig) -> tuple[str, str]:
-    """(A, B): the implementations the A/B tests compare."""
-    return pytestconfig.getoption("--remap-a"), pytestconfig.getoption("--remap-b")
+    """(A, B): the implementations the A/B tests compare (canonical names)."""
+    return pytestconfig._remap_ab_impls

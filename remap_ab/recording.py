@@ -46,7 +46,8 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
     return rows
 
 
-def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False) -> list[dict]:
+def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False,
+                     call_checks: str = "sample") -> list[dict]:
     """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) and record
     them: the rows for the results table."""
     from remap_ab.batch import run_batch
@@ -54,7 +55,8 @@ def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=N
 
     calls = [c for c in configs if isinstance(c, RejectionCase)]
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
-    rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck), folder) if cases else []
+    rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks),
+                           folder) if cases else []
     return rows + [rejection_row(c, a, b, device, memcheck) for c in calls]
 
 

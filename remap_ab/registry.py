@@ -1,18 +1,33 @@
-"""Implementations by name: ``old``, ``new``, ``oracle``, or any importable module
-that exposes the two SPEC §1 functions, named by its dotted path (for example vLLM's
-``vllm.v1.attention.backends.mla.sparse_utils``).
+"""Implementations by name. A name is one of
+
+- ``old``, ``new``, ``oracle``;
+- a dotted module path on sys.path exposing the two SPEC §1 functions (for example
+  vLLM's ``vllm.v1.attention.backends.mla.sparse_utils``, where vLLM is installed);
+- a path to a ``.py`` file, loaded as a module of its own (sources.py);
+- ``REV:PATH``: the file at a git revision of the repository ``repo`` (``--repo``,
+  env ``REMAP_AB_REPO``, default the current directory), read with ``git show``
+  without checking anything out (sources.py).
+
+The last two need no vLLM: their ``vllm.triton_utils`` import is served by
+vllm_shim.py. ``resolve`` turns a name into its canonical form without importing
+anything (a file's absolute path; ``REV@SHA12:PATH`` for a revision, pinned to the
+commit it resolved to), which is what every later step (workers, run.json, reports,
+replay) uses, so all of them load the same bytes.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Optional
 
-from remap_ab import backend
+from remap_ab import backend, sources
 from remap_ab.compare import OrderContract
 from remap_ab.config import CaseConfig
-from remap_ab.errors import ImplementationError, ImplementationOutputError, exception_line
+from remap_ab.errors import ImplementationError, ImplementationOutputError, UnloadableFileError, exception_line
+from remap_ab.sources import Source
 
 BUILTIN = {
     "old": "kernels_old",
@@ -27,6 +42,7 @@ class Implementation:
     name: str
     module_path: str
     module: ModuleType
+    source: Optional[Source] = None  # what was loaded, for a file or a revision's file
 
     def tiling(self, config: CaseConfig) -> tuple[bool, int, int, int]:
         """``(single_tile, block_n, tiles_per_row, num_warps)`` this implementation
@@ -126,21 +142,63 @@ def checked_result(name: str, config: CaseConfig, result, device) -> tuple:
 _cache: dict[str, Implementation] = {}
 
 
-def get(name: str) -> Implementation:
+def resolve(name: str, repo: Optional[str] = None) -> str:
+    """The canonical name of ``name`` (see the module docstring), without importing
+    it: ImplementationError (one line, exit 2) for a file or revision that does not
+    exist."""
+    if not isinstance(name, str):
+        raise ImplementationError(f"implementation name {name!r} is not a string")
+    spec = sources.parse(name, repo)
+    return name if spec is None else spec.canonical
+
+
+def get(name: str, repo: Optional[str] = None) -> Implementation:
     """Import (once) the implementation called ``name``. Whatever goes wrong while
     importing it (an empty, relative or malformed name, ImportError, an exception or
-    SyntaxError inside the module) is an ImplementationError: one line, exit 2."""
-    if name in _cache:
-        return _cache[name]
-    path = BUILTIN.get(name, name)
+    SyntaxError inside the module, a file or revision that does not exist, a file
+    importing a vLLM module the shim does not serve) is an ImplementationError: one
+    line, exit 2."""
+    key = _key(name, repo)
+    if key in _cache:
+        return _cache[key]
+    path = BUILTIN.get(name, name) if isinstance(name, str) else name
     if path != BUILTIN["oracle"]:
         backend.select(backend.chosen())  # fixes TRITON_INTERPRET before any @triton.jit import
+    spec = sources.parse(name, repo) if isinstance(name, str) and name not in BUILTIN else None
+    if spec is not None:
+        module, source = sources.load(spec)
+        path = module.__name__
+        label = spec.canonical
+    else:
+        module, source, label = _import_dotted(name, path), None, name
+    missing = [fn for fn in API if not callable(getattr(module, fn, None))]
+    if missing:
+        what = f"{label}" if source is not None else f"module {path}"
+        raise (UnloadableFileError if source is not None else ImplementationError)(
+            f"{what} lacks {', '.join(missing)}; an implementation must expose both SPEC §1 functions"
+        )
+    impl = Implementation(name=label, module_path=path, module=module, source=source)
+    _cache[key] = impl
+    if source is not None:
+        _cache[_key(label, repo)] = impl
+    return impl
+
+
+def _key(name, repo: Optional[str]) -> str:
+    """The cache key: the name, and for a revision also the repository it is read from."""
+    if isinstance(name, str) and sources.looks_like_revision(name):
+        return f"{name}\0{sources.repo_dir(repo)}"
+    return name
+
+
+def _import_dotted(name, path) -> ModuleType:
     if not isinstance(name, str) or not all(part.isidentifier() for part in path.split(".")):
         raise ImplementationError(
-            f"implementation name {name!r} is not old, new, oracle or a dotted module path (like pkg.module)"
+            f"implementation name {name!r} is not old, new, oracle or a dotted module path (like pkg.module), "
+            f"nor a .py file or REV:PATH in a git repository"
         )
     try:
-        module = importlib.import_module(path)
+        return importlib.import_module(path)
     except ImportError as exc:
         raise ImplementationError(
             f"cannot import implementation {name!r} ({exception_line(exc)}); use old, new, oracle or a dotted "
@@ -153,15 +211,18 @@ def get(name: str) -> Implementation:
         raise ImplementationError(
             f"implementation {name!r} failed while importing{where}: {exception_line(exc)}; fix the module"
         ) from None
-    missing = [fn for fn in API if not callable(getattr(module, fn, None))]
-    if missing:
-        raise ImplementationError(f"module {path} lacks {', '.join(missing)}; an implementation must expose both SPEC §1 functions")
-    impl = Implementation(name=name, module_path=path, module=module)
-    _cache[name] = impl
-    return impl
+
+
+def adopt_repo(recorded: Optional[dict]) -> None:
+    """Read revisions from the repository a run recorded (run.json "implementations"),
+    here and in worker processes: resuming a run loads the commits it started with."""
+    for loaded in (recorded or {}).values():
+        if loaded and loaded.get("kind") == "git" and loaded.get("repo"):
+            os.environ[sources.REPO_VARIABLE] = loaded["repo"]
 
 
 def forget(name: str) -> None:
     """Drop ``name`` from the cache, so the next ``get`` imports it afresh (tests that
     write a module, use it and delete it)."""
-    _cache.pop(name, None)
+    for key in [k for k, impl in _cache.items() if name in (k.split("\0")[0], impl.name)]:
+        del _cache[key]

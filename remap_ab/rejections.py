@@ -324,9 +324,10 @@ def attempt(impl, case: RejectionCase, inputs) -> Attempt:
     process down with it (the interpreter would touch the wild address), and what it
     touched is the attempt's ``memcheck`` report. On a GPU it runs as it is.
 
-    The one place a rejection call is made: it switches to the shared call primitive
-    (remap_ab/call.py) once that exists."""
-    from remap_ab.runner import poisoned_empty, synchronize
+    The one place a rejection call is made: its arguments break the wrapper's
+    preconditions, so it is no CaseConfig call through ``call.call``; it shares that
+    module's poisoning and synchronisation."""
+    from remap_ab.call import poisoned_empty, synchronize
 
     args, kwargs = call_arguments(case, inputs)
     fn = getattr(impl.module, case.wrapper)
@@ -365,20 +366,18 @@ def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = Fa
     inputs = generate_inputs(case.base, device=device)
     first, second = attempt(impl_a, case, inputs), attempt(impl_b, case, inputs)
     replay = replay_command(case, impl_a.name, impl_b.name, device, memcheck)
-    findings, checked = memcheck_findings((first, second), replay, memcheck)
-    verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, findings=findings,
+    checked = memcheck_lines((first, second), memcheck)
+    verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, memchecked=memcheck,
                               checked=checked)
     return verdict, first, second
 
 
-def memcheck_findings(attempts, replay: str, memcheck: bool) -> tuple[list, list]:
-    """``(failures, lines)`` from what the attempts' calls touched. With ``memcheck``
-    every out-of-bounds group is a failure and a line says what was checked; without
-    it, only a line counts what was masked (``--memcheck`` names it). On a GPU a
-    rejection call is not sanitized: said so, never counted clean."""
-    from remap_ab import memcheck as memcheck_module
-
-    findings, lines = [], []
+def memcheck_lines(attempts, memcheck: bool) -> list:
+    """What the attempts' calls touched, one line each. With ``memcheck`` a line says
+    what was checked (compare makes each out-of-bounds group a failure); without it,
+    only a line counts what was masked (``--memcheck`` names it). On a GPU a rejection
+    call is not sanitized: said so, never counted clean."""
+    lines = []
     for o in attempts:
         report = o.memcheck
         if report is None:
@@ -389,11 +388,10 @@ def memcheck_findings(attempts, replay: str, memcheck: bool) -> tuple[list, list
                 lines.append(f"memcheck {o.name}: nothing to check (no launch: the call was refused first)")
         elif memcheck:
             lines.append(report.summary())
-            findings += memcheck_module.mismatches(report, replay)
         elif not report.clean:
             lines.append(f"{o.name}'s call touched memory outside its tensors ({report.bad_lanes} lanes, masked "
                          f"so the process lives); --memcheck names them")
-    return findings, lines
+    return lines
 
 
 def replay_command(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False) -> str:
@@ -424,9 +422,11 @@ class RejectionPoint:
         return f"{self.case_id}  rejection={self.config.id}"
 
 
-def sweep_points(first_index: int, path: Optional[str] = None) -> list[RejectionPoint]:
-    """Every rejection call, indexed after the grid's points (every sweep runs them all)."""
-    return [RejectionPoint(first_index + i, case) for i, case in enumerate(load(path))]
+def sweep_points(first_index: int, path: Optional[str] = None, grid=None) -> list[RejectionPoint]:
+    """Every rejection call, indexed after the grid's points (every sweep runs them all):
+    rejections.toml's, then the expected rejections ``grid`` declares (grid.Rejection)."""
+    cases = list(load(path)) + [rejection_from_fields(r.fields, id=r.id) for r in (grid.rejections() if grid else ())]
+    return [RejectionPoint(first_index + i, case) for i, case in enumerate(cases)]
 
 
 def is_task(d: Mapping) -> bool:

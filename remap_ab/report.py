@@ -59,6 +59,7 @@ class ImplementationInfo:
     name: str
     module: str | None = None
     path_entry: str | None = None
+    source: dict | None = None  # a file or revision's file: sources.Source.to_dict (path, commit, sha256)
 
     @classmethod
     def of(cls, impl: Any) -> ImplementationInfo:
@@ -78,10 +79,26 @@ class ImplementationInfo:
             for _ in range(module_path.count(".")):
                 folder = folder.parent
             entry = str(folder)
-        return cls(name, module_path, entry)
+        source = getattr(impl, "source", None)
+        return cls(name, module_path, entry, source.to_dict() if source is not None else None)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "module": self.module, "path_entry": self.path_entry}
+        out = {"name": self.name, "module": self.module, "path_entry": self.path_entry}
+        return {**out, "source": self.source} if self.source else out
+
+    @property
+    def loaded(self) -> str:
+        """What a file or revision name loaded, in one line ('' for a module)."""
+        from remap_ab.sources import Source
+
+        return Source(**self.source).line() if self.source else ""
+
+    @property
+    def pinned(self) -> str:
+        """The name that loads exactly this again: a revision with its full commit."""
+        from remap_ab.sources import Source, pinned_name
+
+        return pinned_name(Source(**self.source), self.name) if self.source else self.name
 
 
 @dataclass(frozen=True)
@@ -297,15 +314,11 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
 def build_crash_report(config, a, b, message: str, folder: Path, device: str, status: Status, inputs) -> CaseReport:
     """The model of a case that produced no outputs: its worker died (``CRASH``) or it
     ran past its time limit (``TIMEOUT``)."""
-    from remap_ab.compare import Mismatch, Verdict
+    from remap_ab.compare import lost_verdict
 
     status = Status(status)
-    if status not in (Status.CRASH, Status.TIMEOUT):
-        raise ValueError(f"a crash report's status is crash or timeout, not {status}")
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
-    check = Check.CRASH if status is Status.CRASH else Check.TIMEOUT
-    verdict = Verdict(config.case_id, status,
-                      [Mismatch(check, f"{a_info.name}/{b_info.name}", -1, -1, {}, 0, 0, message)])
+    verdict = lost_verdict(config.case_id, status, f"{a_info.name}/{b_info.name}", message)
     return CaseReport(
         status=status, verdict=verdict, device=str(device), message=message,
         **_header(config, a_info, b_info, folder, inputs),
@@ -475,19 +488,34 @@ def _env_prefix(infos: Sequence[ImplementationInfo]) -> str:
     return f"PYTHONPATH={shlex.quote(os.pathsep.join(entries))}${{PYTHONPATH:+:$PYTHONPATH}} "
 
 
+def _pins(infos: Sequence[ImplementationInfo]) -> str:
+    """`` --repo R --a REV@SHA:PATH``: a revision's repository and full commit, so a
+    replay re-reads that commit whatever the branch points at by then."""
+    parts = []
+    repos = [i.source["repo"] for i in infos if i.source and i.source.get("kind") == "git"]
+    if repos:
+        parts.append(f"--repo {shlex.quote(repos[0])}")
+    for role, info in zip("ab", infos):
+        if info.source and info.source.get("kind") == "git":
+            parts.append(f"--{role} {shlex.quote(info.pinned)}")
+    return "".join(" " + p for p in parts)
+
+
 def replay_command(folder: Path, a, b) -> str:
     """The ``remap-ab replay`` line for the report in ``folder`` of ``a`` vs ``b``
-    (names or ``ImplementationInfo``s: a recorded path entry becomes a PYTHONPATH)."""
+    (names or ``ImplementationInfo``s: a recorded path entry becomes a PYTHONPATH, a
+    revision is pinned to its commit)."""
     infos = [ImplementationInfo.of(_named(x)) for x in (a, b)]
-    return f"{_env_prefix(infos)}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}"
+    return f"{_env_prefix(infos)}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}{_pins(infos)}"
 
 
 def run_command(config, a, b, schedule: tuple[str, int] | None = None) -> str:
     """The ``remap-ab run`` line that reruns ``config`` through ``a`` and ``b`` (under
     ``schedule`` = (policy, seed) when given), with the PYTHONPATH a custom module needs."""
     infos = [ImplementationInfo.of(_named(x)) for x in (a, b)]
-    parts = [f"{_env_prefix(infos)}remap-ab run --a {shlex.quote(infos[0].name)} --b {shlex.quote(infos[1].name)}",
-             config.cli_args()]
+    repo = next((i.source["repo"] for i in infos if i.source and i.source.get("kind") == "git"), None)
+    parts = [f"{_env_prefix(infos)}remap-ab run --a {shlex.quote(infos[0].pinned)} --b {shlex.quote(infos[1].pinned)}"
+             + (f" --repo {shlex.quote(repo)}" if repo else ""), config.cli_args()]
     if schedule is not None:
         parts.append(f"--schedule {schedule[0]}:{schedule[1]}")
     return " ".join(p for p in parts if p)

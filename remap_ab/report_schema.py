@@ -60,6 +60,15 @@ def check_verdict_json(folder: Path, meta: dict) -> None:
         for key in ("module", "path_entry"):
             if key in impl:
                 expect(f, folder, impl, key, _OPTIONAL_STR, f"{role}.")
+        if impl.get("source") is not None:
+            src = expect(f, folder, impl, "source", (dict,), f"{role}.")
+            for key in ("kind", "path", "sha256"):
+                expect(f, folder, src, key, (str,), f"{role}.source.")
+            for key in ("repo", "rev", "commit"):
+                expect(f, folder, src, key, _OPTIONAL_STR, f"{role}.source.")
+            extra = set(src) - {"kind", "path", "sha256", "repo", "rev", "commit"}
+            if extra:
+                raise ReportError(f"report {folder}: {f} field '{role}.source' has unknown keys {sorted(extra)}")
     expect(f, folder, meta, "device", (str,))
     sha = expect(f, folder, meta, "inputs_sha256", (dict,))
     for key in sha:

@@ -103,6 +103,7 @@ RUN_FIELDS = {
     "selected": (lambda v: _is_int(v) and v >= 0, "a count"),
     "selection": (lambda v: isinstance(v, str), "a string"),
     "memcheck": (lambda v: isinstance(v, bool), "true or false"),
+    "call_checks": (lambda v: v in ("sample", "all", "off", "not run (no GPU)"), 'one of "sample", "all", "off"'),
     "rejections": (lambda v: _is_int(v) and v >= 0, "a count"),
     "api": (lambda v: isinstance(v, list) and all(isinstance(d, dict) and isinstance(d.get("fails"), bool)
                                                   and isinstance(d.get("line"), str) and isinstance(d.get("what"), str)

@@ -1,94 +1,28 @@
 """Run one case: inputs → every implementation → the oracle's reference → verdict.
 
-Uninitialised memory is poisoned while an implementation runs (torch's
-``fill_uninitialized_memory`` with deterministic algorithms on), so a lane or count the
-kernel forgot to write reads as a loud sentinel instead of passing by luck.
+Every implementation, the oracle's public API too, is called through ``call.call``
+(its own copy of the inputs, poisoned ``torch.empty``, input-write and aliasing
+checks, and on a GPU the production checks); ``compare`` builds the verdict.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 
-from remap_ab import backend, oracle, registry
+from remap_ab import backend, call, layouts, oracle, registry
+from remap_ab.call import poisoned_empty, synchronize
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
-from remap_ab.errors import InternalError, exception_line
 from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, ragged_arange
 
-if TYPE_CHECKING:  # memcheck is imported only when asked for (see run_implementation)
-    from remap_ab.memcheck import Session
+__all__ = ["CaseResult", "poisoned_empty", "reference", "reference_batch", "run_case", "run_implementation", "synchronize"]
 
 
-@contextlib.contextmanager
-def poisoned_empty():
-    """torch.empty and friends return sentinel-filled memory inside this block."""
-    det = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    _set_deterministic(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        yield
-    finally:
-        _set_deterministic(det, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-
-
-def _set_deterministic(mode: bool, warn_only: bool) -> None:
-    # torch.use_deterministic_algorithms also mirrors the flag into inductor's config,
-    # importing torch._inductor to do so: ~5 s per process on the H200 image, for a
-    # compiler remap-ab never uses. The C-level switch is all the poisoning reads.
-    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if setter is None:
-        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-    else:
-        setter(mode, warn_only=warn_only)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for ``device``'s queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def run_implementation(
-    impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, schedule=None, memcheck: bool = False
-) -> Output:
-    """One implementation on one case; an exception becomes an ``error`` output.
-
-    ``schedule`` is an optional context manager factory (see ``schedule.py``) that
-    wraps the call, e.g. to permute the interpreter's programs. ``memcheck``: check
-    every memory access (CPU: in the interpreter; GPU: a compute-sanitizer run in a
-    subprocess); what it saw is ``Output.memcheck``."""
-    contract = impl.order_contract(config)
-    device = inputs.device
-    watch: contextlib.AbstractContextManager[Optional[Session]] = contextlib.nullcontext()
-    if memcheck and device.type != "cuda":
-        from remap_ab import memcheck as memcheck_module
-
-        watch = memcheck_module.watching(inputs.tensors(), impl.name)
-    session = None
-    try:
-        with poisoned_empty(), (schedule() if schedule else contextlib.nullcontext()), watch as session:
-            synchronize(device)
-            start = time.perf_counter()
-            out, counts = impl(config, inputs)
-            synchronize(device)
-            seconds = time.perf_counter() - start
-    except Exception as exc:  # a broken implementation is a verdict, not a crash
-        report = session.report if session is not None else None
-        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500], memcheck=report)
-    report = session.report if session is not None else None
-    if memcheck and device.type == "cuda":
-        from remap_ab import sanitizer
-
-        report = sanitizer.check_case(impl.name, config, inputs)
-    return Output(impl.name, out, counts, contract, seconds=seconds, memcheck=report)
+# One owner calls implementations (call.py); these names stay importable from here.
+run_implementation = call.call
 
 
 def reference(config: CaseConfig, inputs: CaseInputs) -> Reference:
@@ -228,11 +162,14 @@ def run_case(
     inputs: Optional[CaseInputs] = None,
     schedule=None,
     memcheck: bool = False,
+    production: Optional[bool] = None,
 ) -> CaseResult:
     """Run ``config`` through implementations ``a`` and ``b`` and judge them against
-    the oracle (SPEC §7). ``inputs`` defaults to the case's generated inputs.
-    ``memcheck``: also check every memory access of ``a`` and ``b`` (memcheck.py);
-    an access outside every argument tensor fails the case."""
+    the oracle (SPEC §7). ``inputs`` defaults to the case's generated inputs (given
+    ones are placed in the case's layout). ``memcheck``: also check every memory
+    access of ``a`` and ``b`` (memcheck.py); an access outside every argument tensor
+    fails the case. ``production``: the CUDA graph, stream and sync checks (default:
+    on where the device is a GPU)."""
     dev = backend.select(device)
     if inputs is not None:
         check_inputs(config, inputs)
@@ -241,22 +178,35 @@ def run_case(
         inputs = generate_inputs(config, device=dev)
     else:
         inputs = inputs.to(dev)
+        if config.layout != "contiguous":
+            inputs = layouts.apply(config.layout, inputs)
+    production = torch.device(dev).type == "cuda" if production is None else production
     impl_a, impl_b = registry.get(a), registry.get(b)
-    out_a = run_implementation(impl_a, config, inputs, schedule, memcheck=memcheck)
-    out_b = run_implementation(impl_b, config, inputs, schedule, memcheck=memcheck)
+    out_a = call.call(impl_a, config, inputs, schedule, memcheck=memcheck, production=production)
+    out_b = call.call(impl_b, config, inputs, schedule, memcheck=memcheck, production=production)
     ref = reference(config, inputs)
     # The oracle also runs through its public API, so the wrappers' plumbing
     # (delegation, return shapes) is checked against the direct reference too.
-    out_o = run_implementation(registry.get("oracle"), config, inputs)
+    out_o = call.call(registry.get("oracle"), config, inputs)
     verdict = compare(
-        config.case_id, out_a, out_b, ref, compacted=config.compacts, counts_returned=config.counts_returned
+        config.case_id, out_a, out_b, ref, compacted=config.compacts, counts_returned=config.counts_returned,
+        oracle_problem=oracle_problem(out_o, ref), memchecked=memcheck,
+        replay=_memcheck_replay(config, a, b, dev) if memcheck else "",
     )
-    if memcheck:
-        from remap_ab import memcheck as memcheck_module
-
-        memcheck_module.judge(verdict, (out_a, out_b), memcheck_module.replay_command(config, a, b, dev))
-    if out_o.error is not None:
-        raise InternalError(f"the oracle's API raised on case {config.case_id}: {out_o.error}")
-    if out_o.out is None or not torch.equal(out_o.out, ref.out):
-        raise InternalError(f"the oracle's API disagrees with its reference on case {config.case_id}")
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
+
+
+def oracle_problem(o: Output, ref: Reference) -> Optional[str]:
+    """Why the oracle's public API cannot be trusted on this case (None: it agrees)."""
+    if o.error is not None:
+        return f"the oracle's API raised: {o.error}"
+    if o.out is None or not torch.equal(o.out, ref.out) or o.findings:
+        return "the oracle's public API disagrees with its reference"
+    return None
+
+
+
+def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
+    from remap_ab.memcheck import replay_command
+
+    return replay_command(config, a, b, device)

@@ -85,6 +85,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "folder": str(folder),
         "a": meta.get("a"),
         "b": meta.get("b"),
+        "implementations": meta.get("implementations") or {},
         "device": meta.get("device"),
         "selected": selected,
         "grid_total": meta.get("grid_total"),
@@ -113,6 +114,11 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
     }
 
 
+def loaded_line(loaded: dict) -> str:
+    """What a file or revision implementation loaded (sources.Source.to_dict), in one line."""
+    from remap_ab.sources import Source
+
+    return Source(**loaded).line()
 def _rejections(df) -> dict:
     """The rejection calls' rows (rejections.toml) in numbers: how many ran, how many
     A rejected (only those are judged), how many failed, and which A accepted."""
@@ -169,6 +175,9 @@ def format_summary(s: dict, show: int = 10) -> str:
         + (f"; {s['missing']} not run yet" if s["missing"] else "")
         + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
     ]
+    for role, loaded in (s.get("implementations") or {}).items():
+        if loaded:
+            lines.append(f"  {role.upper()} loaded: {loaded_line(loaded)}")
     if s.get("cap_note"):
         lines.append(f"  capped: {s['cap_note']}")
     if s.get("api") is not None:

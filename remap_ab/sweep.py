@@ -66,6 +66,7 @@ class SweepOptions:
     progress: bool = True
     case_timeout: Optional[float] = None  # None: DEFAULT_CASE_TIMEOUT
     memcheck: bool = False
+    call_checks: str = "sample"  # options.CALL_CHECKS
 
 
 class Sweep:
@@ -87,19 +88,24 @@ class Sweep:
             o.a, o.b, o.filters, o.max_tokens, o.device = meta["a"], meta["b"], meta["filters"], meta["max_tokens"], meta["device"]
             o.grid_file = meta.get("grid_file")
             o.memcheck = bool(meta.get("memcheck", False))
+            o.call_checks = str(meta["call_checks"]) if meta.get("call_checks") in ("all", "off") else "sample"
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = backend.select(o.device)
         self.grid_points = select(self.grid, o.filters, o.max_tokens)
         # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own.
-        self.points = self.grid_points + rejections.sweep_points(len(self.grid.points()))
+        self.points = self.grid_points + rejections.sweep_points(len(self.grid.points()), grid=self.grid)
         self.note = cap_note(self.grid, o.filters, o.max_tokens)
         self.columns = result_columns([a.name for a in self.grid.axes])
         self.selection = selection_fingerprint(self.points)
 
-        # Implementations must import before any worker starts (one clear error, once).
-        registry.get(o.a)
-        registry.get(o.b)
+        # Implementations must import before any worker starts (one clear error, once);
+        # workers, run.json and reports use the canonical names (a revision pinned).
+        if o.resume:
+            registry.adopt_repo(meta.get("implementations"))
+        impls = registry.get(o.a), registry.get(o.b)
+        o.a, o.b = impls[0].name, impls[1].name
+        self.loaded = {role: impl.source.to_dict() if impl.source else None for role, impl in zip("ab", impls)}
         self.api = [d.to_dict() for d in api_compat.check(o.a, o.b)]  # a run-level check (SPEC §1 signatures)
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
@@ -155,6 +161,7 @@ class Sweep:
             "run": name,
             "a": o.a,
             "b": o.b,
+            "implementations": self.loaded,  # what a file or revision name loaded (path, commit, sha256)
             "device": self.device,
             "filters": list(o.filters),
             "max_tokens": o.max_tokens,
@@ -166,6 +173,7 @@ class Sweep:
             "api": self.api,
             "selection": self.selection,
             "memcheck": o.memcheck,
+            "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
             "cap_note": self.note,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
@@ -251,7 +259,7 @@ class Sweep:
             times = BatchTimes()
             try:
                 rows = judge_and_record([p.config for p in batch], o.a, o.b, self.device, self.folder, times,
-                                        memcheck=o.memcheck)
+                                        memcheck=o.memcheck, call_checks=o.call_checks)
             except Exception as exc:
                 if len(batch) > 1:
                     pending.extendleft(reversed([[p] for p in batch]))
@@ -281,7 +289,8 @@ class Sweep:
                 self.startup = time.perf_counter() - self.wall0
 
         pool = Pool(
-            Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker()),
+            Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker(),
+                call_checks=o.call_checks),
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )

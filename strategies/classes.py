@@ -19,6 +19,7 @@ import torch
 
 from remap_ab.config import INT32_MAX, CaseConfig
 from remap_ab.inputs import INT32_MIN, CaseInputs, generate_inputs, in_range_limit
+from remap_ab.layouts import LAYOUTS
 
 # Grouped by the question they answer; every label is "<group>: <class>".
 REQUIRED_CLASSES = (
@@ -63,6 +64,11 @@ REQUIRED_CLASSES = (
     "requests: several in one batch",
     "tokens: 1",
     "tokens: several",
+    "layout: contiguous",
+    "layout: strided token_indices (rows or columns)",
+    "layout: block table a column slice",
+    "layout: strided req_id",
+    "layout: storage offsets",
 )
 
 
@@ -108,6 +114,17 @@ def _config_classes(c: CaseConfig) -> Iterable[str]:
 
     yield "placement: compacted" if c.compacts else "placement: in place"
     yield "counts: returned" if c.counts_returned else "counts: not returned"
+    layout = LAYOUTS[c.layout]
+    if c.layout == "contiguous":
+        yield "layout: contiguous"
+    if layout.token_row_pad or layout.token_col_step > 1:
+        yield "layout: strided token_indices (rows or columns)"
+    if layout.table_col_pad:
+        yield "layout: block table a column slice"
+    if layout.req_step > 1:
+        yield "layout: strided req_id"
+    if layout.offset:
+        yield "layout: storage offsets"
     yield "K: power of two" if c.topk_is_pow2 else "K: not a power of two"
     if c.block_size != 64:
         yield "BLOCK_SIZE: other than 64"

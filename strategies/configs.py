@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from remap_ab import config, profiles
 from remap_ab.config import INT32_MAX, CaseConfig
+from remap_ab.layouts import LAYOUT_NAMES
 
 # K = NUM_TOPK_TOKENS. Powers of two take the new kernel's single-tile path when it
 # counts; the others keep the tiled atomic path in both kernels (SPEC §6-§7).
@@ -33,6 +34,7 @@ DCP_SIZES = (4, 2, 1)
 TABLES = config.TABLE_KINDS  # "random" first
 ROW_LAYOUTS = config.ROW_LAYOUTS  # "uniform" first: shrinking heads there
 NEGATIVES = config.NEGATIVE_KINDS  # "minus_one" first
+LAYOUTS = LAYOUT_NAMES  # "contiguous" first: a shrunk case is strided only where the bug needs it
 
 # Exact edges first (0 % and 100 % must be hit exactly, not approached), then any percentage.
 _INVALID_EDGES = (0.3, 0.0, 1.0)
@@ -88,6 +90,7 @@ def case_configs(
     min_tiles: int = 1,
     tables: Sequence[str] = TABLES,
     row_layouts: Sequence[str] = ROW_LAYOUTS,
+    layouts: Sequence[str] = LAYOUTS,
     budget: Optional[profiles.SizeBudget] = None,
 ) -> CaseConfig:
     """Any valid case configuration, narrowed by the keyword arguments.
@@ -100,6 +103,7 @@ def case_configs(
     topks       the K values to draw from (POW2_TOPKS, NON_POW2_TOPKS, or both).
     min_tiles   at least this many BLOCK_N tiles per row (2: the tiled path exists).
     tables, row_layouts   narrow the block-table and row-shape menus.
+    layouts     the memory layouts of the inputs to draw from (layouts.py).
     """
     mode = draw(st.sampled_from(tuple(modes)))
     tokens, topk, block_n = draw(shapes(topks=topks, min_tiles=min_tiles, budget=budget))
@@ -115,6 +119,7 @@ def case_configs(
         table=draw(st.sampled_from(tuple(tables))),
         row_layout=draw(st.sampled_from(tuple(row_layouts))),
         negatives=draw(st.sampled_from(NEGATIVES)),
+        layout=draw(st.sampled_from(tuple(layouts))),
     )
     if mode == "dcp":
         size = draw(st.sampled_from(tuple(dcp_sizes)))

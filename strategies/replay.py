@@ -7,7 +7,7 @@ configuration, so ``remap-ab run <options>`` rebuilds the exact tensors anywhere
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from remap_ab.config import CaseConfig
 
@@ -15,13 +15,21 @@ REPORT_DIR_ENV = "REMAP_AB_REPORT_DIR"
 DEFAULT_REPORT_DIR = os.path.join("reports", "failures")
 
 
-def replay_command(config: CaseConfig, a: str, b: str, schedule: Optional[tuple[str, int]] = None) -> str:
+def replay_command(config: CaseConfig, a: Any, b: Any, schedule: Optional[tuple[str, int]] = None) -> str:
     """The ``remap-ab run`` command line that reruns ``config`` through ``a`` and ``b``
-    (under ``schedule`` = (policy, seed) when the failure needed one): the same line a
-    report records (``remap_ab.report.run_command``)."""
+    (names or loaded implementations: a revision's commit is pinned), under
+    ``schedule`` = (policy, seed) when the failure needed one: the same line a report
+    records (``remap_ab.report.run_command``)."""
     from remap_ab.report import run_command
 
     return run_command(config, a, b, schedule)
+
+
+def _loaded(result) -> tuple[Any, Any]:
+    """A and B as the registry loaded them: a revision's replay line pins its commit."""
+    from remap_ab import registry
+
+    return registry.get(result.a.name), registry.get(result.b.name)
 
 
 def failure_message(result, headline: str, schedule: Optional[tuple[str, int]] = None, detail: str = "") -> str:
@@ -30,7 +38,7 @@ def failure_message(result, headline: str, schedule: Optional[tuple[str, int]] =
     lines = [
         f"{headline}",
         f"case {config.case_id}",
-        f"replay: {replay_command(config, result.a.name, result.b.name, schedule)}",
+        f"replay: {replay_command(config, *_loaded(result), schedule)}",
     ]
     if detail:
         lines.append(detail)
@@ -56,7 +64,7 @@ def write_failure_report(result, schedule: Optional[tuple[str, int]] = None) -> 
         return None
     root = os.environ.get(REPORT_DIR_ENV, DEFAULT_REPORT_DIR)
     try:
-        written = write_case_report(result, root)
+        written = write_case_report(result, root, implementations=_loaded(result))
     except Exception as exc:  # a report is a convenience; the assertion is what counts
         return f"(not written: {type(exc).__name__}: {exc})"
     return str(written) if written is not None else root

@@ -158,9 +158,11 @@ def test_a_closed_stdout_ends_quietly(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_the_oracle_disagreeing_with_itself_is_internal(monkeypatch):
-    # Not the user's fault: InternalError (exit 3), never a RemapABError (exit 2).
-    from remap_ab import runner
+def test_the_oracle_disagreeing_with_itself_is_internal(monkeypatch, capsys):
+    # Not the user's fault: an ERROR verdict naming the oracle, built where every verdict
+    # is (the sweep records it like any case), and `run` exits 3, never 2.
+    from remap_ab import cli, runner
+    from remap_ab.status import Check
 
     real = runner.reference
 
@@ -171,8 +173,11 @@ def test_the_oracle_disagreeing_with_itself_is_internal(monkeypatch):
         return dataclasses.replace(ref, out=ref.out + 1)
 
     monkeypatch.setattr(runner, "reference", shifted)
-    with pytest.raises(InternalError, match="oracle's API disagrees with its reference"):
-        run_case(CaseConfig(topk=128, tokens=1))
+    v = run_case(CaseConfig(topk=128, tokens=1)).verdict
+    assert v.status == "error" and v.first.check == Check.ERROR and v.first.impl == "oracle"
+    assert "internal: the oracle's public API disagrees with its reference (a remap-ab bug" in v.first.message
+    assert cli.main(["run", "--topk", "128", "--tokens", "1"]) == 3
+    assert "a remap-ab bug" in capsys.readouterr().out
 
 
 def test_run_help_documents_every_case_option():

@@ -33,6 +33,7 @@ import triton.language as tl  # noqa: E402
 
 from remap_ab import interp_batched as ib  # noqa: E402
 from remap_ab import mutants, registry, runner  # noqa: E402
+from remap_ab.call import PrivateInputs  # noqa: E402
 from remap_ab.config import CaseConfig  # noqa: E402
 from remap_ab.inputs import generate_inputs  # noqa: E402
 from remap_ab.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
@@ -43,11 +44,13 @@ def _catalogue():
     return mutants.select() if hasattr(mutants, "select") else mutants.catalogue()
 
 
-def _run(impl, config, inputs, mode, policy, seed=7):
+def _run(impl, config, inputs, mode, policy, seed=7, private=None):
+    # One private copy for both modes: a mutant that reads past a tensor must find the
+    # same bytes there in each (a fresh copy per call would sit at another address).
     with ib.using(mode):
         before = dict(ib.stats)
         out = runner.run_implementation(
-            registry.get(impl), config, inputs, schedule=lambda: interpreter_schedule(policy, seed)
+            registry.get(impl), config, inputs, schedule=lambda: interpreter_schedule(policy, seed), private=private
         )
         ran = {k: ib.stats[k] - before[k] for k in ib.stats}
     return out, ran
@@ -62,9 +65,10 @@ def _same_bytes(a, b) -> bool:
 
 def _assert_modes_agree(impl, config, policies=POLICIES, expect_batched=True):
     inputs = generate_inputs(config)
+    private = PrivateInputs([inputs])
     for policy in policies:
-        seq, seq_ran = _run(impl, config, inputs, "sequential", policy)
-        bat, bat_ran = _run(impl, config, inputs, "batched", policy)
+        seq, seq_ran = _run(impl, config, inputs, "sequential", policy, private=private)
+        bat, bat_ran = _run(impl, config, inputs, "batched", policy, private=private)
         assert seq_ran["batched"] == 0
         assert _same_bytes(seq, bat), f"{impl} {config.case_id} {policy}: batched differs from sequential"
         if expect_batched:

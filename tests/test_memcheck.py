@@ -151,12 +151,13 @@ def test_a_strided_view_spans_its_elements_only():
 
 
 def test_unchecked_outputs_are_said_so():
-    from remap_ab.compare import OrderContract, Output, Verdict
+    from remap_ab.compare import OrderContract, Output, Reference, compare
 
-    v = Verdict("c", Status.PASS.value)
-    outs = [Output("a", None, None, OrderContract(True, 1)), Output("b", None, None, OrderContract(True, 1))]
+    t = torch.tensor([[1, 2]], dtype=torch.int32)
+    ref = Reference(lanes=t, valid=t >= 0, out=t, counts=torch.tensor([2], dtype=torch.int32))
+    outs = [Output("a", t.clone(), None, OrderContract(True, 1)), Output("b", t.clone(), None, OrderContract(True, 1))]
     outs[1].memcheck = memcheck.MemcheckReport("b", launches=1, lanes_checked=10)
-    memcheck.judge(v, outs, "remap-ab run --memcheck")
+    v = compare("c", *outs, ref, compacted=False, counts_returned=False, memchecked=True, replay="remap-ab run --memcheck")
     assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active lanes in 1 launch checked)"]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import memcheck, sanitizer
+from remap_ab import sanitizer
 from remap_ab.errors import SanitizerError
 from remap_ab.status import Check
 
@@ -81,6 +81,15 @@ REMAP-AB-SANITIZER-DONE 2
 """
 
 
+def _memcheck_failures(report, replay: str) -> list:
+    """The memcheck failures ``compare`` builds from ``report``."""
+    from remap_ab.compare import Output, _memcheck_failures
+
+    failures: list = []
+    _memcheck_failures(Output(report.label, None, None, None, memcheck=report), replay, failures)  # type: ignore[arg-type]
+    return failures
+
+
 def test_a_read_one_past_the_block_table():
     (report,) = sanitizer.reports_from_output(ONE_PAST_THE_TABLE, "oob", 1)
     assert not report.clean and report.source == "compute-sanitizer"
@@ -89,7 +98,7 @@ def test_a_read_one_past_the_block_table():
     assert (f.nearest, f.address, f.itemsize, f.bytes_after_end, f.elements_past_last) == ("block_table", 0x7F0A1E000210, 4, 0, 1)
     assert "1 element past the last element of block_table (4 elements of 4 bytes" in f.describe()
     assert "by thread (0, 0, 0)" in f.describe()
-    (m,) = memcheck.mismatches(report, "remap-ab run --memcheck")
+    (m,) = _memcheck_failures(report, "remap-ab run --memcheck")
     assert m.check == Check.MEMCHECK and m.impl == "oob" and m.row == 1 and m.message.endswith("replay: remap-ab run --memcheck")
 
 
@@ -98,7 +107,7 @@ def test_the_h200s_access_to_spelling_names_the_block_table():
     (f,) = report.findings
     assert (f.kind, f.kernel, f.row, f.program) == ("load", KERNEL, 0, (0, 0, 0))
     assert (f.nearest, f.address, f.bytes_after_end, f.elements_past_last) == ("block_table", 0x7FF5AA800220, 0, 1)
-    (m,) = memcheck.mismatches(report, "remap-ab run --memcheck")
+    (m,) = _memcheck_failures(report, "remap-ab run --memcheck")
     assert "block_table" in m.message
 
 
@@ -263,10 +272,11 @@ def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypa
     """``--memcheck`` on a GPU judges the batch, then replays it under the sanitizer once
     per implementation: each case's report lands in its own verdict, and an output
     that raised is said "not checked" (never sent to the sanitizer, never clean)."""
+    import torch
+
     from remap_ab import batch
-    from remap_ab.compare import OrderContract, Output, Verdict
+    from remap_ab.compare import OrderContract, Output, Reference, compare
     from remap_ab.config import CaseConfig
-    from remap_ab.status import Status
 
     clean_one = "REMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n"
     calls = []
@@ -283,13 +293,17 @@ def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypa
     ids = [c.case_id for c in configs]
     contract = OrderContract(True, 2048)
 
+    lanes = torch.tensor([[1, 2]], dtype=torch.int32)
+    ref = Reference(lanes=lanes, valid=lanes >= 0, out=lanes, counts=torch.tensor([2], dtype=torch.int32))
+
     def output(name, error=None):
-        return Output(name, None, None, contract, error=error)
+        return Output(name, None if error else lanes.clone(), None, contract, error=error)
 
     outs = [(output("old"), None, output("new"), None) for _ in configs]
     outs[2] = (output("old", error="RuntimeError: boom"), None, output("new"), None)
-    verdicts = [Verdict(i, Status.PASS) for i in ids]
-    batch._sanitize(configs, [None] * 3, outs, verdicts, "old", "new", "cuda")
+    batch._sanitize(configs, [None] * 3, outs, "old", "new")
+    verdicts = [compare(i, oa, ob, ref, compacted=False, counts_returned=False, memchecked=True, replay="r --memcheck")
+                for i, (oa, _, ob, _) in zip(ids, outs)]
     assert calls == [("old", ids[:2]), ("new", ids)]
     assert verdicts[0].passed and "memcheck old (compute-sanitizer): clean" in " ".join(verdicts[0].info)
     assert verdicts[1].status == "fail" and verdicts[1].first.check == Check.MEMCHECK and verdicts[1].first.impl == "new"

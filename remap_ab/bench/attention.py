@@ -27,9 +27,9 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
+from remap_ab.call import call
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import CaseInputs, generate_inputs
-from remap_ab.runner import poisoned_empty
 
 DTYPES = (torch.bfloat16, torch.float32)
 HEAD_DIM = 128
@@ -127,15 +127,14 @@ def characterise(impl: registry.Implementation, config: CaseConfig, inputs: Case
     ``context()``), the consumer in every dtype on its output."""
     tallies = {d: Tally(condition, config, impl.name, dtype_name(d)) for d in dtypes}
     for run in runs:
-        try:
-            with run.context(), poisoned_empty():
-                out, counts = impl(config, inputs)
-            index_hash = _digest(out)
+        o = call(impl, config, inputs, context=run.context, settle=False)
+        if o.error is not None or o.out is None or o.counts is None:  # a failing run is counted and named, never a crash of the section
             for d in dtypes:
-                tallies[d].add(index_hash, consumer.attend(out, counts, d))
-        except Exception as exc:  # a failing run is counted and named, never a crash of the section
-            for d in dtypes:
-                tallies[d].errors.append(f"{getattr(run, 'label', '?')}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+                tallies[d].errors.append(f"{getattr(run, 'label', '?')}: {' '.join(str(o.error).split())[:200]}")
+            continue
+        index_hash = _digest(o.out)
+        for d in dtypes:
+            tallies[d].add(index_hash, consumer.attend(o.out, o.counts, d))
     if inputs.device.type == "cuda":
         torch.cuda.synchronize()
     return list(tallies.values())

@@ -43,15 +43,20 @@ def main(args) -> int:
         if found is not None:
             report = load_report(found)
         else:
-            by_id = {p.case_id: p for p in gridmod.load().points()}
+            by_id = {p.case_id: p for name in gridmod.shipped() for p in gridmod.load(name).points()}
             if target not in by_id:
-                raise ReportError(f"no report of case {target} under {root}/ and it is not a case of the grid")
+                raise ReportError(f"no report of case {target} under {root}/ and it is not a case of the grid "
+                                  f"(nor of any shipped grid: {', '.join(gridmod.shipped())})")
             config = by_id[target].config
     else:
         raise ReportError(f"{target} is neither a report folder nor a case ID (12 hex digits)")
 
-    a = args.a or (report.a.name if report else "old")
-    b = args.b or (report.b.name if report else "new")
+    if report is not None and args.repo is None:
+        from remap_ab import registry
+
+        registry.adopt_repo({"a": report.a.source, "b": report.b.source})  # the recorded repository
+    a = args.a or (report.a.pinned if report else "old")
+    b = args.b or (report.b.pinned if report else "new")
     device = backend.select(args.device)
     try:
         if report is not None:
@@ -80,9 +85,12 @@ def main(args) -> int:
         raise ImplementationError(f"{exc}{hint}") from None
     v = result.verdict
     config = result.config
+    changed = _changed_files(report, a, b)
     print(f"replay of case {config.case_id}: {a} vs {b} (oracle checked) on {device}, from {source}"
           + (" with memcheck" if args.memcheck else ""))
     print(f"  config: {config.cli_args() or '(defaults)'}")
+    for line in changed:
+        print(f"  note: {line}")
     print(f"case {v.case_id}: {Status(v.status).value.upper()}")
     for m in v.failures:
         print("  FAIL " + mismatch_line(m))
@@ -99,6 +107,21 @@ def main(args) -> int:
             same = _key(saved) == _key(v)
             print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
     return 0 if v.passed else 1
+
+
+def _changed_files(report, a: str, b: str) -> list[str]:
+    """A file implementation whose bytes differ from the ones the report recorded."""
+    from remap_ab import registry
+
+    if report is None:
+        return []
+    lines = []
+    for role, saved, name in (("A", report.a, a), ("B", report.b, b)):
+        now = registry.get(name).source
+        if saved.source and now is not None and now.sha256 != saved.source.get("sha256"):
+            lines.append(f"{role} {now.path} has changed since the report (sha256 {now.sha256[:16]}, "
+                         f"recorded {saved.source['sha256'][:16]}): this replays other code")
+    return lines
 
 
 def _readable_root(root: str) -> Path:

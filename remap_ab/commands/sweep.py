@@ -40,11 +40,15 @@ def add_arguments(p):
                         "replaced and the sweep goes on (default 900: a 1024-token case on the CPU fits; "
                         "a batch gets one case's time, then is re-run case by case)")
     options.add_memcheck(p)
+    options.add_call_checks(p)
+    options.add_bisect(p)
     options.add_root(p, "runs")
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: timestamp-A-vs-B-device)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run named by --run (default: the newest) without repeating a case")
-    p.add_argument("--grid", default=None, metavar="FILE", help="another grid file (default: the packaged remap_ab/grid.toml)")
+    p.add_argument("--grid", default=None, metavar="NAME|FILE",
+                   help="the grid: a shipped one by name (pr: remap_ab/grid.toml, the default; models: the index widths "
+                        "of the models that run this kernel, remap_ab/grids/models.toml) or a TOML file")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
 
@@ -58,7 +62,7 @@ def _list(args) -> int:
     pts = select(g, args.filter, args.max_tokens)
     from remap_ab.rejections import sweep_points
 
-    calls = sweep_points(len(g.points()))
+    calls = sweep_points(len(g.points()), grid=g)
     sys.stdout.write("".join(p.line() + "\n" for p in [*pts, *calls]))
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
@@ -96,6 +100,7 @@ def main(args) -> int:
         progress=not args.no_progress,
         case_timeout=args.case_timeout,
         memcheck=args.memcheck,
+        call_checks=args.call_checks,
     )
     sweep = Sweep(opts)
     sweep.prepare()

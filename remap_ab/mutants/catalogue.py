@@ -20,7 +20,7 @@ from remap_ab.errors import ConfigError, MutantError
 
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
-OBSERVABLE = ("output", "memcheck", "rejection")
+OBSERVABLE = ("output", "memcheck", "call", "rejection")
 _REQUIRED = ("id", "target", "area", "description", "witness", "edit")
 _OPTIONAL = ("equivalent", "needs_gpu", "observable")
 
@@ -40,9 +40,10 @@ class Mutant:
     equivalent   None, or why the mutant cannot change any output (never counted).
     needs_gpu    None, or why a sequential (interpreter) run cannot show the bug.
     observable   "output"; "memcheck": no output changes, only a memory check sees it;
-                 "rejection": no valid case changes, only a call that breaks a SPEC §6
-                 precondition shows it (the witness is ``{"rejection": id}``, an id of
-                 rejections.toml).
+                 "call": no output changes, only the call checks (inputs written,
+                 aliasing; on CUDA sync, stream, graph) see it; "rejection": no valid
+                 case changes, only a call that breaks a SPEC §6 precondition shows it
+                 (the witness is ``{"rejection": id}``, an id of rejections.toml).
     """
 
     id: str

@@ -19,7 +19,10 @@ from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.status import Check, Outcome
 
-CHECKS = ("sweep", "properties", "race", "memcheck", "rejects")
+CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects")
+
+# The failures of the call checks (call.py): what the production contract adds to the values.
+CALL_CHECKS = (Check.INPUTS_WRITTEN, Check.ALIASED, Check.SYNC, Check.STREAM, Check.GRAPH)
 
 
 @dataclass
@@ -135,6 +138,28 @@ def run_race(m: Mutant, device: str, full: bool = False) -> CheckResult:
     res.seconds = time.perf_counter() - start
     if res.status != Outcome.KILLED:
         res.examples_total = tried
+    return res
+
+
+def run_call(m: Mutant, device: str) -> CheckResult:
+    """The witness case through ``run_case`` with the production checks on: a failure
+    of a call check (inputs written, aliasing; on CUDA sync, stream, graph) on the
+    mutant's side is a kill; on the real kernel's side the check is broken."""
+    from remap_ab import runner
+
+    start = time.perf_counter()
+    config = m.witness_config()
+    a, b = m.sides
+    verdict = runner.run_case(config, a, b, device=device, production=device == "cuda").verdict
+    res = CheckResult("call", Outcome.SURVIVED, seconds=time.perf_counter() - start, examples_total=1)
+    found = [f for f in verdict.failures if f.check in CALL_CHECKS]
+    mine = [f for f in found if f.impl == m.package]
+    if found and not mine:
+        res.status = Outcome.BROKEN
+        res.detail = f"the real {m.original} kernel fails a call check on {config.case_id}: {found[0].line()}"
+    elif mine:
+        res.status, res.killer, res.detail = Outcome.KILLED, config.case_id, mine[0].line()
+        res.killers, res.examples = [config.case_id], 1
     return res
 
 

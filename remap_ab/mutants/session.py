@@ -53,7 +53,7 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
     if m.equivalent:
         return Plan((), {c: "declared equivalent: nothing to kill" for c in CHECKS})
     wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full,
-              "rejects": full or m.observable == "rejection"}
+              "call": full or m.observable == "call", "rejects": full or m.observable == "rejection"}
     skipped: dict = {}
     if m.needs_gpu:
         wanted["race"] = True
@@ -69,6 +69,11 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
                 if wanted[c]:
                     skipped[c] = "outputs unchanged by design: only a memory check sees this bug"
                     wanted[c] = False
+    if m.observable == "call" and not full:
+        for c in ("sweep", "properties", "race"):
+            if wanted[c]:
+                skipped[c] = "outputs unchanged by design: only the call checks see this bug"
+                wanted[c] = False
     if m.observable == "rejection" and not full:
         for c in ("sweep", "properties", "race"):
             if wanted[c]:
@@ -78,8 +83,8 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
         if not on and c not in skipped:
             flag = {"sweep": "--no-sweep", "properties": "--no-props"}.get(c)
             skipped[c] = f"skipped ({flag})" if flag else (
-                f"not requested (--{c} or --full runs it)" if c != "rejects" else "not requested (--full runs it)")
-    order = ("race", "memcheck", "rejects", "sweep", "properties")
+                f"not requested (--{c} or --full runs it)" if c not in ("rejects", "call") else "not requested (--full runs it)")
+    order = ("race", "call", "memcheck", "rejects", "sweep", "properties")
     return Plan(tuple(c for c in order if wanted[c]), skipped)
 
 
@@ -115,7 +120,7 @@ class MutantResult:
         if self.equivalent:
             # A declared-equivalent mutant that changes an output is a catalogue bug.
             return Outcome.EQUIVALENT if self.witness is None else Outcome.BROKEN
-        if self.observable == "memcheck" and self.witness is not None:
+        if self.observable in ("memcheck", "call") and self.witness is not None:
             return Outcome.BROKEN  # declared to change no output, but it does
         statuses = [self.status_of(c) for c in self.checks]
         killed = bool(self.killed_by)
@@ -195,7 +200,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
             c = CheckResult("properties", Outcome.TIMEOUT, detail=f"no verdict within the {timeout:.0f} s budget")
         else:
             c = summarize_probe(probe, rc, output)  # a crash inside the suite: a kill
-        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "memcheck", "rejects", "sweep"))
+        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "call", "memcheck", "rejects", "sweep"))
         c.seconds = elapsed - data.get("witness_seconds", 0.0) - done
         res.checks["properties"] = asdict(c)
     else:

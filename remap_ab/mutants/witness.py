@@ -85,21 +85,9 @@ def _run_under(impl, config: CaseConfig, inputs, context):
     """One call of ``impl`` inside ``context`` (a side-stream load), as ``nondet``
     makes it: no device synchronisation before the launch, which would drain the
     contending stream first."""
-    import torch
+    from remap_ab.call import call
 
-    from remap_ab.compare import Output
-    from remap_ab.errors import exception_line
-    from remap_ab.runner import poisoned_empty
-
-    contract = impl.order_contract(config)
-    try:
-        with context(), poisoned_empty():
-            out, counts = impl(config, inputs)
-            if inputs.device.type == "cuda":
-                torch.cuda.synchronize(inputs.device)
-    except Exception as exc:  # a broken mutant is a witness, not a crash
-        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500])
-    return Output(impl.name, out, counts, contract)
+    return call(impl, config, inputs, context=context, settle=False)
 
 
 def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared", device: Optional[str] = None):

@@ -1,0 +1,422 @@
+"""Calling an implementation: the one way every path runs A, B or the oracle on a case.
+
+A call
+1. gives the implementation its own copy of the case's inputs, in the same layout
+   (``PrivateInputs``), so nothing it does reaches the other side's inputs or the
+   reference's, and afterwards every byte it was given can be compared with what went in;
+2. runs it with ``torch.empty`` poisoned (an unwritten lane reads INT32_MAX instead of
+   passing by luck), under an optional program schedule (CPU) and memcheck;
+3. times it: CUDA events without a sync when the caller passes a ``CallClock`` (the
+   batch engine), else a synchronize on each side and ``perf_counter``;
+4. turns an exception, or a return that is no output, into the Output's ``error``;
+5. on CUDA with ``production=True``, checks what vLLM's decode path needs beyond the
+   values (``production_findings``): no host synchronisation inside the call, outputs
+   ready on the caller's stream, and a CUDA-graph capture whose replay on new inputs
+   equals an eager call.
+
+What a call found goes into the ``Output`` (``guard`` for input writes and aliasing,
+``findings`` for the production checks); ``compare`` turns all of it into the verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Optional
+
+import torch
+
+from remap_ab.compare import CallFinding, Output
+from remap_ab.config import CaseConfig
+from remap_ab.errors import exception_line
+from remap_ab.inputs import CaseInputs
+from remap_ab.status import Check
+
+if TYPE_CHECKING:
+    from remap_ab import registry
+
+
+@contextlib.contextmanager
+def poisoned_empty():
+    """torch.empty and friends return sentinel-filled memory inside this block."""
+    det = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    _set_deterministic(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        _set_deterministic(det, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    # torch.use_deterministic_algorithms also mirrors the flag into inductor's config,
+    # importing torch._inductor to do so: seconds per process, for a compiler remap-ab
+    # never uses. The C-level switch is all the poisoning reads.
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class CallClock:
+    """Per-call timing: CUDA events on a GPU (no sync), perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        # Named once: Event.record() without a stream looks the current one up per call.
+        self.stream = torch.cuda.current_stream(device) if self.cuda else None
+
+    def start(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record(self.stream)
+            return ev
+        return time.perf_counter()
+
+    def elapsed_ms(self, start, end) -> float:
+        if self.cuda:
+            return start.elapsed_time(end)
+        return (end - start) * 1e3
+
+
+# ----------------------------------------------------------------------- private inputs
+
+
+def _bytes_of(storage) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, 0, (storage.nbytes(),), (1,))
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """``[first, one past the last)`` storage element a (non-negatively strided) view reaches."""
+    start = int(t.storage_offset())
+    if t.numel() == 0:
+        return start, start
+    return start, start + int(sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) + 1
+
+
+class PrivateInputs:
+    """One implementation's own copy of a batch of cases' inputs, in their layouts.
+
+    Each distinct storage the cases use is cloned once when the cases use most of it
+    (the batch's flat buffers; a layout's dedicated buffer with its slack), so the
+    copies keep the originals' strides and offsets; a storage the cases use little of
+    (one case of a larger batch) is copied view by view. The originals are never
+    given to anyone, so comparing a copy with its original after the call shows
+    every byte the implementation wrote, slack between strided rows included."""
+
+    def __init__(self, inputs: list[CaseInputs]):
+        used: dict[int, int] = {}
+        users: dict[int, set] = {}
+        for i, x in enumerate(inputs):
+            for t in x.tensors().values():
+                key = t.untyped_storage().data_ptr()
+                lo, hi = _extent(t)
+                used[key] = used.get(key, 0) + (hi - lo) * t.element_size()
+                users.setdefault(key, set()).add(i)
+        whole: dict[int, tuple] = {}  # storage address -> (original storage, its clone)
+        # Per case: (name, original region, copied region, the copy's view, storage index of region[0]).
+        self._regions: list[list[tuple]] = []
+        self.cases: list[CaseInputs] = []
+        for x in inputs:
+            views, regions = {}, []
+            for name, t in x.tensors().items():
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if used[key] * 2 >= storage.nbytes():
+                    if key not in whole:
+                        whole[key] = (storage, storage.clone())
+                    original, copy = whole[key]
+                    view = torch.empty(0, dtype=t.dtype, device=t.device).set_(copy, t.storage_offset(), t.shape, t.stride())
+                    # A storage of this case alone is compared whole (its slack too); a shared one, this view's part.
+                    lo, hi = (0, storage.nbytes() // t.element_size()) if len(users[key]) == 1 else _extent(t)
+                    regions.append((name, _bytes_of(original).view(t.dtype)[lo:hi], _bytes_of(copy).view(t.dtype)[lo:hi],
+                                    view, lo))
+                else:
+                    lo, hi = _extent(t)
+                    flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, lo, (hi - lo,), (1,))
+                    copy_flat = flat.clone()
+                    view = copy_flat.as_strided(t.shape, t.stride(), t.storage_offset() - lo)
+                    regions.append((name, flat, copy_flat, view, lo))
+                views[name] = view
+            self.cases.append(CaseInputs(**views))
+            self._regions.append(regions)
+
+    def any_changed(self) -> torch.Tensor:
+        """A 0-dim bool on the device: did any copied element change? (No host sync.)"""
+        flags = [(o != c).any() for regions in self._regions for _, o, c, _, _ in regions]
+        if not flags:
+            return torch.zeros((), dtype=torch.bool)
+        return torch.stack(flags).any()
+
+    def writes(self, index: int, impl: str) -> list[CallFinding]:
+        """What case ``index``'s call changed in its inputs, one finding per tensor."""
+        found = []
+        for name, original, copy, view, base in self._regions[index]:
+            changed = torch.nonzero(original != copy).flatten()
+            if changed.numel() == 0:
+                continue
+            at = int(changed[0])
+            where = _element_name(view, base + at - view.storage_offset())
+            found.append(CallFinding(
+                Check.INPUTS_WRITTEN,
+                f"{impl} wrote into its input {name}: {changed.numel()} of its elements changed, the first at {where} "
+                f"({int(original[at])} -> {int(copy[at])}); an implementation must not modify what it is given",
+            ))
+        return found
+
+    def storages(self, index: int) -> dict[str, tuple[int, int]]:
+        """Case ``index``'s input tensors: name -> [first byte, one past the last) of their storage."""
+        out = {}
+        for name, _, _, view, _ in self._regions[index]:
+            s = view.untyped_storage()
+            out[name] = (s.data_ptr(), s.data_ptr() + s.nbytes())
+        return out
+
+
+def _element_name(view: torch.Tensor, rel: int) -> str:
+    """``[r, c]`` of the view element at storage element ``rel`` past the view's start,
+    or where it lies when no element of the view is there (slack between rows)."""
+    if rel < 0:
+        return f"buffer element {-rel} before the view's first"
+    if view.dim() == 1:
+        step = view.stride(0)
+        if rel % step == 0 and rel // step < view.shape[0]:
+            return f"[{rel // step}]"
+        return f"buffer element {rel} past the view's start (between its elements, not one of them)"
+    rs, cs = view.stride()
+    r, rem = divmod(rel, rs) if rs else (0, rel)
+    if rem % cs == 0 and r < view.shape[0] and rem // cs < view.shape[1]:
+        return f"[{r}, {rem // cs}]"
+    return f"buffer element {rel} past the view's start (slack between its elements, not one of them)"
+
+
+def aliasing(out: Optional[torch.Tensor], counts: Optional[torch.Tensor], storages: dict, impl: str) -> list[CallFinding]:
+    """A finding for each returned tensor whose storage overlaps an input's."""
+    found = []
+    for what, t in (("out", out), ("valid_counts", counts)):
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            continue
+        s = t.untyped_storage()
+        lo, hi = s.data_ptr(), s.data_ptr() + s.nbytes()
+        for name, (a, b) in storages.items():
+            if lo < b and a < hi:
+                found.append(CallFinding(
+                    Check.ALIASED,
+                    f"{impl} returned {what} sharing storage with its input {name}; outputs must be new tensors",
+                ))
+    return found
+
+
+# ----------------------------------------------------------------------------- the call
+
+
+def call(
+    impl: registry.Implementation,
+    config: CaseConfig,
+    inputs: CaseInputs,
+    schedule=None,
+    memcheck: bool = False,
+    *,
+    private: Optional[PrivateInputs] = None,
+    index: int = 0,
+    clock: Optional[CallClock] = None,
+    production: bool = False,
+    context=None,
+    settle: bool = True,
+) -> Output:
+    """Run ``config`` through ``impl`` the way every remap-ab path does (module docstring).
+
+    ``private``: this implementation's copies of a batch's inputs (``inputs`` is case
+    ``index`` of the originals); made here when not given. ``clock``: time with it and
+    do not synchronise (the caller does, once per batch). ``memcheck``: every memory
+    access checked (CPU: in the interpreter; GPU: compute-sanitizer in a child).
+    ``production``: on CUDA, the graph, stream and sync checks as well. ``context``: a
+    context manager factory entered first, before the poisoning (a contending
+    side-stream load is queued there); ``settle=False``: no device synchronisation
+    before the call (it would drain that load first)."""
+    contract = impl.order_contract(config)
+    if private is None:
+        private, index = PrivateInputs([inputs]), 0
+    own = private.cases[index]
+    device = inputs.device
+    cuda = device.type == "cuda"
+    watch: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if memcheck and not cuda:
+        from remap_ab import memcheck as memcheck_module
+
+        watch = memcheck_module.watching(own.tensors(), impl.name)
+    findings: list[CallFinding] = []
+    session = None
+    span = None
+    seconds = 0.0
+    try:
+        with (context() if context else contextlib.nullcontext()), poisoned_empty(), \
+                (schedule() if schedule else contextlib.nullcontext()), watch as session:
+            if clock is not None:
+                t0 = clock.start()
+                out, counts = _sync_checked(impl, config, own, production and cuda, findings)
+                span = (t0, clock.start())
+            else:
+                if settle:
+                    synchronize(device)
+                start = time.perf_counter()
+                out, counts = _sync_checked(impl, config, own, production and cuda, findings)
+                synchronize(device)
+                seconds = time.perf_counter() - start
+    except Exception as exc:  # a broken implementation is a verdict, not a crash
+        report = session.report if session is not None else None
+        return Output(impl.name, None, None, contract, error=exception_line(exc)[:500], memcheck=report,
+                      guard=(private, index), findings=findings)
+    report = session.report if session is not None else None
+    if memcheck and cuda:
+        from remap_ab import sanitizer
+
+        report = sanitizer.check_case(impl.name, config, inputs)
+    findings += aliasing(out, counts, private.storages(index), impl.name)
+    if production and cuda:
+        findings += production_findings(impl, config, inputs, out, counts)
+    o = Output(impl.name, out, counts, contract, seconds=seconds, memcheck=report, guard=(private, index),
+               findings=findings)
+    o.span = span
+    return o
+
+
+_SYNC_WORDS = "synchronizing"
+
+
+def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, findings: list):
+    """``impl(config, inputs)``; with ``check`` (CUDA), under sync debug mode "error": a
+    host synchronisation inside the call becomes a ``sync`` finding and the call is
+    made again without the mode, so its values are still judged."""
+    if not check:
+        return impl(config, inputs)
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        return impl(config, inputs)
+    except RuntimeError as exc:
+        if _SYNC_WORDS not in str(exc):
+            raise
+        findings.append(CallFinding(
+            Check.SYNC,
+            f"{impl.name} synchronises with the host inside the call ({exception_line(exc)[:200]}); vLLM runs it "
+            f"inside CUDA graphs, where a host sync fails the capture",
+        ))
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    return impl(config, inputs)
+
+
+# ------------------------------------------------------------------ production checks
+
+# Long enough that a kernel left on another stream is still queued when the caller's
+# stream reads the outputs; short enough to cost little per sampled case.
+_STREAM_SLEEP_CYCLES = 1_000_000  # about 0.5 ms on an H200
+
+
+def _rows_sorted(t: torch.Tensor) -> torch.Tensor:
+    return torch.sort(t, dim=-1).values if t.dim() == 2 else t
+
+
+def _same(x, y, ordered: bool) -> bool:
+    if x is None or y is None:
+        return x is y
+    if x.shape != y.shape:
+        return False
+    if not ordered:
+        x, y = _rows_sorted(x), _rows_sorted(y)
+    return bool(torch.equal(x, y))
+
+
+def _first_difference(x: torch.Tensor, y: torch.Tensor) -> str:
+    bad = torch.nonzero(x != y)
+    if bad.numel() == 0:
+        return ""
+    at = tuple(int(i) for i in bad[0])
+    return f" (first at {list(at)}: {int(x[at])} vs {int(y[at])}; {bad.shape[0]} elements differ)"
+
+
+def production_findings(impl, config: CaseConfig, inputs: CaseInputs, out, counts) -> list[CallFinding]:
+    """The stream and graph checks of one call on CUDA (the sync check runs inside the
+    primary call); ``out``/``counts`` are that eager call's outputs."""
+    ordered = not config.compacts or impl.order_contract(config).ordered
+    found = []
+    found += _stream_check(impl, config, inputs, out, counts, ordered)
+    found += _graph_check(impl, config, inputs, ordered)
+    return found
+
+
+def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFinding]:
+    own = PrivateInputs([inputs]).cases[0]
+    caller = torch.cuda.Stream(inputs.device)
+    caller.wait_stream(torch.cuda.current_stream(inputs.device))
+    try:
+        with poisoned_empty(), torch.cuda.stream(caller):
+            torch.cuda._sleep(_STREAM_SLEEP_CYCLES)  # keeps the caller's stream busy past the call's return
+            got, got_counts = impl(config, own)
+            snap = got.clone()
+            snap_counts = got_counts.clone() if got_counts is not None else None
+        caller.synchronize()  # the caller's stream only: what a caller reading there would see
+    except Exception as exc:
+        return [CallFinding(Check.STREAM, f"{impl.name} raised when called on a non-default stream: "
+                                          f"{exception_line(exc)[:200]}")]
+    torch.cuda.synchronize(inputs.device)
+    problems = []
+    if not (_same(snap, got, ordered) and _same(snap_counts, got_counts, True)):
+        problems.append("outputs read on the caller's stream right after the call differ from the same outputs "
+                        "after a device-wide synchronize" + (_first_difference(snap, got) if ordered else ""))
+    elif not (_same(got, out, ordered) and _same(got_counts, counts, True)):
+        problems.append("outputs of a call on a non-default stream differ from the same call on the default stream"
+                        + (_first_difference(got, out) if ordered else ""))
+    return [CallFinding(Check.STREAM, f"{impl.name}: {p}; the call leaves work on another stream without making the "
+                                      f"caller's stream wait") for p in problems]
+
+
+def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
+    """Another case's inputs of the same shapes (the next seed), in the same layout."""
+    from remap_ab.inputs import generate_inputs
+
+    return generate_inputs(config.replace(seed=config.seed + 1), device=device)
+
+
+def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
+    dev = inputs.device
+    static = PrivateInputs([inputs]).cases[0]
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with poisoned_empty():
+            with torch.cuda.stream(side):
+                impl(config, static)  # warm-up: compiles and caches outside the capture
+            torch.cuda.current_stream(dev).wait_stream(side)
+            with torch.cuda.graph(graph):
+                captured, captured_counts = impl(config, static)
+    except Exception as exc:
+        torch.cuda.synchronize(dev)
+        return [CallFinding(Check.GRAPH, f"{impl.name} cannot be captured in a CUDA graph: {exception_line(exc)[:240]}; "
+                                         f"vLLM's decode path runs this call inside CUDA graphs")]
+    fresh = fresh_inputs(config, dev)
+    for name, t in static.tensors().items():
+        t.copy_(getattr(fresh, name))
+    graph.replay()
+    torch.cuda.synchronize(dev)
+    with poisoned_empty():
+        eager, eager_counts = impl(config, PrivateInputs([fresh]).cases[0])
+    torch.cuda.synchronize(dev)
+    if _same(captured, eager, ordered) and _same(captured_counts, eager_counts, True):
+        return []
+    detail = _first_difference(captured, eager) if ordered and captured.shape == eager.shape else ""
+    return [CallFinding(Check.GRAPH, f"{impl.name}: replaying its captured CUDA graph on new inputs gives other outputs "
+                                     f"than an eager call on them{detail}; the call bakes in something of the "
+                                     f"inputs it was captured with")]

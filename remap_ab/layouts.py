@@ -1,0 +1,101 @@
+"""Memory layouts of a case's inputs: the same values, laid out as callers may pass them.
+
+The wrappers accept any strided int32 tensor (SPEC §6 makes the inputs contiguous
+before the launch), so an implementation that skips that step and assumes a row stride
+equal to the row width computes garbage on a view. A layout places each input inside a
+larger buffer whose slack holds *filler* values that differ from the real ones, so a
+kernel that reads past a view's elements reads wrong-but-plausible values instead of
+passing by luck. The values seen through the views are the case's values exactly: the
+oracle judges them unchanged.
+
+Prefill tensors stay contiguous in every layout (the wrapper asserts it: a strided one is
+a rejection, see rejections.py), but they too may start at a storage offset.
+
+Output buffers are not part of a layout: the SPEC §1 API has no ``out=`` parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # config.py imports this table: no torch at import time
+    import torch
+
+    from remap_ab.inputs import CaseInputs
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one layout places each input. Every field describes a view of a fresh buffer."""
+
+    name: str
+    doc: str
+    token_row_pad: int = 0  # token_indices rows live in rows of K + pad elements
+    token_col_step: int = 1  # token_indices columns are every step-th element of a row
+    table_col_pad: int = 0  # block_table is the first W columns of a [Rq, W + pad] table
+    req_step: int = 1  # req_id is every step-th element of a buffer
+    offset: int = 0  # every tensor starts this many elements into its buffer
+
+
+LAYOUTS: dict[str, Layout] = {
+    layout.name: layout
+    for layout in (
+        Layout("contiguous", "every input contiguous at offset 0 (what remap-ab made before layouts)"),
+        Layout("token_rows", "token_indices rows 40 elements wider than K (a row slice of a wider buffer)",
+               token_row_pad=40),
+        Layout("token_cols", "token_indices a column-strided view (every other column of a [T, 2K] buffer)",
+               token_col_step=2),
+        Layout("table_slice", "block_table the first W columns of a table 24 columns wider", table_col_pad=24),
+        Layout("req_strided", "req_id every third element of a buffer", req_step=3),
+        Layout("offset", "every input contiguous but 5 elements into its storage", offset=5),
+        Layout("mixed", "all of the above at once", token_row_pad=8, token_col_step=2, table_col_pad=24,
+               req_step=3, offset=5),
+    )
+}
+LAYOUT_NAMES = tuple(LAYOUTS)
+
+# Filler for the slack around each view: values a kernel that ignores strides would pick
+# up instead of the real ones (valid token ids and block ids, so they change outputs).
+_FILLER = {"token_indices": 3, "block_table": 0x51DE, "req_id": 0, "prefill_request_ids": -1, "prefill_starts": 7}
+
+
+def _placed(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: int, filler: int) -> torch.Tensor:
+    """``t``'s values as a view of a new, filler-filled buffer with the given geometry."""
+    import torch
+
+    if t.dim() == 2:
+        rows, cols = t.shape
+        row_len = cols * col_step + rows_pad
+        buf = torch.full((offset + rows * row_len,), filler, dtype=t.dtype, device=t.device)
+        view = buf.as_strided((rows, cols), (row_len, col_step), offset)
+    else:
+        (n,) = t.shape
+        buf = torch.full((offset + n * step,), filler, dtype=t.dtype, device=t.device)
+        view = buf.as_strided((n,), (step,), offset)
+    view.copy_(t)
+    return view
+
+
+def apply(name: str, inputs: CaseInputs) -> CaseInputs:
+    """``inputs``' values in layout ``name`` (``contiguous``: a contiguous copy)."""
+    from remap_ab.inputs import CaseInputs
+
+    layout = LAYOUTS[name]
+    placed = {}
+    for field_name, t in inputs.tensors().items():
+        filler = _FILLER[field_name]
+        if field_name == "token_indices":
+            placed[field_name] = _placed(t, layout.token_row_pad, layout.token_col_step, 1, layout.offset, filler)
+        elif field_name == "block_table":
+            placed[field_name] = _placed(t, layout.table_col_pad, 1, 1, layout.offset, filler)
+        elif field_name == "req_id":
+            placed[field_name] = _placed(t, 0, 1, layout.req_step, layout.offset, filler)
+        else:  # prefill tensors: the wrapper requires them contiguous
+            placed[field_name] = _placed(t, 0, 1, 1, layout.offset, filler)
+    return CaseInputs(**placed)
+
+
+def describe(t: torch.Tensor) -> str:
+    """A view's geometry in a few words, for reports: shape, strides, offset."""
+    return f"shape {tuple(t.shape)}, strides {tuple(t.stride())}, offset {t.storage_offset()}"

@@ -1,0 +1,330 @@
+"""Implementations from a .py file and from REV:PATH in a git repository (sources.py,
+vllm_shim.py): sweep, run, replay, the pytest plugin and git bisect on a temporary
+repository holding a vLLM-style copy of the project's kernel, and the one-line errors.
+
+The repository's history (tags):
+
+    good      the kernel, with vLLM's import line ``from vllm.triton_utils import tl, triton``
+    doc       a comment changed (still good)
+    vllm-dep  imports vllm.platforms: does not load without vLLM (bisect: skip)
+    undo      that import removed (good)
+    broken    a global position off by one (the first bad commit)
+    more      a comment changed (still bad)
+    fixed     the bug fixed (good)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remap_ab import grid as gridmod
+from remap_ab import registry, sources
+from remap_ab.cli import main as cli_main
+from remap_ab.mutants.generate import kernel_source
+
+ROOT = Path(__file__).resolve().parent.parent
+FILE = "vllm/v1/attention/backends/mla/sparse_utils.py"
+SMALL = ["--tokens", "2", "--topk", "256", "--device", "cpu"]
+BUG = ("val = base * BLOCK_SIZE + off\n", "val = base * BLOCK_SIZE + off + 1\n")
+VLLM_IMPORT = "from vllm.triton_utils import tl, triton\n"
+
+
+def vllm_style_source() -> str:
+    """kernels_new's kernel file as vLLM ships it: one vLLM import, nothing else."""
+    text = kernel_source("new")
+    plain = "import triton\nimport triton.language as tl\n"
+    assert plain in text
+    return text.replace(plain, VLLM_IMPORT)
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("vllm-like")
+    git(repo, "init", "-q", "-b", "main")
+    target = repo / FILE
+    target.parent.mkdir(parents=True)
+    good = vllm_style_source()
+    assert BUG[0] in good
+    steps = [
+        ("good", good),
+        ("doc", good.replace('"""Post-#50365', '"""The post-#50365', 1)),
+        ("vllm-dep", good.replace(VLLM_IMPORT, VLLM_IMPORT + "from vllm.platforms import current_platform\n")),
+        ("undo", good),
+        ("broken", good.replace(*BUG)),
+        ("more", good.replace(*BUG).replace("# §3.7", "# SPEC §3.7")),
+        ("fixed", good),
+    ]
+    for tag, text in steps:
+        target.write_text(text)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "--allow-empty", "-m", tag)
+        git(repo, "tag", tag)
+    return repo
+
+
+@pytest.fixture(autouse=True)
+def _no_repo_variable(monkeypatch):
+    monkeypatch.delenv(sources.REPO_VARIABLE, raising=False)  # the CLI sets it; restored after each test
+
+
+def commit(repo: Path, rev: str) -> str:
+    return git(repo, "rev-parse", f"{rev}^{{commit}}").strip()
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ----------------------------------------------------------------- loading
+
+
+def test_a_revision_loads_without_vllm_and_leaves_no_fake_vllm(repo):
+    impl = registry.get(f"fixed:{FILE}", repo=str(repo))
+    sha = commit(repo, "fixed")
+    assert impl.name == f"fixed@{sha[:12]}:{FILE}"
+    assert impl.source.kind == "git" and impl.source.commit == sha and impl.source.repo == str(repo)
+    import hashlib
+
+    assert impl.source.sha256 == hashlib.sha256((repo / FILE).read_bytes()).hexdigest()
+    assert callable(impl.module.triton_convert_req_index_to_global_index)
+    assert impl.module.triton.__name__ == "triton" and impl.module.tl.__name__ == "triton.language"
+    assert not any(m == "vllm" or m.startswith("vllm.") for m in sys.modules)
+    # The canonical name loads the same implementation; a bare commit id is named by it.
+    assert registry.get(impl.name, repo=str(repo)) is impl
+    assert registry.resolve(f"{sha}:{FILE}", repo=str(repo)) == f"{sha[:12]}:{FILE}"
+
+
+def test_a_file_loads_as_its_own_module(tmp_path):
+    path = tmp_path / "sparse_utils.py"
+    path.write_text(vllm_style_source())
+    impl = registry.get(str(path))
+    assert impl.name == str(path.resolve()) and impl.source.kind == "file"
+    assert impl.module.__name__.startswith("_remap_ab_impl_") and impl.module.__file__ == str(path.resolve())
+    assert impl.module is not registry.get("new").module
+
+
+# ----------------------------------------------------------------- run, sweep, replay
+
+
+def test_run_passes_on_the_fixed_revision_and_fails_on_the_broken_one(repo, capsys):
+    assert cli_main(["run", "--repo", str(repo), "--a", f"fixed:{FILE}", "--b", "new", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert f"A loaded: {FILE} at commit {commit(repo, 'fixed')} (fixed) of {repo}, sha256 " in out
+    assert cli_main(["run", "--repo", str(repo), "--a", f"broken:{FILE}", "--b", "new", *SMALL]) == 1
+    out = capsys.readouterr().out
+    assert re.search(rf"FAIL \[\w+\] broken@{commit(repo, 'broken')[:12]}:{FILE}", out)
+
+
+def test_run_takes_a_file(repo, tmp_path, capsys):
+    broken = tmp_path / "broken.py"
+    broken.write_text(vllm_style_source().replace(*BUG))
+    assert cli_main(["run", "--a", "new", "--b", str(broken), *SMALL]) == 1
+    out = capsys.readouterr().out
+    assert re.search(rf"FAIL \[\w+\] {re.escape(str(broken))}", out) and f"B loaded: {broken}, sha256 " in out
+
+
+def _sweep(repo, root, a, b, *extra) -> int:
+    return cli_main(["sweep", "--repo", str(repo), "--a", a, "--b", b, "--root", str(root), "--no-progress",
+                     "--filter", "path=convert-counts,dcp-compact", "--filter", "k=384", "--max-tokens", "1",
+                     "--filter", "invalid=0.3", *extra])
+
+
+def test_sweep_and_replay_of_two_revisions(repo, tmp_path, capsys):
+    # A branch that moves after the sweep: the replay must still read the commit swept.
+    git(repo, "branch", "-f", "feature", "broken")
+    assert _sweep(repo, tmp_path / "ok", f"undo:{FILE}", f"fixed:{FILE}", "-j", "1") == 0
+    assert _sweep(repo, tmp_path / "bad", f"fixed:{FILE}", f"feature:{FILE}", "-j", "0") == 1
+    out = capsys.readouterr().out
+    sha = commit(repo, "broken")
+    assert f"B loaded: {FILE} at commit {sha} (feature) of {repo}, sha256 " in out
+    run = next((tmp_path / "bad").iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["implementations"]["b"]["commit"] == sha
+    assert json.loads((run / "run.json").read_text())["b"] == f"feature@{sha[:12]}:{FILE}"
+    report = next(p for p in run.iterdir() if p.is_dir())
+    meta = json.loads((report / "verdict.json").read_text())
+    assert meta["b"]["source"]["commit"] == sha and meta["verdict"]["failures"][0]["impl"] == meta["b"]["name"]
+    diff = (report / "diff.md").read_text()
+    assert f"B loaded: {FILE} at commit {sha} (feature)" in diff
+    script = (report / "replay.sh").read_text()
+    assert f"--b feature@{sha}:{FILE}" in script and f"--repo {repo}" in script
+
+    git(repo, "branch", "-f", "feature", "fixed")
+    command = script.splitlines()[-1].replace(' "$@"', "").split()[1:]  # drop "remap-ab"
+    from shlex import split
+
+    argv = split(" ".join(command))
+    os.chdir(tmp_path)  # anywhere: the replay names its repository
+    try:
+        assert cli_main(argv) == 1
+    finally:
+        os.chdir(ROOT)
+    out = capsys.readouterr().out
+    assert "reproduced: yes" in out
+    # Without the pins, replay reads what the report recorded too.
+    assert cli_main(["replay", str(report)]) == 1
+    assert "reproduced: yes" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------- the one-line errors
+
+
+def test_errors_are_one_line(repo, tmp_path, capsys):
+    def error(*argv, status=2) -> str:
+        assert cli_main(["run", "--repo", str(repo), *argv, *SMALL]) == status
+        return one_error_line(capsys)
+
+    missing = tmp_path / "nowhere" / "sparse_utils.py"
+    assert "implementation file" in error("--a", str(missing)) and "does not exist" in error("--a", str(missing))
+    line = error("--a", f"no-such-rev:{FILE}")
+    assert "revision 'no-such-rev' does not exist in the git repository" in line
+    line = error("--a", "good:vllm/no_such_file.py")
+    assert "vllm/no_such_file.py does not exist at revision good (commit" in line
+    line = error("--a", f"vllm-dep:{FILE}")
+    at = git(repo, "show", f"vllm-dep:{FILE}").splitlines().index("from vllm.platforms import current_platform") + 1
+    assert f"sparse_utils.py (line {at}) imports vllm.platforms, which needs vLLM itself" in line
+    assert "install vLLM and use the dotted module path (--a/--b vllm.v1.attention.backends.mla.sparse_utils)" in line
+    empty = tmp_path / "empty.py"
+    empty.write_text("import torch\nx = 1\n")
+    line = error("--a", str(empty))
+    assert "lacks triton_convert_req_index_to_global_index, triton_filter_and_convert_dcp_index" in line
+    syntax = tmp_path / "syntax.py"
+    syntax.write_text("def f(:\n")
+    assert "does not parse (line 1" in error("--a", str(syntax))
+    assert "is not inside a git repository" in error("--a", f"main:{FILE}", "--repo", str(tmp_path))
+
+
+def test_bisect_statuses(repo, tmp_path, capsys):
+    def status(*argv) -> int:
+        code = cli_main(["run", "--bisect", "--repo", str(repo), "--a", "new", *argv, *SMALL])
+        capsys.readouterr()
+        return code
+
+    assert status("--b", f"good:{FILE}") == 0
+    assert status("--b", f"broken:{FILE}") == 1
+    assert status("--b", f"vllm-dep:{FILE}") == 125  # does not load at that revision: skip it
+    assert status("--b", "good:no_such.py") == 125
+    assert status("--b", f"no-such-rev:{FILE}") == 128  # a wrong revision is the user's: stop the bisect
+    assert status("--b", f"good:{FILE}", "--block-n", "3") == 128  # bad input stops the bisect too
+    assert cli_main(["run", "--bisect", "--no-such-option"]) == 128  # even argparse's
+
+
+def test_git_bisect_run_finds_the_first_bad_commit(repo, tmp_path):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    git(clone, "bisect", "start", "more", "good")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    test = [sys.executable, "-m", "remap_ab", "run", "--bisect", "--a", "new", "--b", f"HEAD:{FILE}", *SMALL]
+    done = subprocess.run(["git", "-C", str(clone), "bisect", "run", *test], capture_output=True, text=True, env=env,
+                          timeout=600)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log
+    first_bad = commit(repo, "broken")
+    assert f"{first_bad} is the first bad commit" in log
+    assert "git bisect: skip this revision" in log or "vllm-dep" not in git(clone, "bisect", "log")
+
+
+# ----------------------------------------------------------------- the pytest plugin
+
+
+def _plugin(repo, a: str, b: str, tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REMAP_AB_EXAMPLES": "3", "REMAP_AB_REPORT_DIR": str(tmp_path)}
+    # tests.conftest: remap_ab.pytest_plugin, with remap_ab.strategies bound to this checkout.
+    argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--pyargs", "remap_ab.properties",
+            "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
+            "--remap-repo", str(repo), "--remap-a", a, "--remap-b", b]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+
+
+def test_plugin_compares_two_revisions(repo, tmp_path):
+    ok = _plugin(repo, f"undo:{FILE}", f"fixed:{FILE}", tmp_path)
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    bad = _plugin(repo, f"fixed:{FILE}", f"broken:{FILE}", tmp_path)
+    assert bad.returncode == 1, bad.stdout[-2000:]
+    sha = commit(repo, "broken")
+    assert re.search(rf"FAIL: \[\w+\] broken@{sha[:12]}:{FILE}", bad.stdout)
+    assert re.search(rf"replay: remap-ab run --a \S+ --b broken@{sha}:{FILE} --repo {re.escape(str(repo))}", bad.stdout)
+    missing = _plugin(repo, f"no-such-rev:{FILE}", "new", tmp_path)
+    assert missing.returncode == 4 and "revision 'no-such-rev' does not exist" in missing.stderr
+
+
+# ----------------------------------------------------------------- the models grid
+
+
+def test_models_grid_is_shipped_by_name(capsys):
+    g = gridmod.load("models")
+    assert set(gridmod.shipped()) >= {"pr", "models"}
+    assert len(g.points()) == 3888 and len({p.config for p in g.points()}) == 3888
+    pairs = {(p.config.topk, p.config.block_n) for p in g.points()}
+    assert pairs == {(1024, 128), (1024, 1024), (2048, 128), (2048, 256), (2048, 1024), (2176, 128), (2051, 1),
+                     (4096, 128), (4096, 1024)}
+    assert {p.config.dcp_size for p in g.points() if p.config.is_dcp} == {2, 4, 8}
+    assert [w.k for w in gridmod.model_widths()] == [1024, 2048, 2176, 2051, 4096]
+    assert gridmod.load("pr") is not g and len(gridmod.load("pr").points()) == 1728
+    assert cli_main(["sweep", "--list", "--grid", "models", "--filter", "topk=2176", "--max-tokens", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 9 * 4 * 2 and "36 expected rejections" in err
+    assert cli_main(["sweep", "--list", "--grid", "nosuch"]) == 2
+    assert "no shipped grid of that name" in one_error_line(capsys)
+
+
+def test_models_grid_rejections_are_rejected_by_both_kernels():
+    """Each declared rejection is a valid case whose call override both wrappers refuse
+    (with the same exception type); the base case itself runs."""
+    from remap_ab.inputs import generate_inputs
+
+    rejections = gridmod.load("models").rejections()
+    assert {dict(r.call)["BLOCK_N"] for r in rejections} == {128, 256, 1024}
+    assert len({r.case_id for r in rejections}) == len(rejections) == 36
+    for r in [r for r in rejections if r.labels[0][1] in ("convert-counts", "dcp-compact")]:
+        config, block_n = r.config, dict(r.call)["BLOCK_N"]
+        assert config.topk % block_n != 0
+        kinds = []
+        for name in ("old", "new"):
+            inputs = generate_inputs(config, device="cpu")
+            _call(registry.get(name).module, config, inputs, config.block_n)  # the base case is accepted
+            with pytest.raises(Exception) as caught:
+                _call(registry.get(name).module, config, inputs, block_n)
+            kinds.append(type(caught.value))
+        assert kinds[0] is kinds[1] is AssertionError
+
+
+def test_models_grid_rejections_convert_to_rejection_cases():
+    """The hand-over to rejections.py (SPEC §6 calls as data): each of the grid's
+    rejections is the same base case and call there."""
+    rejections = pytest.importorskip("remap_ab.rejections")
+    found = gridmod.load("models").rejections()
+    assert len({r.id for r in found}) == len(found)
+    for r in found:
+        case = rejections.rejection_from_fields(r.fields, id=r.id)
+        assert case.base == r.config and dict(case.args) == dict(r.call)
+
+
+def _call(module, config, x, block_n):
+    """The SPEC §1 call of ``config`` with BLOCK_N replaced (what rejections.py will own)."""
+    common = dict(BLOCK_SIZE=config.block_size, NUM_TOPK_TOKENS=config.topk, BLOCK_N=block_n,
+                  return_valid_counts=config.counts)
+    if config.mode == "convert":
+        return module.triton_convert_req_index_to_global_index(
+            x.req_id, x.block_table, x.token_indices, HAS_PREFILL_WORKSPACE=config.has_prefill,
+            prefill_workspace_request_ids=x.prefill_request_ids, prefill_workspace_starts=x.prefill_starts, **common)
+    return module.triton_filter_and_convert_dcp_index(
+        x.req_id, x.block_table, x.token_indices, config.dcp_size, config.dcp_rank,
+        cp_kv_cache_interleave_size=config.interleave, compact_valid_to_front=config.compact, **common)
