@@ -161,3 +161,40 @@ class VerdictData(Strict):
     info: list[str]
     order_differs: bool
     order_differs_rows: int
+
+
+# run.json (run_folder.py). Fields it may lack default to None, which no check sees:
+# a missing field is not validated; a present one must have its type (null only where
+# the type says so).
+_ABSENT: Any = Field(default=None)
+_COUNT: Any = Field(default=None, ge=0)
+
+
+class ApiDifferenceData(Open):
+    function: str = _ABSENT
+    parameter: str = _ABSENT
+    what: str
+    fails: bool
+    line: str
+
+
+class RunMeta(Open):
+    a: str = Field(min_length=1)
+    b: str = Field(min_length=1)
+    device: typing.Literal["cpu", "cuda"]
+    filters: list[str]
+    max_tokens: Optional[int] = Field(ge=1)
+    selected: int = Field(ge=0)
+    run: str = _ABSENT
+    grid_file: Optional[str] = None
+    grid_version: int = _ABSENT
+    grid_total: int = _COUNT
+    selection: str = _ABSENT
+    memcheck: bool = _ABSENT
+    call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = _ABSENT
+    rejections: int = _COUNT
+    api: list[ApiDifferenceData] = _ABSENT
+    cap_note: str = _ABSENT
+    phase_seconds: dict[str, float] = _ABSENT
+    wall_seconds: float = _ABSENT
+    last_session: dict[str, Any] = _ABSENT
