@@ -132,7 +132,7 @@ def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], re
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).
 
-from pydantic import Field  # noqa: E402
+from pydantic import BeforeValidator, Field, create_model  # noqa: E402
 
 from remap_ab.status import Check, Status  # noqa: E402
 
@@ -198,3 +198,68 @@ class RunMeta(Open):
     phase_seconds: dict[str, float] = _ABSENT
     wall_seconds: float = _ABSENT
     last_session: dict[str, Any] = _ABSENT
+
+
+# A report folder's JSON files (report.py's load_report).
+
+
+class SourceData(Strict):
+    kind: str
+    path: str
+    sha256: str
+    repo: Optional[str] = None
+    rev: Optional[str] = None
+    commit: Optional[str] = None
+
+
+class ImplementationData(Open):
+    name: str
+    module: Optional[str] = None
+    path_entry: Optional[str] = None
+    source: Optional[SourceData] = None
+
+
+class ReportVerdictData(Open):
+    """verdict.json's ``verdict`` (older reports may lack the optional fields)."""
+
+    case_id: str
+    status: str
+    failures: list[MismatchData]
+    info: list[str] = _ABSENT
+    order_differs: bool = _ABSENT
+    order_differs_rows: int = _ABSENT
+
+
+def _policy_and_seed(value: Any) -> Any:
+    if value is not None and not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+                                  and type(value[1]) is int):
+        raise ValueError("[policy, seed]")
+    return value
+
+
+class VerdictFile(Open):
+    case_id: str
+    status: Status = _WORD
+    a: ImplementationData
+    b: ImplementationData
+    device: str
+    inputs_sha256: dict[str, str]
+    schedule: typing.Annotated[Any, BeforeValidator(_policy_and_seed)] = None
+    verdict: ReportVerdictData
+
+
+def _config_fields() -> type[BaseModel]:
+    """CaseConfig's fields with their types (a float field may hold an int); unknown
+    fields are left to CaseConfig.from_dict, which names them."""
+    import dataclasses
+
+    from remap_ab.config import FIELD_TYPES, CaseConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(CaseConfig)}
+    fields: dict[str, Any] = {name: (kind, Field(default=defaults[name])) for name, kind in FIELD_TYPES.items()}
+    return create_model("ConfigFields", __base__=Open, **fields)
+
+
+class ConfigFile(Open):
+    case_id: str
+    config: _config_fields()  # type: ignore[valid-type]  # a model built from CaseConfig's fields
