@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Optional
 
 import torch
@@ -229,66 +228,17 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, d: Any) -> Verdict:
-        """The verdict ``to_dict`` wrote. Strict: a missing or wrong-typed field raises
-        ``ReportError`` naming it (the caller adds the file name)."""
-        if not isinstance(d, dict):
-            raise ReportError(f"verdict is {type(d).__name__}, expected an object")
-        failures = _field(d, "failures", list, "verdict")
-        parsed = []
-        for i, m in enumerate(failures):
-            where = f"verdict failure {i}"
-            if not isinstance(m, dict):
-                raise ReportError(f"{where} is {type(m).__name__}, expected an object")
-            values = _field(m, "values", dict, where)
-            for name, value in values.items():
-                if value is not None and (type(value) is not int):
-                    raise ReportError(f"{where} field 'values' entry {name!r}: {value!r} is not an integer or null")
-            parsed.append(
-                Mismatch(
-                    check=_enum(m, "check", Check, where),
-                    impl=_field(m, "impl", str, where),
-                    row=_field(m, "row", int, where),
-                    col=_field(m, "col", int, where),
-                    values=dict(values),
-                    lanes=_field(m, "lanes", int, where),
-                    rows=_field(m, "rows", int, where),
-                    message=_field(m, "message", str, where),
-                )
-            )
-        info = _field(d, "info", list, "verdict")
-        for i, line in enumerate(info):
-            if not isinstance(line, str):
-                raise ReportError(f"verdict field 'info' entry {i}: {line!r} is not a string")
+        """The verdict ``to_dict`` wrote. Strict (schema.VerdictData): a missing or
+        wrong-typed field raises ``ReportError`` naming it (the caller adds the file)."""
+        from remap_ab import schema
+
+        data = schema.load(schema.VerdictData, d, where="verdict", error=ReportError)
         return cls(
-            case_id=_field(d, "case_id", str, "verdict"),
-            status=_enum(d, "status", Status, "verdict"),
-            failures=parsed,
-            info=list(info),
-            order_differs=_field(d, "order_differs", bool, "verdict"),
-            order_differs_rows=_field(d, "order_differs_rows", int, "verdict"),
+            case_id=data.case_id, status=data.status,
+            failures=[Mismatch(m.check, m.impl, m.row, m.col, dict(m.values), m.lanes, m.rows, m.message)
+                      for m in data.failures],
+            info=list(data.info), order_differs=data.order_differs, order_differs_rows=data.order_differs_rows,
         )
-
-
-_TYPE_WORDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "an object"}
-
-
-def _field(d: dict, name: str, kind: type, where: str):
-    if name not in d:
-        raise ReportError(f"{where} field {name!r} is missing")
-    value = d[name]
-    # bool is an int subclass in Python, but true is no row number.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ReportError(f"{where} field {name!r}: {value!r} is not {_TYPE_WORDS[kind]}")
-    return value
-
-
-def _enum(d: dict, name: str, enum: type[Enum], where: str):
-    word = _field(d, name, str, where)
-    try:
-        return enum(word)
-    except ValueError:
-        allowed = ", ".join(e.value for e in enum)
-        raise ReportError(f"{where} field {name!r}: {word!r} is not one of {allowed}") from None
 
 
 def _value(t: Optional[torch.Tensor], row: int, col: int):

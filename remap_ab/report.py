@@ -21,7 +21,7 @@ One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, or from 
 crash or timeout, which have no outputs) and rendered through the Jinja2 templates in
 ``remap_ab/templates/``. What the report needs about implementations (their module and
 import path) is handed in by the caller; this module never looks it up. Reading a
-report back checks every JSON field against ``report_schema.py`` first.
+report back checks every JSON field against its ``schema.py`` model first.
 """
 
 from __future__ import annotations
@@ -557,15 +557,10 @@ def load_report(path) -> Report:
     file and the field, when it is missing, incomplete or corrupt."""
     import torch
 
+    from remap_ab import schema
     from remap_ab.config import CaseConfig
     from remap_ab.errors import ConfigError
     from remap_ab.inputs import CaseInputs, hash_inputs
-    from remap_ab.report_schema import (
-        check_config_fields,
-        check_verdict_json,
-        expect,
-        read_json,
-    )
 
     folder = Path(path)
     if folder.is_file():
@@ -575,18 +570,18 @@ def load_report(path) -> Report:
     for name in ("config.json", "verdict.json", "inputs.pt"):
         if not (folder / name).is_file():
             raise ReportError(f"report {folder} is incomplete: {name} is missing")
-    cdata = read_json(folder, "config.json")
-    case_id = expect("config.json", folder, cdata, "case_id", (str,))
-    fields = expect("config.json", folder, cdata, "config", (dict,))
-    check_config_fields(folder, fields)
+    corrupt = "; the report is corrupt (write it again)"
+    cdata = _read_json(folder, "config.json")
+    schema.load(schema.ConfigFile, cdata, where=f"report {folder}: config.json", error=ReportError, remedy=corrupt)
+    case_id, fields = cdata["case_id"], cdata["config"]
     try:
         config = CaseConfig.from_dict(fields)
     except (ConfigError, TypeError, ValueError) as exc:
         raise ReportError(f"report {folder}: config.json field 'config' holds no valid configuration ({exc})") from None
     if case_id != config.case_id:
         raise ReportError(f"report {folder}: config.json says case {case_id} but its configuration is case {config.case_id}")
-    meta = read_json(folder, "verdict.json")
-    check_verdict_json(folder, meta)
+    meta = _read_json(folder, "verdict.json")
+    schema.load(schema.VerdictFile, meta, where=f"report {folder}: verdict.json", error=ReportError, remedy=corrupt)
     if meta["case_id"] != config.case_id:
         raise ReportError(f"report {folder}: verdict.json field 'case_id' is {meta['case_id']} but config.json's case is {config.case_id}")
     try:
@@ -605,6 +600,18 @@ def load_report(path) -> Report:
     if per != meta["inputs_sha256"]:
         raise ReportError(f"report {folder}: inputs.pt does not match the sha256 recorded in verdict.json (corrupt or edited)")
     return Report(folder, config, meta, inputs)
+
+
+def _read_json(folder: Path, name: str) -> dict:
+    try:
+        data = json.loads((folder / name).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"report {folder}: {name} is not valid JSON ({type(exc).__name__}); the report is corrupt") from None
+    except OSError as exc:
+        raise ReportError(f"report {folder}: {name} cannot be read ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise ReportError(f"report {folder}: {name} holds a {type(data).__name__}, not an object; the report is corrupt")
+    return data
 
 
 def find_report(case_id: str, root) -> Path | None:

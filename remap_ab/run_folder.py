@@ -81,41 +81,6 @@ def resume_command(folder: Path) -> str:
 # ------------------------------------------------------------------ run.json
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-# field -> (check, what it must be); fields marked required must be present.
-RUN_FIELDS = {
-    "run": (lambda v: isinstance(v, str), "a string"),
-    "a": (lambda v: isinstance(v, str) and v != "", "an implementation name"),
-    "b": (lambda v: isinstance(v, str) and v != "", "an implementation name"),
-    "device": (lambda v: v in ("cpu", "cuda"), '"cpu" or "cuda"'),
-    "filters": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
-    "max_tokens": (lambda v: v is None or (_is_int(v) and v >= 1), "null or a positive integer"),
-    "grid_file": (lambda v: v is None or isinstance(v, str), "null or a path"),
-    "grid_version": (_is_int, "an integer"),
-    "grid_total": (lambda v: _is_int(v) and v >= 0, "a count"),
-    "selected": (lambda v: _is_int(v) and v >= 0, "a count"),
-    "selection": (lambda v: isinstance(v, str), "a string"),
-    "memcheck": (lambda v: isinstance(v, bool), "true or false"),
-    "call_checks": (lambda v: v in ("sample", "all", "off", "not run (no GPU)"), 'one of "sample", "all", "off"'),
-    "rejections": (lambda v: _is_int(v) and v >= 0, "a count"),
-    "api": (lambda v: isinstance(v, list) and all(isinstance(d, dict) and isinstance(d.get("fails"), bool)
-                                                  and isinstance(d.get("line"), str) and isinstance(d.get("what"), str)
-                                                  for d in v), "a list of API differences (fails, what, line)"),
-    "cap_note": (lambda v: isinstance(v, str), "a string"),
-    "phase_seconds": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
-    "wall_seconds": (_is_number, "a number"),
-    "last_session": (lambda v: isinstance(v, dict), "an object"),
-}
-REQUIRED = ("a", "b", "device", "filters", "max_tokens", "selected")
-
-
 def read_run_json(folder: Path) -> dict:
     """run.json, every known field checked: ReportError naming the file and the field."""
     path = Path(folder) / "run.json"
@@ -127,14 +92,10 @@ def read_run_json(folder: Path) -> dict:
         raise ReportError(f"{path} is corrupt (not JSON)") from None
     except OSError as exc:
         raise ReportError(f"{path} cannot be read ({exc.strerror})") from None
-    if not isinstance(meta, dict):
-        raise ReportError(f"{path} is corrupt (not a JSON object)")
-    for name in REQUIRED:
-        if name not in meta:
-            raise ReportError(f"{path}: field {name!r} is missing; the run folder is corrupt")
-    for name, (ok, what) in RUN_FIELDS.items():
-        if name in meta and not ok(meta[name]):
-            raise ReportError(f"{path}: field {name!r} must be {what}, not {json.dumps(meta[name])[:40]}; the run folder is corrupt")
+    from remap_ab import schema
+
+    # Every known field (schema.RunMeta); fields added by later versions are kept.
+    schema.load(schema.RunMeta, meta, where=str(path), error=ReportError, remedy="; the run folder is corrupt")
     return meta
 
 

@@ -273,10 +273,10 @@ def _edit_json(folder, name, edit):
 
 CORRUPTIONS = [
     ("verdict.json", lambda d: d.update(status=5), "'status' is int"),
-    ("verdict.json", lambda d: d.update(status="maybe"), "'status' is 'maybe'"),
+    ("verdict.json", lambda d: d.update(status="maybe"), "'status' is str 'maybe', expected one of pass"),
     ("verdict.json", lambda d: d["b"].update(name=None), "'b.name' is NoneType"),
     ("verdict.json", lambda d: d["a"].update(path_entry=7), "'a.path_entry' is int"),
-    ("verdict.json", lambda d: d.pop("a"), "lacks the field 'a'"),
+    ("verdict.json", lambda d: d.pop("a"), "field 'a' is missing"),
     ("verdict.json", lambda d: d.update(inputs_sha256=[]), "'inputs_sha256' is list"),
     ("verdict.json", lambda d: d.update(schedule="abc"), "'schedule' is str"),
     ("verdict.json", lambda d: d["verdict"]["failures"][0].update(row="0"), "'verdict.failures[0].row' is str"),

@@ -7,6 +7,7 @@ import pytest
 from remap_ab import grid as gridmod
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import ConfigError
+from remap_ab.rejections import load as rejection_calls
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +18,8 @@ def g():
 def test_list_prints_1728_distinct_ids_and_nothing_else(capsys):
     assert cli_main(["sweep", "--list", "--max-tokens", "1024"]) == 0
     out, err = capsys.readouterr()
-    lines = out.splitlines()
-    assert len(lines) == 1728
+    lines = [line for line in out.splitlines() if "rejection=" not in line]  # then the rejection calls
+    assert len(lines) == 1728 and len(out.splitlines()) == 1728 + len(rejection_calls())
     ids = [line.split()[0] for line in lines]
     assert len(set(ids)) == 1728
     assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)

@@ -1,0 +1,265 @@
+"""Declared shapes of the data remap-ab reads back (reports, run folders, grids, the
+mutant catalogue, rejection calls), checked by one mechanism: pydantic models in strict
+mode (no string-to-number coercion, no bool for an int, unknown keys refused), and one
+translation of pydantic's first error into remap-ab's one-line error naming the file
+and the field:
+
+    <where> field 'verdict.failures[0].row' is str "0", expected an integer<remedy>
+
+A model declares what is allowed; ``load`` checks data against it and raises the
+caller's error class (``ReportError``, ``ConfigError``, ``MutantError``) with that line.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from remap_ab.errors import RemapABError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    """The base of every schema: strict types, unknown keys refused, frozen."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class Open(Strict):
+    """A schema whose unknown keys are kept and ignored (files that grow fields)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+_WORDS = {
+    "string_type": "a string", "int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
+    "list_type": "a list", "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
+    "tuple_type": "a list", "int_from_float": "an integer", "none_required": "null",
+}
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool]:
+    """``(annotation without Optional, whether None is allowed)``."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True
+    return annotation, False
+
+
+def _field_at(model: type[BaseModel], loc: tuple) -> tuple[Any, bool]:
+    """The annotation ``loc`` points at inside ``model``, and whether it is nullable."""
+    current: Any = model
+    nullable = False
+    for part in loc:
+        current, _ = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return None, False
+            current, nullable = _unwrap(field.annotation)
+            continue
+        args = typing.get_args(current)
+        origin = typing.get_origin(current)
+        if origin in (list, tuple) and args:
+            current, nullable = _unwrap(args[0])
+        elif origin is dict and len(args) == 2:
+            current, nullable = _unwrap(args[1])
+        else:
+            return None, False
+    return current, nullable
+
+
+def _expected(error: dict, model: type[BaseModel]) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in ("enum", "literal_error"):
+        allowed = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        return f"one of {allowed}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        word = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(ctx.values()), "?")
+        return f"a number {word} {bound}"
+    if kind == "string_too_short":
+        return "a non-empty string"
+    if kind in ("too_short", "too_long"):
+        return f"a list of {ctx.get('min_length', ctx.get('max_length', '?'))} items"
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    words = _WORDS.get(kind, error["msg"].lower())
+    _, nullable = _field_at(model, error["loc"])
+    return f"{words} or null" if nullable and words != "null" else words
+
+
+def problem(error: dict, model: type[BaseModel]) -> str:
+    """One pydantic error as the words after ``<where>``."""
+    path = _path(error["loc"])
+    field = f"field {path!r} " if path else ""
+    if error["type"] == "missing":
+        return f"{field}is missing"
+    if error["type"] == "extra_forbidden":
+        return f"{field}is not a known field"
+    value = error.get("input")
+    shown = json.dumps(value, default=repr)[:40] if not isinstance(value, str) else repr(value)[:40]
+    return f"{field}is {type(value).__name__} {shown}, expected {_expected(error, model)}"
+
+
+def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], remedy: str = "",
+         context: Optional[dict] = None) -> M:
+    """``data`` checked against ``model``; ``error(f"{where} {problem}{remedy}")`` for its
+    first problem. ``context`` reaches the model's validators."""
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise error(f"{where} {problem(dict(first), model)}{remedy}") from None
+
+
+# --------------------------------------------------------------------------- the shapes
+# Enums are read from their plain words (``strict=False`` on those fields only).
+
+from pydantic import BeforeValidator, Field, create_model  # noqa: E402
+
+from remap_ab.status import Check, Status  # noqa: E402
+
+_WORD = Field(strict=False)
+
+
+class MismatchData(Strict):
+    """One failure of a verdict (compare.Mismatch.to_dict's keys)."""
+
+    check: Check = _WORD
+    impl: str
+    row: int
+    col: int
+    values: dict[str, Optional[int]]
+    lanes: int
+    rows: int
+    message: str
+
+
+class VerdictData(Strict):
+    """A verdict as compare.Verdict.to_dict writes it."""
+
+    case_id: str
+    status: Status = _WORD
+    failures: list[MismatchData]
+    info: list[str]
+    order_differs: bool
+    order_differs_rows: int
+
+
+# run.json (run_folder.py). Fields it may lack default to None, which no check sees:
+# a missing field is not validated; a present one must have its type (null only where
+# the type says so).
+_ABSENT: Any = Field(default=None)
+_COUNT: Any = Field(default=None, ge=0)
+
+
+class ApiDifferenceData(Open):
+    function: str = _ABSENT
+    parameter: str = _ABSENT
+    what: str
+    fails: bool
+    line: str
+
+
+class RunMeta(Open):
+    a: str = Field(min_length=1)
+    b: str = Field(min_length=1)
+    device: typing.Literal["cpu", "cuda"]
+    filters: list[str]
+    max_tokens: Optional[int] = Field(ge=1)
+    selected: int = Field(ge=0)
+    run: str = _ABSENT
+    grid_file: Optional[str] = None
+    grid_version: int = _ABSENT
+    grid_total: int = _COUNT
+    selection: str = _ABSENT
+    memcheck: bool = _ABSENT
+    call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = _ABSENT
+    rejections: int = _COUNT
+    api: list[ApiDifferenceData] = _ABSENT
+    cap_note: str = _ABSENT
+    phase_seconds: dict[str, float] = _ABSENT
+    wall_seconds: float = _ABSENT
+    last_session: dict[str, Any] = _ABSENT
+
+
+# A report folder's JSON files (report.py's load_report).
+
+
+class SourceData(Strict):
+    kind: str
+    path: str
+    sha256: str
+    repo: Optional[str] = None
+    rev: Optional[str] = None
+    commit: Optional[str] = None
+
+
+class ImplementationData(Open):
+    name: str
+    module: Optional[str] = None
+    path_entry: Optional[str] = None
+    source: Optional[SourceData] = None
+
+
+class ReportVerdictData(Open):
+    """verdict.json's ``verdict`` (older reports may lack the optional fields)."""
+
+    case_id: str
+    status: str
+    failures: list[MismatchData]
+    info: list[str] = _ABSENT
+    order_differs: bool = _ABSENT
+    order_differs_rows: int = _ABSENT
+
+
+def _policy_and_seed(value: Any) -> Any:
+    if value is not None and not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+                                  and type(value[1]) is int):
+        raise ValueError("[policy, seed]")
+    return value
+
+
+class VerdictFile(Open):
+    case_id: str
+    status: Status = _WORD
+    a: ImplementationData
+    b: ImplementationData
+    device: str
+    inputs_sha256: dict[str, str]
+    schedule: typing.Annotated[Any, BeforeValidator(_policy_and_seed)] = None
+    verdict: ReportVerdictData
+
+
+def _config_fields() -> type[BaseModel]:
+    """CaseConfig's fields with their types (a float field may hold an int); unknown
+    fields are left to CaseConfig.from_dict, which names them."""
+    import dataclasses
+
+    from remap_ab.config import FIELD_TYPES, CaseConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(CaseConfig)}
+    fields: dict[str, Any] = {name: (kind, Field(default=defaults[name])) for name, kind in FIELD_TYPES.items()}
+    return create_model("ConfigFields", __base__=Open, **fields)
+
+
+class ConfigFile(Open):
+    case_id: str
+    config: _config_fields()  # type: ignore[valid-type]  # a model built from CaseConfig's fields
