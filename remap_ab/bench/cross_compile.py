@@ -225,6 +225,20 @@ def compile_launch(launch, target: Target) -> dict:
     return facts
 
 
+def specialisation(launch) -> dict:
+    """What Triton's binder made of the launch's non-constexpr arguments: those that
+    became constants (a stride of 1, a None pointer) and those it knows are divisible
+    by 16 (the real launch's specialisation, shown beside its figures)."""
+    fn, _, constexprs, attrs, _, _ = launch
+    names = [p.name for p in fn.params]
+    declared = {p.name for p in fn.params if p.is_constexpr}
+    constants = [f"{names[path[0]]}={value}" for path, value in constexprs.items()
+                 if len(path) == 1 and names[path[0]] not in declared]
+    divisible = [names[path[0]] for path, specs in attrs.items()
+                 if len(path) == 1 and any(spec[0] == "tt.divisibility" and spec[1] == 16 for spec in specs)]
+    return {"specialised_constants": " ".join(constants), "divisible_by_16": " ".join(divisible)}
+
+
 def spills(facts: dict) -> bool:
     """Whether the compiled variant spills registers to memory."""
     return any((facts.get(k) or 0) > 0 for k in ("spill_bytes", "spilled_vgprs", "spilled_sgprs"))
@@ -285,6 +299,7 @@ def compile_task(task: Task) -> list[dict]:
                 start = time.perf_counter()
                 entry = {**row, "kernel": launch[0].__name__ + (f"#{i}" if len(launches) > 1 else ""),
                          "grid": "x".join(str(g) for g in launch[5]) if isinstance(launch[5], tuple) else str(launch[5])}
+                entry.update(specialisation(launch))
                 try:
                     entry.update(compile_launch(launch, target))
                 except Exception as exc:
@@ -400,7 +415,7 @@ def format_tables(rows: Sequence[dict]) -> str:
 TABLE_COLUMNS = ("target", "arch", "triton", "side", "impl", "path", "topk", "block_n", "single_tile", "tiles_per_row",
                  "launched_block_n", "num_warps", "regs", "vgprs", "agprs", "sgprs", "spill_bytes", "spilled_vgprs",
                  "spilled_sgprs", "scratch_bytes", "shared_bytes", "occupancy", "occupancy_detail", "spills", "error",
-                 "compile_s")
+                 "specialised_constants", "divisible_by_16", "compile_s")
 
 
 def table_rows(rows: Sequence[dict], target: Optional[str] = None) -> list[dict]:
