@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def _convert_req_index_to_global_index_kernel(
     req_id_ptr,  # [T] int32

@@ -5,7 +5,6 @@ A does not and that fail to compile; the binding by the specialisation a launch 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest

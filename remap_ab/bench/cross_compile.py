@@ -57,7 +57,7 @@ TARGETS = {
 DEFAULT_TARGETS = tuple(TARGETS)
 
 # Every path the wrappers serve: CaseConfig fields (issue 22 §1).
-PATHS = {
+PATHS: dict[str, dict[str, Any]] = {
     "counts": {"mode": "convert", "counts": True},
     "nocounts": {"mode": "convert", "counts": False},
     "prefill": {"mode": "convert", "counts": True, "prefill_fraction": 0.5},

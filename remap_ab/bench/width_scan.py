@@ -19,7 +19,7 @@ first launch gives registers, spills and shared memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -35,7 +35,7 @@ WARPS = (8, 16)  # the kernel's 8, and one other (issue 14 §2)
 TOKENS = (1, 256, 1024)
 TILED_BLOCK_N = 128
 TILED_WARPS = 4
-PATHS = {
+PATHS: dict[str, dict[str, Any]] = {
     "counts": {"mode": "convert", "counts": True},
     "dcp-inplace": {"mode": "dcp", "dcp_size": 4, "dcp_rank": 0, "compact": False, "counts": True},
     "dcp-compact": {"mode": "dcp", "dcp_size": 4, "dcp_rank": 0, "compact": True, "counts": True},
