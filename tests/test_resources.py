@@ -111,3 +111,12 @@ def test_occupancy_limits_per_target():
     assert lds.waves_per_simd == 4 and lds.limiter == "LDS"
     assert resources.cu_occupancy(8, 8, 32 * 1024, resources.CDNA4).waves_per_simd == 8
     assert resources.cu_occupancy(None, 8, 0) is None
+
+
+def test_a_known_spill_is_reported_but_not_failed():
+    rows = [{"side": s, "impl": s, "target": "sm_90", "path": "dcp-compact", "topk": 16384, "block_n": 128,
+             "regs": 255, "spill_bytes": 40 if s == "B" else 0, "spills": s == "B"} for s in ("A", "B")]
+    assert len(cross_compile.regressions(rows)) == 1
+    assert cross_compile.regressions(rows, ["*:dcp-compact:16384"]) == []
+    assert len(cross_compile.known_regressions(rows, ["sm_90:*:*"])) == 1
+    assert len(cross_compile.regressions(rows, ["sm_90:counts:16384"])) == 1  # another path: still a regression
