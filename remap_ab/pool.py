@@ -21,7 +21,7 @@ import queue
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -261,3 +261,28 @@ def _close(q) -> None:
         q.close()
     except Exception:
         pass
+
+
+def map_tasks(fn: Callable, tasks: list, workers: int) -> Iterator[tuple[Any, Any]]:
+    """``(task, fn(task))`` for every task, in the order they finish, from ``workers``
+    spawned processes. For self-contained jobs that hold no case state and need no GPU
+    (cross-compiling a kernel for another target): a plain process pool. The sweep's
+    ``Pool`` above re-runs a dead worker's cases one by one and records verdicts; here a
+    task that raises raises in the caller, and a worker that dies is an InternalError."""
+    if workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            yield t, fn(t)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn")) as ex:
+        futures = {ex.submit(fn, t): t for t in tasks}
+        try:
+            for f in as_completed(futures):
+                yield futures[f], f.result()
+        except BrokenProcessPool as exc:
+            raise InternalError(f"a worker process died while running {fn.__name__} ({exc})") from None
+        finally:
+            for f in futures:
+                f.cancel()
