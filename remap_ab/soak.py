@@ -56,8 +56,21 @@ GPU_MAX_TOKENS = 4096
 # 8.7 at 512. 512 reaches real decode batches at a quarter of the rate.
 CPU_MAX_TOKENS = 512
 BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
-BLOCK_SIZES = (16, 64, 64, 128)
+# The backends' block sizes: FlashMLA and FA3 64, FlashInfer SM100 32 or 64, SM120 64 or
+# 256, XPU 16 by default (issue 24).
+BLOCK_SIZES = (16, 32, 64, 64, 128, 256)
 WIDTHS = (1, 8, 64, 64, 256)  # W = blocks_per_req, a constexpr: few values, few compiles
+# The index widths of the models that run this kernel (docs/models.md): drawn for
+# MODEL_WIDTH_SHARE of the fresh draws, the rest uniform. A width that is no multiple
+# of 128 (2051) is a rejection, not a case: the rejection checks cover it, not the soak.
+MODEL_WIDTHS = (1024, 2048, 2176, 4096)
+MODEL_WIDTH_SHARE = 0.3
+# A variant (the compile-relevant fields: precompile.variant_key) is reused by the
+# draws after it: with ``fresh_every`` F, one draw in F brings a new variant and the
+# others re-draw the data of one of the RECENT_VARIANTS latest (T, the table, the
+# rows, the seed...). On a GPU a new variant is a new compile; on the CPU nothing is.
+RECENT_VARIANTS = 64
+GPU_FRESH_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -108,57 +121,86 @@ def tokens_bucket(t: int) -> str:
     return _bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
 
 
+def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
+    """(K, BLOCK_N): a model's width (MODEL_WIDTH_SHARE of the time, with a BLOCK_N
+    dividing it) or any multiple of a drawn BLOCK_N."""
+    models = [k for k in MODEL_WIDTHS if k <= max_topk]
+    if models and rng.random() < MODEL_WIDTH_SHARE:
+        topk = rng.choice(models)
+        return topk, rng.choice([n for n in BLOCK_NS if topk % n == 0])
+    block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
+    tiles_max = max(1, max_topk // block_n)
+    if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
+        return block_n << rng.randrange(int(math.log2(tiles_max)) + 1), block_n
+    return block_n * rng.randint(1, tiles_max), block_n
+
+
 def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
     """One fresh configuration (every field drawn from ``rng``)."""
     path = rng.choice(list(PATHS))
     spec = PATHS[path]
-    block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
-    tiles_max = max(1, max_topk // block_n)
-    if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
-        topk = block_n << rng.randrange(int(math.log2(tiles_max)) + 1)
-    else:
-        topk = block_n * rng.randint(1, tiles_max)
-    # Log-uniform: small and large T alike.
-    tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    topk, block_n = _width(rng, max_topk)
     block_size = rng.choice(BLOCK_SIZES)
     fields: dict[str, Any] = dict(  # CaseConfig's keyword arguments, of several types
         mode=spec["mode"],
-        tokens=tokens,
         topk=topk,
         block_n=block_n,
         block_size=block_size,
         blocks_per_req=rng.choice(WIDTHS),
-        num_reqs=rng.randint(1, 8),
-        negatives=rng.choice(NEGATIVE_KINDS),
-        table=rng.choice(TABLE_KINDS),
-        row_layout=rng.choice(ROW_LAYOUTS),
         counts=spec["counts"],
-        seed=rng.randrange(2**31),
     )
-    invalid = rng.choice((0.0, 1.0, round(rng.uniform(0.0, 1.0), 2)))
-    fields["invalid_ratio"] = invalid
-    fields["out_of_range"] = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.0, 1.0 - invalid), 2)
     if spec["mode"] == "dcp":
         size = rng.choice(spec["dcp"])
         fields["dcp_size"] = size
         fields["dcp_rank"] = rng.randrange(size)
         fields["interleave"] = rng.choice([i for i in (1, 1, 2, 4, 8, 16, 64, block_size) if block_size % i == 0])
         fields["compact"] = spec.get("compact", rng.random() < 0.5)  # size 1 ignores it
-    if spec.get("prefill"):
-        fields["prefill_fraction"] = round(rng.uniform(0.05, 1.0), 2)
+    fields.update(_data_fields(rng, max_tokens, bool(spec.get("prefill"))))
     return Draw(CaseConfig(**fields), path)
 
 
+def _data_fields(rng: random.Random, max_tokens: int, prefill: bool) -> dict[str, Any]:
+    """The fields that change a case's data but not its compiled kernel."""
+    # Log-uniform: small and large T alike.
+    tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    fields: dict[str, Any] = dict(
+        tokens=tokens,
+        num_reqs=rng.randint(1, 8),
+        negatives=rng.choice(NEGATIVE_KINDS),
+        table=rng.choice(TABLE_KINDS),
+        row_layout=rng.choice(ROW_LAYOUTS),
+        seed=rng.randrange(2**31),
+    )
+    invalid = rng.choice((0.0, 1.0, round(rng.uniform(0.0, 1.0), 2)))
+    fields["invalid_ratio"] = invalid
+    fields["out_of_range"] = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.0, 1.0 - invalid), 2)
+    if prefill:
+        fields["prefill_fraction"] = round(rng.uniform(0.05, 1.0), 2)
+    return fields
+
+
+def redraw(rng: random.Random, base: Draw, max_tokens: int) -> Draw:
+    """``base``'s variant (path, widths, DCP, everything compiled) with fresh data."""
+    return Draw(base.config.replace(**_data_fields(rng, max_tokens, base.config.has_prefill)), base.path)
+
+
 def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
-          generation: int = 0):
+          generation: int = 0, fresh_every: int = 1):
     """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
     (a restarted worker's ``generation`` gives it a stream of its own). Every
-    ``contend_every``-th draw (0: none) is marked to run under contention."""
+    ``contend_every``-th draw (0: none) is marked to run under contention. One draw in
+    ``fresh_every`` is a fresh variant; the others re-draw the data of one of the
+    RECENT_VARIANTS latest (1: every draw fresh)."""
     key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
     rng = random.Random(key)
+    recent: list[Draw] = []
     n = 0
     while True:
-        d = draw(rng, max_tokens, max_topk)
+        if n % fresh_every == 0 or not recent:
+            d = draw(rng, max_tokens, max_topk)
+            recent = (recent + [d])[-RECENT_VARIANTS:]
+        else:
+            d = redraw(rng, rng.choice(recent), max_tokens)
         n += 1
         if contend_every and n % contend_every == 0:
             d = Draw(d.config, d.path, contended=True)
@@ -197,16 +239,52 @@ class WorkerPlan:
     contend_every: int = 4  # GPU only
     batch: int = 16  # GPU only: quiet cases per run_batch call
     generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
+    fresh_every: int = 1  # one draw in this many is a fresh variant (draws())
+    compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
+
+
+@dataclass
+class WorkerTimes:
+    """Where a worker's time went: judging cases (``run``, less the Triton compiles and
+    cache loads made inside it), compiling and loading in this process, waiting for
+    the compile-ahead workers; and what those workers did."""
+
+    run_s: float = 0.0
+    compile_s: float = 0.0
+    compiled: int = 0
+    load_s: float = 0.0
+    loaded: int = 0
+    wait_s: float = 0.0
+    ahead: str = ""  # precompile.Ahead.summary(), when there was a compile-ahead
+
+    def add(self, other: WorkerTimes) -> None:
+        for name in ("run_s", "compile_s", "compiled", "load_s", "loaded", "wait_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.ahead = "; ".join(x for x in (self.ahead, other.ahead) if x)
+
+    def line(self) -> str:
+        text = (f"judging {self.run_s:.1f} s; Triton in this process: {self.compiled} kernels compiled in "
+                f"{self.compile_s:.1f} s, {self.loaded} loaded from its cache in {self.load_s:.1f} s")
+        if self.ahead:
+            text += f"; waiting for the compile-ahead {self.wait_s:.1f} s ({self.ahead})"
+        return text
 
 
 def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
-               starting: Callable[[list], None] = lambda configs: None) -> int:
+               starting: Callable[[list], None] = lambda configs: None,
+               times: WorkerTimes | None = None) -> int:
     """Draw and judge cases until the deadline, ``max_cases`` or ``stopping()``;
     ``emit`` every case's record as it is judged, after announcing the configurations
     about to run with ``starting`` (so a crash of the whole process can name them).
-    Returns the number of cases."""
+    Where the time went is added to ``times``. Returns the number of cases.
+
+    On a GPU with ``compile_workers``, draws are taken ahead of the device (a window
+    of LOOKAHEAD), each new variant handed to the compile workers, and the device
+    judges the drawn cases whose variants are compiled, same variants together; with
+    ``max_cases`` exactly the first ``max_cases`` draws are judged, whatever the order."""
     from remap_ab import backend
 
+    times = times if times is not None else WorkerTimes()
     device = backend.select(plan.device)
     on_gpu = device == "cuda"
     load = None
@@ -215,33 +293,106 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
 
         load = SideStreamLoad(device="cuda")
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
-                   plan.generation)
-    done = 0
+                   plan.generation, plan.fresh_every)
+    judge = _Judge(plan, device, emit, starting, load, times)
+    if on_gpu and plan.compile_workers:
+        return _run_ahead(plan, stream, judge, stopping, times)
     quiet: list = []
-
-    def flush() -> None:
-        nonlocal done
-        if quiet:
-            starting([d.config for d in quiet])
-            for rec in _run_quiet_batch(plan, device, quiet):
-                emit(rec)
-                done += 1
-            quiet.clear()
-
     while True:
-        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and done + len(quiet) >= plan.max_cases):
+        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and judge.done + len(quiet) >= plan.max_cases):
             break
         d = next(stream)
         if on_gpu and not d.contended:
             quiet.append(d)
             if len(quiet) >= plan.batch:
-                flush()
+                judge.batch(quiet)
+                quiet = []
             continue
-        starting([d.config])
-        emit(_run_one(plan, device, d, load))
-        done += 1
-    flush()
-    return done
+        judge.one(d)
+    judge.batch(quiet)
+    return judge.done
+
+
+LOOKAHEAD = 512  # draws taken ahead of the device while their variants compile
+
+
+def _run_ahead(plan: WorkerPlan, stream, judge: _Judge, stopping: Callable[[], bool], times: WorkerTimes) -> int:
+    from remap_ab import precompile
+
+    ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+    window: list[Draw] = []
+    drawn = 0
+    try:
+        while not (stopping() or time.time() >= plan.deadline):
+            room = LOOKAHEAD - len(window)
+            if plan.max_cases is not None:
+                room = min(room, plan.max_cases - drawn)
+            for _ in range(max(0, room)):
+                d = next(stream)
+                ahead.submit(d.config)
+                window.append(d)
+                drawn += 1
+            if not window:
+                break
+            ready = [d for d in window if ahead.ready(d.config)]
+            if not ready:
+                t0 = time.perf_counter()
+                ahead.wait_any(timeout=0.5)
+                times.wait_s += time.perf_counter() - t0
+                continue
+            taken = {id(d) for d in ready}
+            window = [d for d in window if id(d) not in taken]
+            for d in [d for d in ready if d.contended]:
+                judge.one(d)
+                if stopping() or time.time() >= plan.deadline:
+                    break
+            quiet = sorted((d for d in ready if not d.contended), key=lambda d: precompile.variant_key(d.config))
+            for i in range(0, len(quiet), plan.batch):
+                if stopping() or time.time() >= plan.deadline:
+                    break
+                judge.batch(quiet[i : i + plan.batch])
+    finally:
+        times.ahead = ahead.summary()
+        ahead.close()
+    return judge.done
+
+
+class _Judge:
+    """Judges draws one at a time or in batches, emits their records, keeps the times."""
+
+    def __init__(self, plan: WorkerPlan, device: str, emit, starting, load, times: WorkerTimes):
+        self.plan, self.device, self.emit, self.starting, self.load, self.times = plan, device, emit, starting, load, times
+        self.done = 0
+
+    def _timed(self, work):
+        loads = _loads(self.device)
+        start = time.perf_counter()
+        with loads:
+            records = work()
+        self.times.run_s += time.perf_counter() - start - loads.compile_seconds - loads.load_seconds
+        self.times.compile_s += loads.compile_seconds
+        self.times.compiled += loads.compiled
+        self.times.load_s += loads.load_seconds
+        self.times.loaded += loads.cached
+        for rec in records:
+            self.emit(rec)
+            self.done += 1
+
+    def one(self, d: Draw) -> None:
+        self.starting([d.config])
+        self._timed(lambda: [_run_one(self.plan, self.device, d, self.load)])
+
+    def batch(self, quiet: list) -> None:
+        if quiet:
+            self.starting([d.config for d in quiet])
+            self._timed(lambda: _run_quiet_batch(self.plan, self.device, quiet))
+
+
+def _loads(device: str):
+    """Counts this process's Triton compiles and cache loads on a GPU (none on the CPU)."""
+    from remap_ab.precompile import Loads
+
+    return Loads() if device == "cuda" else Loads.none()
 
 
 class ContextLost(Exception):
@@ -359,15 +510,24 @@ def _record(plan: WorkerPlan, d: Draw, verdict, seconds: float, result) -> CaseR
     from remap_ab.report import replay_command, run_command, write_case_report
 
     rec.line = verdict.summary()
+    impls = _implementations(plan)
     if result is not None and not result.verdict.passed:
-        folder = write_case_report(result, plan.folder)
-        rec.report, rec.replay = str(folder), replay_command(folder, plan.a, plan.b)
+        folder = write_case_report(result, plan.folder, implementations=impls)
+        rec.report, rec.replay = str(folder), replay_command(folder, *impls)
     else:
         # Failed in the batch, passed when run again alone: nondeterministic. No
         # passing tensors are saved as if they had failed; the case is rerun by config.
         rec.line += " (passed when run again alone: nondeterministic)"
-        rec.replay = run_command(d.config, plan.a, plan.b)
+        rec.replay = run_command(d.config, *impls)
     return rec
+
+
+def _implementations(plan: WorkerPlan) -> tuple:
+    """A and B as loaded: the registry knows where each came from, so a module from a
+    custom path gets its PYTHONPATH in the replay commands."""
+    from remap_ab import registry
+
+    return registry.get(plan.a), registry.get(plan.b)
 
 
 def _crash_record(plan: WorkerPlan, device: str, d: Draw, message: str, seconds: float) -> CaseRecord:
@@ -375,8 +535,9 @@ def _crash_record(plan: WorkerPlan, device: str, d: Draw, message: str, seconds:
 
     rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), "crash", seconds,
                      line=f"{d.config.case_id}: CRASH — {message}")
-    folder = write_crash_report(d.config, plan.a, plan.b, message, plan.folder, device)
-    rec.report, rec.replay = str(folder), replay_command(folder, plan.a, plan.b)
+    impls = _implementations(plan)
+    folder = write_crash_report(d.config, impls[0], impls[1], message, plan.folder, device)
+    rec.report, rec.replay = str(folder), replay_command(folder, *impls)
     return rec
 
 
@@ -390,6 +551,7 @@ class Tally:
     records: list = field(default_factory=list)
     started: dict = field(default_factory=dict)  # worker -> time.time() it was ready
     gpus: dict = field(default_factory=dict)  # worker -> its GPU ("" on the CPU)
+    times: dict = field(default_factory=dict)  # worker -> WorkerTimes, once it is done
 
     def add(self, rec: CaseRecord) -> None:
         self.records.append(rec)
@@ -428,8 +590,38 @@ class Tally:
             "workers": {str(w): {"gpu": self.gpus.get(w, ""), "cases": n, "cases_per_s": round(rate, 3)}
                         for w, (n, rate) in self.per_worker(now).items()},
             "distribution": {k: dict(sorted(c.items())) for k, c in self.distribution().items()},
+            "failures_by_dimension": self.failures_by_dimension(),
+            "times": {str(w): asdict(t) for w, t in sorted(self.times.items())},
             "failures": [asdict(r) for r in self.failures],
         }
+
+    def failures_by_dimension(self) -> dict:
+        """label name -> {value: [cases not passing, cases]}, as the sweep's summary has
+        it for its grid's dimensions (here the labels the soak draws under)."""
+        out: dict = {}
+        for r in self.records:
+            for k, v in r.labels.items():
+                cell = out.setdefault(k, {}).setdefault(v, [0, 0])
+                cell[0] += r.status != "pass"
+                cell[1] += 1
+        return {k: dict(sorted(v.items())) for k, v in out.items()}
+
+    def total_times(self) -> WorkerTimes:
+        total = WorkerTimes()
+        for t in self.times.values():
+            total.add(t)
+        return total
+
+
+def failure_lines(by_dimension: dict) -> list[str]:
+    """The dimensions' values where cases did not pass: "failed/judged" each, as the
+    sweep's summary shows (values without a failure are left out)."""
+    lines = []
+    for name, cells in by_dimension.items():
+        bad = [f"{v} {f}/{n}" for v, (f, n) in sorted(cells.items(), key=lambda kv: (-kv[1][0], kv[0])) if f]
+        if bad:
+            lines.append(f"  {name:>11}: {', '.join(bad)}")
+    return lines
 
 
 def distribution_lines(dist: dict) -> list[str]:
@@ -476,8 +668,9 @@ def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progres
         tally.add(rec)
         progress()
 
+    times = tally.times.setdefault(plan.worker, WorkerTimes())
     try:
-        run_worker(plan, emit, lambda: interrupted.asked)
+        run_worker(plan, emit, lambda: interrupted.asked, times=times)
     except KeyboardInterrupt:
         pass  # the second Ctrl-C: the case in flight is abandoned, the summary follows
     except ContextLost as exc:
@@ -500,9 +693,10 @@ def _worker_process(plan: WorkerPlan, results, stop) -> None:
 
         backend.select(plan.device)
         results.put(("ready", plan.worker, gpu))
+        times = WorkerTimes()
         n = run_worker(plan, lambda r: results.put(("case", plan.worker, asdict(r))), stop.is_set,
-                       lambda configs: results.put(("start", plan.worker, [c.to_dict() for c in configs])))
-        results.put(("done", plan.worker, n))
+                       lambda configs: results.put(("start", plan.worker, [c.to_dict() for c in configs])), times)
+        results.put(("done", plan.worker, n, asdict(times)))
     except BaseException as exc:
         results.put(("failed", plan.worker, exception_line(exc)[:400]))
 
@@ -562,6 +756,7 @@ def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupte
             held[wid] = [c for c in held.get(wid, []) if CaseConfig.from_dict(c).case_id != rec.case_id]
         elif kind == "done":
             finished.add(wid)
+            tally.times.setdefault(wid, WorkerTimes()).add(WorkerTimes(**msg[3]))
         elif kind == "failed":
             procs[wid].join(timeout=10)
             lost(wid, f"failed: {msg[2]}")
