@@ -256,14 +256,18 @@ class WorkerTimes:
     loaded: int = 0
     wait_s: float = 0.0
     ahead: str = ""  # precompile.Ahead.summary(), when there was a compile-ahead
+    counted: bool = False  # Triton's compiles and loads were counted (a GPU; the interpreter has none)
 
     def add(self, other: WorkerTimes) -> None:
         for name in ("run_s", "compile_s", "compiled", "load_s", "loaded", "wait_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.ahead = "; ".join(x for x in (self.ahead, other.ahead) if x)
+        self.counted = self.counted or other.counted
 
     def line(self) -> str:
-        text = (f"judging {self.run_s:.1f} s; Triton in this process: {self.compiled} kernels compiled in "
+        if not self.counted:
+            return f"judging {self.run_s:.1f} s (the Triton interpreter: nothing compiled)"
+        text = (f"judging {self.run_s:.1f} s; Triton in the worker: {self.compiled} kernels compiled in "
                 f"{self.compile_s:.1f} s, {self.loaded} loaded from its cache in {self.load_s:.1f} s")
         if self.ahead:
             text += f"; waiting for the compile-ahead {self.wait_s:.1f} s ({self.ahead})"
@@ -296,7 +300,14 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
                    plan.generation, plan.fresh_every)
     judge = _Judge(plan, device, emit, starting, load, times)
     if on_gpu and plan.compile_workers:
-        return _run_ahead(plan, stream, judge, stopping, times)
+        from remap_ab import precompile
+
+        ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+        try:
+            return run_ahead(plan, stream, judge, stopping, times, ahead)
+        finally:
+            times.ahead = ahead.summary()
+            ahead.close()
     quiet: list = []
     while True:
         if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and judge.done + len(quiet) >= plan.max_cases):
@@ -316,44 +327,42 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
 LOOKAHEAD = 512  # draws taken ahead of the device while their variants compile
 
 
-def _run_ahead(plan: WorkerPlan, stream, judge: _Judge, stopping: Callable[[], bool], times: WorkerTimes) -> int:
-    from remap_ab import precompile
+def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], times: WorkerTimes, ahead) -> int:
+    """The compile-ahead schedule (``run_worker``): ``ahead`` takes each drawn case's
+    variant (``submit``), says when it is compiled (``ready``) and waits (``wait_any``);
+    ``judge`` judges draws ``one`` at a time (contended) or in a ``batch``."""
+    from remap_ab.precompile import variant_key
 
-    ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
     window: list[Draw] = []
     drawn = 0
-    try:
-        while not (stopping() or time.time() >= plan.deadline):
-            room = LOOKAHEAD - len(window)
-            if plan.max_cases is not None:
-                room = min(room, plan.max_cases - drawn)
-            for _ in range(max(0, room)):
-                d = next(stream)
-                ahead.submit(d.config)
-                window.append(d)
-                drawn += 1
-            if not window:
+    while not (stopping() or time.time() >= plan.deadline):
+        room = LOOKAHEAD - len(window)
+        if plan.max_cases is not None:
+            room = min(room, plan.max_cases - drawn)
+        for _ in range(max(0, room)):
+            d = next(stream)
+            ahead.submit(d.config)
+            window.append(d)
+            drawn += 1
+        if not window:
+            break
+        ready = [d for d in window if ahead.ready(d.config)]
+        if not ready:
+            t0 = time.perf_counter()
+            ahead.wait_any(timeout=0.5)
+            times.wait_s += time.perf_counter() - t0
+            continue
+        taken = {id(d) for d in ready}
+        window = [d for d in window if id(d) not in taken]
+        for d in [d for d in ready if d.contended]:
+            judge.one(d)
+            if stopping() or time.time() >= plan.deadline:
                 break
-            ready = [d for d in window if ahead.ready(d.config)]
-            if not ready:
-                t0 = time.perf_counter()
-                ahead.wait_any(timeout=0.5)
-                times.wait_s += time.perf_counter() - t0
-                continue
-            taken = {id(d) for d in ready}
-            window = [d for d in window if id(d) not in taken]
-            for d in [d for d in ready if d.contended]:
-                judge.one(d)
-                if stopping() or time.time() >= plan.deadline:
-                    break
-            quiet = sorted((d for d in ready if not d.contended), key=lambda d: precompile.variant_key(d.config))
-            for i in range(0, len(quiet), plan.batch):
-                if stopping() or time.time() >= plan.deadline:
-                    break
-                judge.batch(quiet[i : i + plan.batch])
-    finally:
-        times.ahead = ahead.summary()
-        ahead.close()
+        quiet = sorted((d for d in ready if not d.contended), key=lambda d: variant_key(d.config))
+        for i in range(0, len(quiet), plan.batch):
+            if stopping() or time.time() >= plan.deadline:
+                break
+            judge.batch(quiet[i : i + plan.batch])
     return judge.done
 
 
@@ -374,6 +383,7 @@ class _Judge:
         self.times.compiled += loads.compiled
         self.times.load_s += loads.load_seconds
         self.times.loaded += loads.cached
+        self.times.counted = self.times.counted or loads.active
         for rec in records:
             self.emit(rec)
             self.done += 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,6 +55,17 @@ def test_draws_reach_beyond_the_grid():
     assert {c.negatives for c in configs} == {"minus_one", "any"}
     assert any(c.compacts and c.counts for c in configs) and any(c.compacts and not c.counts for c in configs)
     assert any(c.is_dcp and not c.compact for c in configs) and any(c.has_prefill for c in configs)
+
+
+def test_draws_take_every_backends_block_size_and_the_models_widths_more_often():
+    configs = [d.config for d in _take(0, 0, 3000)]
+    assert {c.block_size for c in configs} == {16, 32, 64, 128, 256}
+    assert all(c.block_size % c.interleave == 0 for c in configs if c.is_dcp)
+    by_k = {k: sum(c.topk == k for c in configs) for k in (1024, 2048, 2176, 4096, 2240, 3072)}
+    # 2176 = 17 x 128 (a model's width) comes far more often than its neighbours of the
+    # uniform draw; 2051 (no multiple of 128) is a rejection, never a soak case.
+    assert min(by_k[k] for k in soak.MODEL_WIDTHS) > 5 * max(by_k[2240], by_k[3072], 1)
+    assert all(c.topk % c.block_n == 0 for c in configs) and not any(c.topk == 2051 for c in configs)
 
 
 def test_buckets():
@@ -112,12 +124,19 @@ def test_soak_against_a_broken_implementation_writes_a_report_and_fails(tmp_path
     assert _soak(tmp_path, "--seed", "2", "--max-cases", "2", "--b", "brk_soak") == 1
     captured = capsys.readouterr()
     assert "soak: FAIL — 2 of 2 cases did not pass" in captured.out
+    # Like the sweep's summary: where the failures are, per dimension (failed/judged).
+    assert "failures by dimension (not passing/judged):" in captured.out
+    assert re.search(r"failures by dimension \(not passing/judged\):\n\s+path: [a-z0-9-]+ [12]/[12]", captured.out)
+    data = _soak_json(tmp_path)
+    assert sum(f for f, _ in data["failures_by_dimension"]["path"].values()) == 2
     data = _soak_json(tmp_path)
     assert data["statuses"] == {"fail": 2}
     for failure in data["failures"]:
         report = Path(failure["report"])
         assert (report / "verdict.json").is_file() and (report / "replay.sh").is_file()
         assert failure["replay"].endswith(f"remap-ab replay {report}")
+        # brk_soak came from a folder of its own: the replay line says where.
+        assert failure["replay"].startswith(f"PYTHONPATH={tmp_path}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay")
         assert json.loads((report / "verdict.json").read_text())["verdict"]["failures"][0]["impl"] == "brk_soak"
         assert f"replay: {failure['replay']}" in captured.out
 
@@ -187,3 +206,14 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     assert set(data["workers"]) == {"0", "1"}
     assert data["statuses"].get("pass", 0) == data["cases"] - 2
     assert "soak: worker" in captured.err and "died" in captured.err
+
+
+def test_the_time_line_says_what_was_measured():
+    cpu = soak.WorkerTimes(run_s=12.34)
+    assert cpu.line() == "judging 12.3 s (the Triton interpreter: nothing compiled)"
+    gpu = soak.WorkerTimes(run_s=50.0, compile_s=1.25, compiled=3, load_s=2.5, loaded=400, wait_s=4.0, counted=True,
+                           ahead="compiled ahead by 15 worker(s): 410 kernels compiled")
+    gpu.add(soak.WorkerTimes(run_s=10.0, counted=True))
+    assert gpu.line() == ("judging 60.0 s; Triton in the worker: 3 kernels compiled in 1.2 s, 400 loaded from its "
+                          "cache in 2.5 s; waiting for the compile-ahead 4.0 s (compiled ahead by 15 worker(s): "
+                          "410 kernels compiled)")
