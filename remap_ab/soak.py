@@ -4,8 +4,10 @@ until a deadline.
 The sweep runs a fixed grid; a soak draws configurations the grid never holds: K any
 multiple of BLOCK_N up to 4096, T up to 4096, every wrapper path (plain convert with
 and without counts and prefill rows, the DCP wrapper at size 1, DCP 2/4/8 compacting
-or in place, with and without counts), any rank and interleave, every block-table kind,
-row layout and kind of negative id, and a fresh input seed each time.
+or in place, with and without counts), any rank and interleave, every backend's block
+size, every block-table kind, row layout, memory layout (layouts.py) and kind of
+negative id, the models' index widths more often than others, and a fresh input seed
+each time.
 
 Draws are seeded: worker ``w`` of a soak with seed ``s`` draws from its own stream
 (``s``, ``w``), so the same seed draws the same cases in the same order on every run,
@@ -18,6 +20,14 @@ other cases run in batches through ``batch.run_batch`` (few host syncs). One wor
 process per GPU, pinned through ``CUDA_VISIBLE_DEVICES`` before CUDA starts
 (``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
 one at a time and T is capped small by default.
+
+GPU work at GPU speed: a new variant (precompile.variant_key: the constexprs and the
+layout) is a new Triton compile, some 0.2 s of a core each for A and B. So on a GPU
+one draw in ``fresh_every`` brings a new variant and the others re-draw the data of
+a recent one (``draws``); compile workers (precompile.py) compile the coming variants
+on the host's other cores into Triton's on-disk cache while the device judges the
+drawn cases whose variants are compiled (``run_ahead``), and the device process only
+loads them. Where the time went is kept per worker (``WorkerTimes``).
 
 A case that does not pass becomes a normal case report (``report.write_case_report``)
 with its replay command; a case whose run raises becomes a crash report.
@@ -34,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
+from remap_ab.layouts import LAYOUT_NAMES
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
 PATHS: dict[str, dict[str, Any]] = {
@@ -91,6 +102,7 @@ class Draw:
             "dcp size": str(c.effective_dcp[0]),
             "table": c.table,
             "row layout": c.row_layout,
+            "layout": c.layout,
             "negatives": c.negatives,
             "BLOCK_N": str(c.block_n),
             "contended": "yes" if self.contended else "no",
@@ -148,6 +160,7 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
         block_size=block_size,
         blocks_per_req=rng.choice(WIDTHS),
         counts=spec["counts"],
+        layout=rng.choice(LAYOUT_NAMES),  # strides and offsets: part of the compiled variant
     )
     if spec["mode"] == "dcp":
         size = rng.choice(spec["dcp"])
@@ -443,39 +456,22 @@ def _run_one(plan: WorkerPlan, device: str, d: Draw, load=None) -> CaseRecord:
 
 
 def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
-    """``run_case``, except that A and B are launched right after matrix products are
-    queued on the side stream, with no device-wide sync in between (``run_case``'s
-    ``schedule`` hook is entered before its sync, which would wait for the load)."""
-    import torch
-
+    """``run_case``, except that A and B are each called right after matrix products are
+    queued on the side stream, with no device-wide sync before the launch (``call``'s
+    ``context`` is entered first; ``settle=False``: a sync would wait for the load)."""
     from remap_ab import registry
-    from remap_ab.compare import Output, compare
-    from remap_ab.errors import exception_line
+    from remap_ab.call import call
+    from remap_ab.compare import compare
     from remap_ab.inputs import generate_inputs
-    from remap_ab.runner import (
-        CaseResult,
-        poisoned_empty,
-        reference,
-        run_implementation,
-    )
+    from remap_ab.runner import CaseResult, oracle_problem, reference
 
     inputs = generate_inputs(config, device=device)
-    torch.cuda.synchronize()
-    outputs = []
-    for impl in (registry.get(a), registry.get(b)):
-        contract = impl.order_contract(config)
-        try:
-            with load.enqueue(), poisoned_empty():
-                out, counts = impl(config, inputs)
-            torch.cuda.synchronize()
-            outputs.append(Output(impl.name, out, counts, contract))
-        except Exception as exc:  # a broken implementation is a verdict, not a crash
-            outputs.append(Output(impl.name, None, None, contract, error=exception_line(exc)[:500]))
+    out_a, out_b = (call(registry.get(name), config, inputs, context=load.enqueue, settle=False) for name in (a, b))
     ref = reference(config, inputs)
-    oracle = run_implementation(registry.get("oracle"), config, inputs)
-    verdict = compare(config.case_id, outputs[0], outputs[1], ref,
-                      compacted=config.compacts, counts_returned=config.counts_returned)
-    return CaseResult(config, inputs, outputs[0], outputs[1], ref, verdict, oracle=oracle)
+    out_o = call(registry.get("oracle"), config, inputs)
+    verdict = compare(config.case_id, out_a, out_b, ref, compacted=config.compacts,
+                      counts_returned=config.counts_returned, oracle_problem=oracle_problem(out_o, ref))
+    return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
 
 
 def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from remap_ab import backend, cli, soak
+from remap_ab.layouts import LAYOUT_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,6 +54,7 @@ def test_draws_reach_beyond_the_grid():
     assert {c.table for c in configs} == {"random", "padded", "huge"}
     assert {c.row_layout for c in configs} == {"uniform", "mixed", "one_tile", "tail_padded", "owned"}
     assert {c.negatives for c in configs} == {"minus_one", "any"}
+    assert {c.layout for c in configs} == set(LAYOUT_NAMES)
     assert any(c.compacts and c.counts for c in configs) and any(c.compacts and not c.counts for c in configs)
     assert any(c.is_dcp and not c.compact for c in configs) and any(c.has_prefill for c in configs)
 
