@@ -143,3 +143,66 @@ def test_fresh_every_reuses_recent_variants_with_fresh_data(fresh_every):
         assert new <= 100 and all(k in keys[: i + 1] for i, k in enumerate(keys))
         # the re-drawn data differs from the variant's first case
         assert len({d.config.tokens for d in drawn}) > 50
+
+
+_PRELOAD_SCRIPT = r"""
+import json, os, sys
+from remap_ab import backend, precompile
+backend.select_compile_only()  # real Triton JIT functions, no GPU: an sm_90 target
+from triton.runtime import driver
+driver.set_active(precompile._TargetDriver(precompile.Target("cuda", 90, 32).gpu_target()))
+from triton.compiler.compiler import CompiledKernel
+loaded = []
+def _init_handles(self):  # the module load needs a GPU; like Triton's, it loads once
+    if not getattr(self, "_loaded", False):
+        self._loaded = True
+        loaded.append(self.name)
+CompiledKernel._init_handles = _init_handles
+from remap_ab import registry
+from remap_ab.config import CaseConfig
+from remap_ab.inputs import generate_inputs
+from remap_ab.layouts import LAYOUT_NAMES
+import kernels_new._remap as kn, kernels_old._remap as ko
+cases = [CaseConfig(mode="convert", tokens=t, num_reqs=r, topk=256, blocks_per_req=w, layout=layout, counts=True)
+         for layout in LAYOUT_NAMES for t, r, w in ((1, 1, 8), (5, 3, 8), (9, 4, 1))]
+cases += [CaseConfig(mode="dcp", tokens=7, num_reqs=3, topk=384, dcp_size=2, dcp_rank=1, layout=layout)
+          for layout in LAYOUT_NAMES]
+names = ("old", "new")
+precompile.Preload(cases, names, threads=2).wait()
+def entries():
+    return sum(len(fn.device_caches[0][0]) for fn in (kn._convert_req_index_to_global_index_kernel,
+                                                       ko._convert_req_index_to_global_index_kernel))
+preloaded = entries()
+unloaded = sum(not getattr(k, "_loaded", False) for fn in (kn._convert_req_index_to_global_index_kernel,
+               ko._convert_req_index_to_global_index_kernel) for k in fn.device_caches[0][0].values())
+# Now the real cases (more rows and requests than the stand-ins), in this thread, each
+# launch a warm-up that loads nothing: a key the preload missed would be a new entry.
+precompile._LOCAL.warm, precompile._LOCAL.load = True, False
+for c in cases:
+    inputs = generate_inputs(c, device="cpu")
+    for name in names:
+        registry.get(name)(c, inputs)
+print(json.dumps({"preloaded": preloaded, "after": entries(), "unloaded": unloaded}))
+"""
+
+
+def test_preloading_fills_the_jit_cache_under_the_keys_the_real_launches_use(tmp_path):
+    """``Preload`` loads a batch's variants in threads from stand-ins of two rows and
+    two requests; the real cases (1, 5 or 9 rows; 1, 3 or 4 requests; every layout)
+    must then find every kernel in the JIT's cache, or the stand-in was another
+    specialisation and the load would be paid at the launch anyway."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(repo), TRITON_CACHE_DIR=str(tmp_path / "cache"), CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _PRELOAD_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["preloaded"] > 8 and got["after"] == got["preloaded"], got
+    assert got["unloaded"] == 0  # and every one of them made ready on the device
