@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
@@ -436,23 +437,34 @@ def _context_lost(device: str) -> bool:
 
 
 def _run_one(plan: WorkerPlan, device: str, d: Draw, load=None) -> CaseRecord:
-    """One case through ``run_case``, or under the side-stream load when ``d`` is
-    contended; a report for anything that does not pass."""
+    """One case: under the side-stream load when ``d`` is contended, else as a batch of
+    one; recorded as the sweep records a case (recording.py)."""
     from remap_ab.errors import exception_line
-    from remap_ab.runner import run_case
+
+    if load is None or not d.contended:
+        return _run_quiet_batch(plan, device, [d])[0]
+    from remap_ab.batch import CaseOutcome
+    from remap_ab.inputs import hash_inputs
+    from remap_ab.recording import record_outcomes
 
     start = time.perf_counter()
     try:
-        if load is not None and d.contended:
-            result = _run_contended(d.config, plan.a, plan.b, device, load)
-        else:
-            result = run_case(d.config, plan.a, plan.b, device=device)
+        result = _run_contended(d.config, plan.a, plan.b, device, load)
     except Exception as exc:  # the soak goes on; the case becomes a crash report
         rec = _crash_record(plan, device, d, exception_line(exc)[:400], time.perf_counter() - start)
         if _context_lost(device):
             raise ContextLost(f"{rec.line}; report {rec.report}") from None
         return rec
-    return _record(plan, d, result.verdict, time.perf_counter() - start, result)
+    counts = result.reference.counts
+    outcome = CaseOutcome(d.config, result.verdict, _ms(result.a.seconds), _ms(result.b.seconds),
+                          hash_inputs(result.inputs)[1], int(counts.max()) if counts.numel() else 0,
+                          None if result.verdict.passed else result)
+    (row,) = record_outcomes([outcome], Path(plan.folder))
+    return _from_row(plan, d, row, time.perf_counter() - start)
+
+
+def _ms(seconds) -> float | None:
+    return None if seconds is None else seconds * 1e3
 
 
 def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
@@ -475,55 +487,40 @@ def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
 
 
 def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
-    """Quiet GPU cases through ``run_batch``; a case that does not pass there is run
-    again alone through ``run_case`` for its report (the batch's verdict is kept)."""
-    from remap_ab.batch import run_batch
+    """Cases through the batch engine, judged and recorded as the sweep does it
+    (``recording.judge_and_record``: a row each, a report for each that did not pass).
+    A batch that raises is judged case by case; a case that raises alone is a crash."""
     from remap_ab.errors import exception_line
+    from remap_ab.recording import judge_and_record
 
     start = time.perf_counter()
     try:
-        outcomes = run_batch([d.config for d in batch], plan.a, plan.b, device)
+        rows = judge_and_record([d.config for d in batch], plan.a, plan.b, device, Path(plan.folder))
     except Exception as exc:
         if _context_lost(device):
-            raise ContextLost(f"run_batch raised {exception_line(exc)[:300]} on a batch of {len(batch)} cases") from None
-        # One bad case must not hide the others: judge each alone.
-        return [_run_one(plan, device, d) for d in batch]
+            raise ContextLost(f"the batch engine raised {exception_line(exc)[:300]} on a batch of {len(batch)} "
+                              "cases") from None
+        if len(batch) > 1:  # one bad case must not hide the others
+            return [rec for d in batch for rec in _run_quiet_batch(plan, device, [d])]
+        return [_crash_record(plan, device, batch[0], exception_line(exc)[:400], time.perf_counter() - start)]
     each = (time.perf_counter() - start) / len(batch)
-    records = []
-    for d, o in zip(batch, outcomes):
-        if o.verdict.passed:
-            records.append(_record(plan, d, o.verdict, each, None))
-            continue
-        result = getattr(o, "result", None)
-        if result is None:
-            from remap_ab.runner import run_case
-
-            try:
-                result = run_case(d.config, plan.a, plan.b, device=device)
-            except Exception as exc:
-                records.append(_crash_record(plan, device, d, exception_line(exc)[:400], each))
-                if _context_lost(device):
-                    raise ContextLost(f"{records[-1].line}; report {records[-1].report}") from None
-                continue
-        records.append(_record(plan, d, o.verdict, each, result))
-    return records
+    return [_from_row(plan, d, row, each) for d, row in zip(batch, rows)]
 
 
-def _record(plan: WorkerPlan, d: Draw, verdict, seconds: float, result) -> CaseRecord:
-    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), str(verdict.status), seconds)
-    if verdict.passed:
+def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecord:
+    """The soak's record of a case from its results row (recording.py's)."""
+    status = str(row["status"])
+    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), status, seconds)
+    if status == "pass":
         return rec
-    from remap_ab.report import replay_command, run_command, write_case_report
+    from remap_ab.report import replay_command, run_command
 
-    rec.line = verdict.summary()
     impls = _implementations(plan)
-    if result is not None and not result.verdict.passed:
-        folder = write_case_report(result, plan.folder, implementations=impls)
+    rec.line = f"{d.config.case_id}: {status.upper()} — {row['first_mismatch']}"
+    if row.get("report"):
+        folder = Path(plan.folder) / row["report"]
         rec.report, rec.replay = str(folder), replay_command(folder, *impls)
     else:
-        # Failed in the batch, passed when run again alone: nondeterministic. No
-        # passing tensors are saved as if they had failed; the case is rerun by config.
-        rec.line += " (passed when run again alone: nondeterministic)"
         rec.replay = run_command(d.config, *impls)
     return rec
 
@@ -537,14 +534,11 @@ def _implementations(plan: WorkerPlan) -> tuple:
 
 
 def _crash_record(plan: WorkerPlan, device: str, d: Draw, message: str, seconds: float) -> CaseRecord:
-    from remap_ab.report import replay_command, write_crash_report
+    from remap_ab.recording import lost_case_row
+    from remap_ab.status import Status
 
-    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), "crash", seconds,
-                     line=f"{d.config.case_id}: CRASH — {message}")
-    impls = _implementations(plan)
-    folder = write_crash_report(d.config, impls[0], impls[1], message, plan.folder, device)
-    rec.report, rec.replay = str(folder), replay_command(folder, *impls)
-    return rec
+    row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), device, Status.CRASH)
+    return _from_row(plan, d, row, seconds)
 
 
 # --------------------------------------------------------------------------- the tally
