@@ -35,6 +35,7 @@ with its replay command; a case whose run raises becomes a crash report.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -92,6 +93,11 @@ class Draw:
     config: CaseConfig
     path: str
     contended: bool = False
+
+    @property
+    def extra(self) -> bool:
+        """What a pool worker's judge is told besides the config (pool.Job.judge)."""
+        return self.contended
 
     def labels(self) -> dict:
         c = self.config
@@ -679,124 +685,125 @@ def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progres
         progress()
 
 
-def _worker_process(plan: WorkerPlan, results, stop) -> None:
-    """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
-    import os
-    import signal
+# --------------------------------------------------------------------------- several workers
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    from remap_ab.errors import exception_line
+_LOAD = None  # a worker process's side-stream load, made at its first contended case
 
-    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") if plan.device == "cuda" else ""
+
+def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
+    """A pool worker's judge (pool.Job.judge): contended cases (``extras`` True) one at
+    a time under the side-stream load, the others through the batch engine; every
+    case recorded as the sweep records it. Triton's compiles and loads in this
+    process are added to ``times.seconds`` under TRITON_KEYS."""
+    global _LOAD
+    from remap_ab.batch import CaseOutcome
+    from remap_ab.inputs import hash_inputs
+    from remap_ab.recording import judge_and_record, record_outcomes
+
+    rows: dict = {}
+    with _loads(job.device) as loads:
+        quiet = [c for c, contended in zip(configs, extras) if not contended]
+        if quiet:
+            rows.update((r["case_id"], r) for r in judge_and_record(quiet, job.a, job.b, job.device, job.folder, times))
+        for c in (c for c, contended in zip(configs, extras) if contended):
+            if _LOAD is None:
+                from remap_ab.nondet import SideStreamLoad
+
+                _LOAD = SideStreamLoad(device="cuda")
+            result = _run_contended(c, job.a, job.b, job.device, _LOAD)
+            counts = result.reference.counts
+            outcome = CaseOutcome(c, result.verdict, _ms(result.a.seconds), _ms(result.b.seconds),
+                                  hash_inputs(result.inputs)[1], int(counts.max()) if counts.numel() else 0,
+                                  None if result.verdict.passed else result)
+            rows.update((r["case_id"], r) for r in record_outcomes([outcome], Path(job.folder)))
+    for key, value in zip(TRITON_KEYS, (loads.compile_seconds, loads.compiled, loads.load_seconds, loads.cached)):
+        times.seconds[key] = times.seconds.get(key, 0.0) + value
+    return [rows[c.case_id] for c in configs]
+
+
+TRITON_KEYS = ("triton compile s", "triton compiled", "triton load s", "triton loaded")
+
+
+def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupted, progress: Callable[[], None],
+             case_timeout: float) -> None:
+    """Several workers on pool.py: this process draws (``plan``'s stream) and hands the
+    cases out in batches (contended ones alone), compiling ahead here when
+    ``plan.compile_workers``; each worker judges and records its batch; a worker that
+    dies is replaced and the cases it held become crash records (pool.py)."""
+    from collections import deque
+
+    from remap_ab import precompile
+    from remap_ab.pool import Job, Pool
+    from remap_ab.recording import lost_case_row
+
+    start = time.time()
+    for w in range(len(envs)):
+        tally.started[w] = start
+    stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk,
+                   plan.contend_every if plan.device == "cuda" else 0, 0, plan.fresh_every)
+    ahead = None
+    if plan.device == "cuda" and plan.compile_workers:
+        ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+    total = WorkerTimes(counted=plan.device == "cuda")
+    held: dict = {}  # case id -> Draw, handed out and not yet recorded
+    window: list[Draw] = []
+    drawn = [0]
+
+    def refill():
+        if interrupted.asked or time.time() >= plan.deadline:
+            return None
+        room = LOOKAHEAD - len(window)
+        if plan.max_cases is not None:
+            room = min(room, plan.max_cases - drawn[0])
+        for _ in range(max(0, room)):
+            d = next(stream)
+            if ahead is not None:
+                ahead.submit(d.config)
+            window.append(d)
+            drawn[0] += 1
+        if not window:
+            return None
+        ready = [d for d in window if ahead is None or ahead.ready(d.config)]
+        if not ready:
+            t0 = time.perf_counter()
+            assert ahead is not None
+            ahead.wait_any(timeout=0.25)
+            total.wait_s += time.perf_counter() - t0
+            return []
+        taken = {id(d) for d in ready}
+        window[:] = [d for d in window if id(d) not in taken]
+        for d in ready:
+            held[d.config.case_id] = d
+        quiet = sorted((d for d in ready if not d.contended), key=lambda d: precompile.variant_key(d.config))
+        return [[d] for d in ready if d.contended] + [quiet[i : i + plan.batch] for i in range(0, len(quiet), plan.batch)]
+
+    def on_rows(rows, wid, gpu, secs):
+        tally.gpus[wid] = gpu
+        total.run_s += sum(v for k, v in secs.items() if k not in TRITON_KEYS) - secs.get(TRITON_KEYS[0], 0.0) \
+            - secs.get(TRITON_KEYS[2], 0.0)
+        total.compile_s += secs.get(TRITON_KEYS[0], 0.0)
+        total.compiled += int(secs.get(TRITON_KEYS[1], 0))
+        total.load_s += secs.get(TRITON_KEYS[2], 0.0)
+        total.loaded += int(secs.get(TRITON_KEYS[3], 0))
+        for row in rows:
+            d = held.pop(row["case_id"])
+            tally.add(_from_row(dataclasses.replace(plan, worker=wid), d, row, 0.0))
+        progress()
+
+    def on_lost(d, message, status, wid, gpu):
+        held.pop(d.config.case_id, None)
+        row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), plan.device, status)
+        tally.add(_from_row(dataclasses.replace(plan, worker=wid), d, row, 0.0))
+        progress()
+
+    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak:judge_batch"), envs, case_timeout,
+                on_rows=on_rows, on_lost=on_lost)
     try:
-        from remap_ab import backend
-
-        backend.select(plan.device)
-        results.put(("ready", plan.worker, gpu))
-        times = WorkerTimes()
-        n = run_worker(plan, lambda r: results.put(("case", plan.worker, asdict(r))), stop.is_set,
-                       lambda configs: results.put(("start", plan.worker, [c.to_dict() for c in configs])), times)
-        results.put(("done", plan.worker, n, asdict(times)))
-    except BaseException as exc:
-        results.put(("failed", plan.worker, exception_line(exc)[:400]))
-
-
-MAX_RESTARTS = 3  # per worker: a worker that keeps dying is left dead
-
-
-def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupted,
-                  progress: Callable[[], None], say: Callable[[str], None],
-                  max_restarts: int = MAX_RESTARTS) -> None:
-    """One spawned process per plan, with its environment (GPU pinning), until every
-    worker is done. A worker that dies (or whose CUDA context is lost) leaves crash
-    reports for the cases it held, and is replaced by a fresh one, up to
-    ``max_restarts`` times."""
-    import dataclasses
-    import multiprocessing as mp
-    import queue
-
-    from remap_ab import gpus
-
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    stop = ctx.Event()
-    procs: dict = {}
-    current = {plan.worker: plan for plan in plans}
-    env_of = {plan.worker: env for plan, env in zip(plans, envs)}
-
-    def start(plan: WorkerPlan) -> None:
-        env = env_of[plan.worker]
-        procs[plan.worker] = gpus.start_process(ctx, env, target=_worker_process, args=(plan, results, stop),
-                                                daemon=True, name=f"remap-ab-soak-{plan.worker}")
-        current[plan.worker] = plan
-
-    def lost(wid: int, why: str) -> None:
-        """Worker ``wid`` is gone: report what it held, and replace it if there is time."""
-        plan = current[wid]
-        say(f"soak: worker {wid} {why}")
-        _crash_held(plan, held.pop(wid, []), f"the soak worker {why}", tally)
-        if stop.is_set() or interrupted.asked or time.time() >= plan.deadline or plan.generation >= max_restarts:
-            finished.add(wid)
-            return
-        start(dataclasses.replace(plan, generation=plan.generation + 1))
-
-    held: dict = {}  # worker -> configs it announced and has not finished
-    finished: set = set()
-
-    def handle(msg) -> None:
-        kind, wid = msg[0], msg[1]
-        if kind == "ready":
-            tally.started.setdefault(wid, time.time())
-            tally.gpus[wid] = msg[2]
-        elif kind == "start":
-            held[wid] = list(msg[2])
-        elif kind == "case":
-            rec = CaseRecord(**msg[2])
-            tally.add(rec)
-            held[wid] = [c for c in held.get(wid, []) if CaseConfig.from_dict(c).case_id != rec.case_id]
-        elif kind == "done":
-            finished.add(wid)
-            tally.times.setdefault(wid, WorkerTimes()).add(WorkerTimes(**msg[3]))
-        elif kind == "failed":
-            procs[wid].join(timeout=10)
-            lost(wid, f"failed: {msg[2]}")
-
-    for plan in plans:
-        start(plan)
-    try:
-        while len(finished) < len(procs):
-            if interrupted.asked:
-                stop.set()
-            try:
-                handle(results.get(timeout=0.5))
-                progress()
-                continue
-            except queue.Empty:
-                pass
-            for wid, p in list(procs.items()):
-                if wid not in finished and not p.is_alive():
-                    try:  # what it sent before dying comes first
-                        while wid not in finished:
-                            handle(results.get(timeout=0.5))
-                    except queue.Empty:
-                        pass
-                    if wid not in finished and not procs[wid].is_alive():
-                        lost(wid, f"died (exit status {p.exitcode})")
-            progress()
+        pool.run(deque(), refill)
     except KeyboardInterrupt:
-        pass  # the second Ctrl-C: abandon the cases in flight
+        pass  # the second Ctrl-C: the cases in flight are abandoned, the summary follows
     finally:
-        stop.set()
-        for p in procs.values():
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
-
-
-def _crash_held(plan: WorkerPlan, configs: list, message: str, tally: Tally) -> None:
-    if plan.worker not in tally.started:
-        tally.started[plan.worker] = time.time()
-    for c in configs:
-        config = CaseConfig.from_dict(c)
-        tally.add(_crash_record(plan, plan.device, Draw(config, "?"), message, 0.0))
+        if ahead is not None:
+            total.ahead = ahead.summary()
+            ahead.close()
+        tally.times[0] = total

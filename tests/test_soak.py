@@ -182,9 +182,10 @@ def test_bad_options_are_one_line_and_exit_2(argv, message, capsys, tmp_path):
 
 
 def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
-    # Two worker processes (the GPU layout, here on the CPU); B kills its process on
-    # the DCP wrapper, so each worker judges plain-convert cases until it draws a
-    # DCP one and dies: the cases it held become crash reports, the others are kept.
+    # Two pool.py workers (the GPU layout, here on the CPU), fed by this process's
+    # draws; B kills its process on the DCP wrapper, so every DCP case kills the worker
+    # holding it: that case becomes a crash record, the worker is replaced, and every
+    # other case is judged.
     (tmp_path / "brk_die.py").write_text(textwrap.dedent('''
         import os
         import signal
@@ -195,19 +196,20 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     '''))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO)]))
     monkeypatch.syspath_prepend(str(tmp_path))
-    code = _soak(tmp_path, "--seed", "4", "--max-cases", "6", "--workers", "2", "--max-restarts", "0",
-                 "--batch", "1", "--b", "brk_die")
+    code = _soak(tmp_path, "--seed", "4", "--max-cases", "3", "--workers", "2", "--batch", "2", "--b", "brk_die")
     captured = capsys.readouterr()
     assert code == 1
     data = _soak_json(tmp_path)
+    first = list(itertools.islice(soak.draws(4, 0, 4, 256), 6))  # the first 3 x 2 draws
+    dcp = {d.config.case_id for d in first if d.config.mode == "dcp"}
+    assert 0 < len(dcp) < 6
     crashes = [f for f in data["failures"] if f["status"] == "crash"]
-    assert len(crashes) == 2, data  # one per worker, never replaced (--max-restarts 0)
-    assert all("died (exit status -9)" in f["line"] for f in crashes)
+    assert data["cases"] == 6 and {f["case_id"] for f in crashes} == dcp, data
+    assert all("worker killed by signal SIGKILL" in f["line"] for f in crashes)
     for f in crashes:
         assert (Path(f["report"]) / "verdict.json").is_file()
-    assert set(data["workers"]) == {"0", "1"}
-    assert data["statuses"].get("pass", 0) == data["cases"] - 2
-    assert "soak: worker" in captured.err and "died" in captured.err
+    assert data["statuses"].get("pass", 0) == 6 - len(dcp)
+    assert "CRASH" in captured.err
 
 
 def test_the_time_line_says_what_was_measured():

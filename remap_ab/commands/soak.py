@@ -6,7 +6,8 @@ Every draw is new: K any multiple of BLOCK_N up to --max-topk (4096), T up to
 block-table kind, row layout and kind of negative id. Draws are seeded (--seed; printed
 when drawn at random), so the same seed draws the same cases in the same order.
 
-GPU: one worker process per visible GPU (or --workers), every --contend-every-th case
+GPU: one worker per visible GPU (or --workers; several run as pool.py's worker
+processes, fed by this process's draws, a dead one replaced), every --contend-every-th case
 under a contending side stream, the others in batches. A new variant (K, BLOCK_N, W,
 DCP rank...) is a new Triton compile: one draw in --fresh-every brings one, the others
 re-draw the data of a recent one, and --compile-workers processes compile the coming
@@ -51,7 +52,8 @@ def add_arguments(p):
                    help="largest T drawn (default 4096 on GPU, 512 on CPU)")
     p.add_argument("--max-topk", type=positive_int, default=4096,
                    help="largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default 4096)")
-    p.add_argument("--max-cases", type=positive_int, default=None, help="stop each worker after this many cases")
+    p.add_argument("--max-cases", type=positive_int, default=None,
+                   help="stop after this many cases per worker (the first ones drawn)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: one per visible GPU; 1 on CPU)")
     p.add_argument("--contend-every", type=non_negative_int, default=4,
@@ -61,10 +63,8 @@ def add_arguments(p):
                    help="one draw in N is a fresh variant, the others re-draw the data of a recent one "
                         "(default 4 on GPU, where a variant is a compile; 1 on CPU: every draw fresh)")
     p.add_argument("--compile-workers", type=non_negative_int, default=None,
-                   help="GPU: processes compiling the coming variants ahead, per worker (default: the host's "
-                        "cores less one per worker, shared out; 0: none, each variant compiles at its launch)")
-    p.add_argument("--max-restarts", type=non_negative_int, default=3,
-                   help="with several workers: how often a worker that died is replaced (default 3)")
+                   help="GPU: processes compiling the coming variants ahead (default: the host's cores less one "
+                        "per GPU worker; 0: none, each variant compiles at its launch)")
     add_implementations(p)
     add_device(p)
     add_root(p)
@@ -92,7 +92,7 @@ def main(args) -> int:
     else:
         from remap_ab.precompile import default_workers
 
-        compile_workers = max(1, default_workers(workers) // workers)
+        compile_workers = default_workers(workers)
     # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
     from remap_ab import registry
 
@@ -112,7 +112,7 @@ def main(args) -> int:
           f"K up to {args.max_topk}, T up to {max_tokens}"
           + (f", every {args.contend_every}th case under a contending side stream" if on_gpu and args.contend_every else "")
           + (f", one draw in {fresh_every} a fresh variant" if fresh_every > 1 else "")
-          + (f", {compile_workers} compile-ahead process(es) per worker" if compile_workers else ""),
+          + (f", {compile_workers} compile-ahead process(es)" if compile_workers else ""),
           flush=True)
     print(f"  repeat with: remap-ab soak --minutes {args.minutes:g} --seed {seed} --a {args.a} --b {args.b}"
           f" --device {device}" + (f" --max-tokens {args.max_tokens}" if args.max_tokens else "")
@@ -150,8 +150,15 @@ def main(args) -> int:
         if workers == 1:
             soak.run_inline(plans[0], tally, interrupted, progress)
         else:
-            envs = gpus.worker_environments(workers, device, gpu_list)
-            soak.run_processes(plans, envs, tally, interrupted, progress, say, args.max_restarts)
+            import dataclasses
+
+            from remap_ab.sweep import DEFAULT_CASE_TIMEOUT
+
+            # One draw stream for the pool, the same cases as --max-cases per worker.
+            total = None if args.max_cases is None else args.max_cases * workers
+            soak.run_pool(dataclasses.replace(plans[0], max_cases=total),
+                          gpus.worker_environments(workers, device, gpu_list), tally, interrupted, progress,
+                          DEFAULT_CASE_TIMEOUT)
     finally:
         signal.signal(signal.SIGINT, previous)
     progress()
