@@ -68,6 +68,7 @@ class Warmed:
     compiled: int = 0
     cached: int = 0
     error: str = ""
+    counted: bool = True  # False: this Triton has no compilation listener to count with
 
 
 # --------------------------------------------------------------------------- the worker side
@@ -125,7 +126,20 @@ def _init_worker(target: Target) -> None:
     def listener(*, src, metadata, metadata_group, times, cache_hit):
         _COUNTS["cached" if cache_hit else "compiled"] += 1
 
-    knobs.compilation.listener = listener
+    if _has_listener():
+        knobs.compilation.listener = listener
+    else:
+        _COUNTS["uncounted"] = 1
+
+
+def _has_listener() -> bool:
+    """Whether this Triton reports each compile and cache hit (knobs.compilation.listener)."""
+    try:
+        from triton import knobs
+
+        return hasattr(knobs.compilation, "listener")
+    except (ImportError, AttributeError):
+        return False
 
 
 def _warm(a: str, b: str, config_dicts: list) -> list[Warmed]:
@@ -148,7 +162,7 @@ def _warm(a: str, b: str, config_dicts: list) -> list[Warmed]:
         except Exception as exc:  # the device process compiles it itself then
             error = exception_line(exc)[:300]
         done.append(Warmed(config.case_id, time.perf_counter() - start, _COUNTS["compiled"] - before["compiled"],
-                           _COUNTS["cached"] - before["cached"], error))
+                           _COUNTS["cached"] - before["cached"], error, counted="uncounted" not in _COUNTS))
     return done
 
 
@@ -175,9 +189,10 @@ class Ahead:
                                         initializer=_init_worker, initargs=(target,))
         self.pending: dict[tuple, Future] = {}
         self.done: set = set()
-        self.compiled = self.cached = self.failed = 0
+        self.compiled = self.cached = self.failed = self.variants = 0
         self.worker_seconds = 0.0
         self.first_error: Optional[str] = None
+        self.counted = True
 
     def submit(self, config) -> None:
         """Compile ``config``'s variant ahead, unless it is compiled or on its way."""
@@ -211,6 +226,8 @@ class Ahead:
         except Exception as exc:  # a broken worker: the device process compiles it itself
             results = [Warmed("?", 0.0, error=f"compile worker failed: {exc!r}"[:300])]
         for w in results:
+            self.variants += 1
+            self.counted = self.counted and w.counted
             self.compiled += w.compiled
             self.cached += w.cached
             self.worker_seconds += w.seconds
@@ -219,8 +236,11 @@ class Ahead:
                 self.first_error = self.first_error or w.error
 
     def summary(self) -> str:
-        line = (f"compiled ahead by {self.workers} worker(s): {self.compiled} kernels compiled, {self.cached} found "
-                f"in Triton's cache, {self.worker_seconds:.1f} s of worker time")
+        if self.counted:
+            done = f"{self.compiled} kernels compiled, {self.cached} found in Triton's cache"
+        else:
+            done = f"{self.variants} variants (kernels not counted: this Triton has no compilation listener)"
+        line = f"compiled ahead by {self.workers} worker(s): {done}, {self.worker_seconds:.1f} s of worker time"
         if self.failed:
             line += f"; {self.failed} variants not compiled ahead (first: {self.first_error})"
         return line
@@ -245,6 +265,8 @@ class Loads:
         return cls(active=False)
 
     def __enter__(self):
+        if self.active and not _has_listener():
+            self.active = False  # counted nowhere: the worker's line says so (WorkerTimes.counted)
         if not self.active:
             return self
         from triton import knobs

@@ -276,17 +276,22 @@ class WorkerTimes:
     loaded: int = 0
     wait_s: float = 0.0
     ahead: str = ""  # precompile.Ahead.summary(), when there was a compile-ahead
-    counted: bool = False  # Triton's compiles and loads were counted (a GPU; the interpreter has none)
+    counted: bool = False  # Triton's compiles and loads were counted (on a GPU, with a compilation listener)
+    interpreter: bool = False  # the cases ran in the Triton interpreter (which compiles nothing)
 
     def add(self, other: WorkerTimes) -> None:
         for name in ("run_s", "compile_s", "compiled", "load_s", "loaded", "wait_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.ahead = "; ".join(x for x in (self.ahead, other.ahead) if x)
         self.counted = self.counted or other.counted
+        self.interpreter = self.interpreter or other.interpreter
 
     def line(self) -> str:
-        if not self.counted:
+        if self.interpreter:
             return f"judging {self.run_s:.1f} s (the Triton interpreter: nothing compiled)"
+        if not self.counted:
+            return (f"judging {self.run_s:.1f} s, Triton's compiles and loads included (not counted: this Triton "
+                    "has no compilation listener)")
         text = (f"judging {self.run_s:.1f} s; Triton in the worker: {self.compiled} kernels compiled in "
                 f"{self.compile_s:.1f} s, {self.loaded} loaded from its cache in {self.load_s:.1f} s")
         if self.ahead:
@@ -404,6 +409,7 @@ class _Judge:
         self.times.load_s += loads.load_seconds
         self.times.loaded += loads.cached
         self.times.counted = self.times.counted or loads.active
+        self.times.interpreter = self.device != "cuda"
         for rec in records:
             self.emit(rec)
             self.done += 1
@@ -744,7 +750,9 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupte
     ahead = None
     if plan.device == "cuda" and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
-    total = WorkerTimes(counted=plan.device == "cuda")
+    from remap_ab.precompile import _has_listener
+
+    total = WorkerTimes(counted=plan.device == "cuda" and _has_listener(), interpreter=plan.device != "cuda")
     held: dict = {}  # case id -> Draw, handed out and not yet recorded
     window: list[Draw] = []
     drawn = [0]

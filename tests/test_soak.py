@@ -213,8 +213,9 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
 
 
 def test_the_time_line_says_what_was_measured():
-    cpu = soak.WorkerTimes(run_s=12.34)
+    cpu = soak.WorkerTimes(run_s=12.34, interpreter=True)
     assert cpu.line() == "judging 12.3 s (the Triton interpreter: nothing compiled)"
+    assert "not counted: this Triton has no compilation listener" in soak.WorkerTimes(run_s=1.0).line()
     gpu = soak.WorkerTimes(run_s=50.0, compile_s=1.25, compiled=3, load_s=2.5, loaded=400, wait_s=4.0, counted=True,
                            ahead="compiled ahead by 15 worker(s): 410 kernels compiled")
     gpu.add(soak.WorkerTimes(run_s=10.0, counted=True))
