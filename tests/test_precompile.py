@@ -80,7 +80,9 @@ class _FakeAhead:
     """Ready after ``delay`` polls per variant; records what was submitted."""
 
     def __init__(self, delay: int = 2):
-        self.delay, self.polls, self.submitted = delay, {}, []
+        self.delay = delay
+        self.polls: dict[tuple, int] = {}
+        self.submitted: list[tuple] = []
 
     def submit(self, config):
         key = precompile.variant_key(config)
