@@ -222,3 +222,30 @@ def test_the_time_line_says_what_was_measured():
     assert gpu.line() == ("judging 60.0 s; Triton in the worker: 3 kernels compiled in 1.2 s, 400 loaded from its "
                           "cache in 2.5 s; waiting for the compile-ahead 4.0 s (compiled ahead by 15 worker(s): "
                           "410 kernels compiled)")
+
+
+def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_batch(tmp_path, monkeypatch):
+    """soak.judge_batch (pool.Job.judge): each contended case's A and B are called with
+    the load's context entered (twice per case), the quiet ones go through the batch
+    engine; every case comes back as a results row, in the order given."""
+    import contextlib
+
+    from remap_ab.batch import BatchTimes
+    from remap_ab.config import CaseConfig
+    from remap_ab.pool import Job
+
+    entered = []
+
+    class Load:
+        @contextlib.contextmanager
+        def enqueue(self):
+            entered.append(1)
+            yield
+
+    monkeypatch.setattr(soak, "_LOAD", Load())
+    configs = [CaseConfig(mode="convert", tokens=2, topk=128, seed=s) for s in range(3)]
+    job = Job("old", "new", backend.current(), str(tmp_path))
+    rows = soak.judge_batch(configs, job, BatchTimes(), [False, True, False])
+    assert [r["case_id"] for r in rows] == [c.case_id for c in configs]
+    assert [str(r["status"]) for r in rows] == ["pass"] * 3
+    assert len(entered) == 2
