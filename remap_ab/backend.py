@@ -36,6 +36,8 @@ def select(device: str | None = None) -> str:
     """Fix this process's device ("cpu" or "cuda", or ``COMPILE_ONLY``: kernels imported
     compiled, for cross-compilation, and never run); later calls must agree."""
     global _chosen
+    if _chosen is not None and device == _chosen:
+        return _chosen
     wanted = default_device() if device in (None, "auto") else device
     if wanted == COMPILE_ONLY:
         if os.environ.get("TRITON_INTERPRET") == "1":
@@ -76,6 +78,16 @@ def _require_interpreter_before_import() -> None:
             "triton was imported before the CPU backend was chosen; call remap_ab.backend.select('cpu') "
             "before anything that imports triton or torch's deterministic mode (or set TRITON_INTERPRET=1)"
         )
+
+
+def select_compile_only() -> None:
+    """A compile-ahead worker (precompile.py): real Triton kernels, compiled for a GPU
+    this process never opens; no interpreter, nothing launched."""
+    global _chosen
+    if _chosen not in (None, "cuda"):
+        raise BackendError(f"this process already runs kernels on {_chosen}; a compile worker needs a process of its own")
+    os.environ.pop("TRITON_INTERPRET", None)
+    _chosen = "cuda"
 
 
 def choose_early() -> None:

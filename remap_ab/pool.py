@@ -52,6 +52,24 @@ class Job:
     # each running 2 threads made the full grid's input generation and oracle slower.
     threads: int = 0
     call_checks: str = "sample"  # options.CALL_CHECKS
+    # "module:function" that judges and records a batch in the worker instead of
+    # recording.judge_and_record: ``fn(configs, job, times, extras) -> rows``, ``extras``
+    # being each point's ``extra`` attribute (the soak's: run under contention).
+    judge: str = ""
+
+
+def _judge(job: Job):
+    """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
+    if not job.judge:
+        from remap_ab.recording import judge_and_record
+
+        return lambda configs, times, extras: judge_and_record(configs, job.a, job.b, job.device, job.folder, times,
+                                                              memcheck=job.memcheck, call_checks=job.call_checks)
+    import importlib
+
+    module, _, name = job.judge.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    return lambda configs, times, extras: fn(configs, job, times, extras)
 
 
 def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
@@ -62,9 +80,10 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from remap_ab import backend
     from remap_ab.batch import BatchTimes
-    from remap_ab.recording import judge_and_record, task_case
+    from remap_ab.recording import task_case
 
     backend.select(job.device)
+    judge = _judge(job)
     if job.threads:
         import torch
 
@@ -81,12 +100,11 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
             continue
         if task is None:
             return
-        batch_id, items = task
+        batch_id, items, extras = task
         times = BatchTimes()
         try:
             configs = [task_case(d) for d in items]
-            rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck,
-                                    call_checks=job.call_checks)
+            rows = judge(configs, times, extras)
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)
             result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))
             time.sleep(0.2)
@@ -141,7 +159,10 @@ class Pool:
         w.batch = None
         w.ready = False
 
-    def run(self, batches: deque) -> None:
+    def run(self, batches: deque, refill: Optional[Callable[[], Optional[list]]] = None) -> None:
+        """Judge ``batches``, and with ``refill`` those it hands out whenever none is
+        pending and a worker is idle: a list of batches (empty: none yet), or None
+        when there will be no more."""
         result_q = self.ctx.Queue()
         workers = [_Worker(i, env) for i, env in enumerate(self.envs)]
         pending = deque(batches)
@@ -151,13 +172,21 @@ class Pool:
         try:
             for w in workers:
                 self._start(w, result_q)
-            while pending or inflight:
+            while pending or inflight or refill is not None:
+                idle = any(w.ready and w.batch is None for w in workers)
+                if refill is not None and not pending and idle:
+                    more = refill()
+                    if more is None:
+                        refill = None
+                    else:
+                        pending.extend(more)
                 for w in workers:
                     if w.ready and w.batch is None and pending:
                         batch = pending.popleft()
                         inflight[next_id] = batch
                         w.batch, w.started = next_id, time.monotonic()
-                        w.task_q.put((next_id, [p.config.to_dict() for p in batch]))
+                        w.task_q.put((next_id, [p.config.to_dict() for p in batch],
+                                      [getattr(p, "extra", None) for p in batch]))
                         next_id += 1
                 try:
                     msg = result_q.get(timeout=0.25)
