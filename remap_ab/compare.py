@@ -139,6 +139,7 @@ class Verdict:
     order_differs_rows: int = 0
     caller: str = ""  # the attention backend's call, in words ("" when the case names none)
     hazard_rows: int = 0  # rows where the backend's rule and the kernel's contract disagree for both sides
+    backend_view: str = ""  # "same" / "differs" between A and B; "" where not checked (no backend, or no outputs)
 
     def __post_init__(self):
         self.status = Status(self.status)
@@ -204,6 +205,7 @@ class Verdict:
             "order_differs_rows": self.order_differs_rows,
             "caller": self.caller,
             "hazard_rows": self.hazard_rows,
+            "backend_view": self.backend_view,
         }
 
     @classmethod
@@ -248,6 +250,7 @@ class Verdict:
             # Reports written before the backend views have neither field.
             caller=_field(d, "caller", str, "verdict") if "caller" in d else "",
             hazard_rows=_field(d, "hazard_rows", int, "verdict") if "hazard_rows" in d else 0,
+            backend_view=_field(d, "backend_view", str, "verdict") if "backend_view" in d else "",
         )
 
 

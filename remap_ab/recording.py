@@ -31,6 +31,8 @@ def outcome_row(o, report: str = "") -> dict:
         "report": report,
         "max_row_valid": o.max_row_valid,
         "backend": o.config.backend,
+        "pattern": o.config.pattern,
+        "backend_view": v.backend_view,
         "hazard_rows": v.hazard_rows,
     }
 
@@ -109,7 +111,7 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
         "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
         "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report,
         "max_row_valid": reference_max_row_valid(config),
-        "backend": config.backend, "hazard_rows": 0,
+        "backend": config.backend, "pattern": config.pattern, "backend_view": "", "hazard_rows": 0,
     }
 
 
