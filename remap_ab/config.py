@@ -41,6 +41,14 @@ BACKEND_CALLS: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {
     "xpu": (("C",), None),
 }
 
+
+def caller_width(max_model_len: int, block_size: int) -> int:
+    """The block-table width W the backends allocate: enough blocks for
+    ``max_model_len`` tokens, rounded up to a multiple of 128 tokens' worth of blocks."""
+    blocks = -(-max_model_len // block_size)
+    step = max(1, 128 // block_size)
+    return -(-blocks // step) * step
+
 # The plain wrapper has no DCP or compaction arguments; mode "convert" pins them here.
 _CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact": False}
 
