@@ -107,7 +107,8 @@ class CaseConfig:
                                        "token_indices rows wider than K; token_cols = a column-strided "
                                        "token_indices; table_slice = block_table a column slice of a wider table; "
                                        "req_strided = a strided req_id; offset = non-zero storage offsets; "
-                                       "mixed = all at once", LAYOUT_NAMES)
+                                       "mixed = all at once; persistent = as the attention backends pass them (the "
+                                       "first rows of larger buffers pre-filled with -1 / 0)", LAYOUT_NAMES)
     backend: str = _field("none", "the attention backend whose call this case is (its pattern and block sizes "
                                   "must be that backend's); its view of A's and B's outputs is checked too",
                           BACKENDS)

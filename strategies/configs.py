@@ -194,6 +194,7 @@ def caller_configs(draw, *, calls: Sequence[tuple[str, str]] = CALLS, budget: Op
         blocks_per_req=config.caller_width(draw(st.sampled_from(_MAX_MODEL_LENS)), block_size),
         graph_padding=graph_padding, tokens_per_req=per_req, num_reqs=requests + draw(st.integers(0, 2)),
         table=draw(st.sampled_from(("persistent", "padded", "random"))),
+        layout=draw(st.sampled_from(("persistent", "contiguous"))),
         row_layout=draw(st.sampled_from(("tail_padded", "uniform", "mixed"))),
         invalid_ratio=invalid, out_of_range=min(draw(st.sampled_from((0.0, 0.05))), round(1.0 - invalid, 6)),
         seed=draw(st.integers(0, INT32_MAX)),

@@ -80,6 +80,23 @@ def test_inputs_are_built_as_the_backends_build_them():
     assert all(torch.equal(t, x.tensors()[n]) for n, t in y.tensors().items())
 
 
+def test_the_persistent_layout_is_the_backends_buffers():
+    from remap_ab.layouts import apply
+
+    c = CaseConfig(mode="convert", tokens=3, topk=128, num_reqs=2, blocks_per_req=4, layout="persistent")
+    x = generate_inputs(c)
+    y = apply("persistent", x)
+    assert all(torch.equal(y.tensors()[n], t) for n, t in x.tensors().items())  # the same values
+    # Each a view of the first rows of a larger buffer: what lies past it is what the caller's buffer holds.
+    def past(t):
+        whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (t.untyped_storage().nbytes() // 4,), (1,))
+        return whole[t.storage_offset() + t.numel():]
+    assert past(y.token_indices).numel() == 16 * 128 and bool((past(y.token_indices) == -1).all())
+    assert past(y.req_id).numel() == 16 and bool((past(y.req_id) == 0).all())
+    assert past(y.block_table).numel() == 16 * 4
+    assert y.block_table.stride() == (4, 1) and y.token_indices.is_contiguous()
+
+
 def test_a_backend_refuses_a_call_it_does_not_make():
     with pytest.raises(ConfigError, match="makes only call pattern"):
         CaseConfig(mode="dcp", backend="fa3")
