@@ -226,10 +226,11 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"    {axis:>11}: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in vals.items()))
     if s.get("by_backend"):
         lines.append("  by backend (cases; failed; A/B view differs; view not checked; caller hazards: cases, rows):")
-        width = max(len(name) for name in s["by_backend"])
+        labels = {name: f"{name} [{r['patterns']}]" for name, r in s["by_backend"].items()}
+        width = max(len(label) for label in labels.values())
         for name, r in s["by_backend"].items():
             lines.append(
-                f"    {name:<{width}} [{r['patterns']}]: {r['cases']} cases; {r['failed']} failed; "
+                f"    {labels[name]:<{width}}  {r['cases']} cases; {r['failed']} failed; "
                 f"{r['view_differs']} view differs; {r['view_not_checked']} not checked; "
                 f"hazards in {r['hazard_cases']} cases, {r['hazard_rows']} rows"
             )
