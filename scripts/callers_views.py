@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     from remap_ab.runner import run_case
     from remap_ab.schedule import interpreter_schedule
 
-    points = grid.load(str(Path(__file__).parents[1] / "remap_ab" / "callers.toml")).points()
+    points = grid.load("callers").points()
     if args.batch:
         points = [pt for pt in points if pt.label("batch") in args.batch]
     schedules = [(s.split(":")[0], int(s.split(":")[1])) for s in (args.schedule or ["tiles_reversed:0"])]
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     for policy, seed in schedules:
         for pt in points:
             c = pt.config
-            r = run_case(c, args.a, args.b, schedule=lambda: interpreter_schedule(policy, seed))
+            r = run_case(c, args.a, args.b, schedule=lambda p=policy, s=seed: interpreter_schedule(p, s))
             v = r.verdict
             row = table[f"{c.caller.split(',')[0]} {c.pattern}"]
             row["cases"] += 1

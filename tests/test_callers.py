@@ -3,7 +3,6 @@ the inputs are built as the backends build them, each backend's view of the outp
 is checked, and a bug only one backend's calls reach is caught and named by it."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,12 +17,12 @@ from remap_ab.inputs import generate_inputs, generate_inputs_batch
 from remap_ab.runner import run_case
 from remap_ab.status import Check, Status
 
-CALLERS = Path(__file__).parents[1] / "remap_ab" / "callers.toml"
+CALLERS = "callers"  # remap_ab/grids/callers.toml, by its --grid NAME
 
 
 @pytest.fixture(scope="module")
 def points():
-    return grid.load(str(CALLERS)).points()
+    return grid.load(CALLERS).points()
 
 
 def test_the_callers_grid_is_every_backend_call(points):
@@ -221,7 +220,7 @@ def test_the_summary_has_a_by_backend_table(points, broken_impl, tmp_path):
     planted = broken_impl(_BLOCK_256_BUG)
     calls = "flashinfer-sm120-C-b256,flashinfer-sm120-C-b64,fa3-A-b64,flashinfer-sm100-D-b32-dcp4r1-i8"
     sweep = Sweep(SweepOptions(b=planted, device="cpu", filters=[f"call={calls}", "batch=decode-1,spec-2-graph-4"],
-                               workers=0, root=str(tmp_path), grid_file=str(CALLERS), progress=False))
+                               workers=0, root=str(tmp_path), grid_file=CALLERS, progress=False))
     sweep.prepare()
     s = sweep.run()
     table = s["by_backend"]
