@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from remap_ab import backend_views, grid
+from remap_ab import backend, backend_views, grid
 from remap_ab.backend_views import backend_views as views_of
 from remap_ab.batch import run_batch
 from remap_ab.compare import compare
@@ -117,6 +117,10 @@ _D = CaseConfig(mode="dcp", counts=True, compact=True, dcp_size=2, dcp_rank=1, t
                 backend="flashinfer-sm100", block_size=32, blocks_per_req=128, table="persistent")
 
 
+needs_interpreter = pytest.mark.skipif(backend.current() != "cpu", reason="program schedules need the Triton interpreter")
+
+
+@needs_interpreter
 def test_the_racy_compaction_order_is_invisible_to_flashinfer_sm100():
     # Under tiles_reversed the old kernel's compacted prefix comes out in another order
     # than new's: the wrapper contract allows it and SM100 reads a set, so the same view.
@@ -127,6 +131,7 @@ def test_the_racy_compaction_order_is_invisible_to_flashinfer_sm100():
     assert r.verdict.backend_view == "same"
 
 
+@needs_interpreter
 def test_an_order_sensitive_reader_of_that_output_fails_naming_the_backend(monkeypatch):
     # The same outputs read in order: the check must fail, say the wrapper allowed it,
     # and name the backend — the path a backend that read order would take.
@@ -201,7 +206,7 @@ def test_a_bug_only_sm120_calls_reach_is_caught_and_named_by_backend(points, bro
     # Every backend's non-DCP calls and one DCP call per size, at one batch shape.
     chosen = [p for p in points if p.label("batch") == "decode-8"
               and (p.config.pattern != "D" or (p.config.dcp_rank == 0 and p.config.interleave == 1))]
-    outcomes = run_batch([p.config for p in chosen], "old", planted, "cpu")
+    outcomes = run_batch([p.config for p in chosen], "old", planted, backend.current())
     failed = [o for o in outcomes if not o.verdict.passed]
     assert failed, "the planted block-256 bug went unnoticed"
     assert {(o.config.backend, o.config.block_size) for o in failed} == {("flashinfer-sm120", 256)}
@@ -219,7 +224,7 @@ def test_the_summary_has_a_by_backend_table(points, broken_impl, tmp_path):
 
     planted = broken_impl(_BLOCK_256_BUG)
     calls = "flashinfer-sm120-C-b256,flashinfer-sm120-C-b64,fa3-A-b64,flashinfer-sm100-D-b32-dcp4r1-i8"
-    sweep = Sweep(SweepOptions(b=planted, device="cpu", filters=[f"call={calls}", "batch=decode-1,spec-2-graph-4"],
+    sweep = Sweep(SweepOptions(b=planted, device=backend.current(), filters=[f"call={calls}", "batch=decode-1,spec-2-graph-4"],
                                workers=0, root=str(tmp_path), grid_file=CALLERS, progress=False))
     sweep.prepare()
     s = sweep.run()
@@ -232,3 +237,15 @@ def test_the_summary_has_a_by_backend_table(points, broken_impl, tmp_path):
     assert "by backend" in text and "FlashInfer SM120 [C]  4 cases" in text
     assert any(f["first_mismatch"].startswith("FlashInfer SM120, pattern C, block 256") for f in s["failures"])
     assert BACKEND_NAMES["fa3"] in text
+
+
+@pytest.mark.gpu
+def test_caller_inputs_identical_on_cpu_and_gpu(points):
+    # The new fields (graph padding, runs per request, rebased starts, the persistent
+    # table) keep inputs a function of the configuration alone, on every device.
+    for p in points[::11]:
+        c = p.config
+        assert generate_inputs(c, "cpu").sha256() == generate_inputs(c, "cuda").sha256(), p.line()
+    batch = [p.config for p in points[::7]]
+    for c, x in zip(batch, generate_inputs_batch(batch, "cuda")):
+        assert x.sha256() == generate_inputs(c, "cpu").sha256(), c.case_id
