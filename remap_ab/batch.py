@@ -38,6 +38,7 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
+from remap_ab.backend_views import backend_views
 from remap_ab.call import CallClock, PrivateInputs, call, synchronize
 from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
@@ -168,6 +169,8 @@ def run_batch(
             differing_rows=p.rows_ordered_differently if p.passes[0] and p.passes[1] else None,
             oracle_problem=problem, memchecked=memcheck,
             replay=_memcheck_replay(c, a, b, device) if memcheck else "",
+            # A case naming an attention backend: its view of both outputs, checked in compare.
+            views=backend_views(c, oa, ob, ref), caller=c.caller,
         ))
     t3 = time.perf_counter()
     times.seconds["compare"] += t3 - t2

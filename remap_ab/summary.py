@@ -11,6 +11,7 @@ from typing import Optional
 
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
+from remap_ab.config import BACKEND_NAMES
 from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
 from remap_ab.status import Status
 
@@ -65,6 +66,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         bad = failed.groupby(failed[name].astype(str)).size()
         seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
         by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
+    by_backend = backend_table(df)
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
     failed_calls = rejections.pop("failed")
     failed = pd.concat([failed, failed_calls]) if len(failed_calls) else failed
@@ -108,6 +110,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "api": api,
         "api_compatible": not api_compat.fails(api),
         "failures_by_dimension": by_dim,
+        "by_backend": by_backend,
         "failures": first,
         "phase_seconds": meta.get("phase_seconds", {}),
         "wall_seconds": meta.get("wall_seconds", 0.0),
@@ -153,6 +156,29 @@ def rejections_line(s: dict) -> str:
     if r["accepted_by_a"]:
         text += f"; {a} accepts {len(r['accepted_by_a'])} (not judged: {', '.join(r['accepted_by_a'])})"
     return text
+
+
+def backend_table(df) -> dict:
+    """Per attention backend named by the cases (issue 24): its patterns, cases,
+    failures, cases whose backend view differs between A and B, views not checked,
+    and caller hazards (cases and rows). Empty when no case names a backend."""
+    if "backend" not in df.columns:
+        return {}
+    named = df[df["backend"].astype(str).isin([b for b in BACKEND_NAMES if b != "none"])]
+    table = {}
+    for backend, rows in named.groupby(named["backend"].astype(str)):
+        hazard = rows["hazard_rows"].map(lambda v: int(float(v)) if str(v) not in ("", "nan") else 0)
+        view = rows["backend_view"].fillna("").astype(str)
+        table[BACKEND_NAMES[backend]] = {
+            "patterns": ", ".join(sorted(set(rows["pattern"].fillna("").astype(str)) - {""})),
+            "cases": int(len(rows)),
+            "failed": int((rows["status"] != Status.PASS.value).sum()),
+            "view_differs": int((view == "differs").sum()),
+            "view_not_checked": int((~view.isin(["same", "differs"])).sum()),
+            "hazard_cases": int((hazard > 0).sum()),
+            "hazard_rows": int(hazard.sum()),
+        }
+    return table
 
 
 def result_line(s: dict) -> str:
@@ -203,6 +229,16 @@ def format_summary(s: dict, show: int = 10) -> str:
         lines.append("  failures by dimension (failed/total):")
         for axis, vals in s["failures_by_dimension"].items():
             lines.append(f"    {axis:>11}: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in vals.items()))
+    if s.get("by_backend"):
+        lines.append("  by backend (cases; failed; A/B view differs; view not checked; caller hazards: cases, rows):")
+        labels = {name: f"{name} [{r['patterns']}]" for name, r in s["by_backend"].items()}
+        width = max(len(label) for label in labels.values())
+        for name, r in s["by_backend"].items():
+            lines.append(
+                f"    {labels[name]:<{width}}  {r['cases']} cases; {r['failed']} failed; "
+                f"{r['view_differs']} view differs; {r['view_not_checked']} not checked; "
+                f"hazards in {r['hazard_cases']} cases, {r['hazard_rows']} rows"
+            )
     sess = s.get("last_session", {})
     if not sess.get("cases"):  # e.g. a resume that found nothing left: show the totals
         sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {}),

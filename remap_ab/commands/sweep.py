@@ -52,7 +52,8 @@ def add_arguments(p):
                    help="continue the run named by --run (default: the newest) without repeating a case")
     p.add_argument("--grid", default=None, metavar="NAME|FILE",
                    help="the grid: a shipped one by name (pr: remap_ab/grid.toml, the default; models: the index widths "
-                        "of the models that run this kernel, remap_ab/grids/models.toml) or a TOML file")
+                        "of the models that run this kernel, remap_ab/grids/models.toml; callers: exactly the calls the "
+                        "attention backends make, each named by its backend, remap_ab/grids/callers.toml) or a TOML file")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument("--junitxml", metavar="FILE", default=None,
                    help="also write the run as JUnit XML: one testcase per selected case, the verdict line as "
