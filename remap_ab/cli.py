@@ -118,9 +118,8 @@ def _main(argv) -> int:
 def _run(name: str, args) -> int:
     """The command's status; every error but an unloadable implementation file (which
     ``--bisect`` maps on its own) already printed and turned into its status."""
-    from remap_ab.options import resolve_implementations
-
     from remap_ab.interrupts import terminate_as_interrupt
+    from remap_ab.options import resolve_implementations
 
     terminate_as_interrupt()  # SIGTERM unwinds like Ctrl-C: clean-ups run, no process or semaphore left
     try:

@@ -83,7 +83,7 @@ def terminate_as_interrupt() -> None:
 
     if threading.current_thread() is not threading.main_thread():
         return
-    fired = []
+    fired: list[int] = []
 
     def on_term(signum: int, _frame) -> None:
         if not fired:
