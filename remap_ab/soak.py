@@ -258,7 +258,6 @@ class WorkerPlan:
     max_cases: int | None = None  # per worker
     contend_every: int = 4  # GPU only
     batch: int = 16  # GPU only: quiet cases per run_batch call
-    generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
     fresh_every: int = 1  # one draw in this many is a fresh variant (draws())
     compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
 
@@ -300,12 +299,10 @@ class WorkerTimes:
 
 
 def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
-               starting: Callable[[list], None] = lambda configs: None,
                times: WorkerTimes | None = None) -> int:
-    """Draw and judge cases until the deadline, ``max_cases`` or ``stopping()``;
-    ``emit`` every case's record as it is judged, after announcing the configurations
-    about to run with ``starting`` (so a crash of the whole process can name them).
-    Where the time went is added to ``times``. Returns the number of cases.
+    """Draw and judge cases in this process until the deadline, ``max_cases`` or
+    ``stopping()``; ``emit`` every case's record as it is judged. Where the time went
+    is added to ``times``. Returns the number of cases.
 
     On a GPU with ``compile_workers``, draws are taken ahead of the device (a window
     of LOOKAHEAD), each new variant handed to the compile workers, and the device
@@ -322,8 +319,8 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
 
         load = SideStreamLoad(device="cuda")
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
-                   plan.generation, plan.fresh_every)
-    judge = _Judge(plan, device, emit, starting, load, times)
+                   0, plan.fresh_every)
+    judge = _Judge(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
         from remap_ab import precompile
 
@@ -394,8 +391,8 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
 class _Judge:
     """Judges draws one at a time or in batches, emits their records, keeps the times."""
 
-    def __init__(self, plan: WorkerPlan, device: str, emit, starting, load, times: WorkerTimes):
-        self.plan, self.device, self.emit, self.starting, self.load, self.times = plan, device, emit, starting, load, times
+    def __init__(self, plan: WorkerPlan, device: str, emit, load, times: WorkerTimes):
+        self.plan, self.device, self.emit, self.load, self.times = plan, device, emit, load, times
         self.done = 0
 
     def _timed(self, work):
@@ -415,12 +412,10 @@ class _Judge:
             self.done += 1
 
     def one(self, d: Draw) -> None:
-        self.starting([d.config])
         self._timed(lambda: [_run_one(self.plan, self.device, d, self.load)])
 
     def batch(self, quiet: list) -> None:
         if quiet:
-            self.starting([d.config for d in quiet])
             self._timed(lambda: _run_quiet_batch(self.plan, self.device, quiet))
 
 
