@@ -36,6 +36,7 @@ with its replay command; a case whose run raises becomes a crash report.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 import time
@@ -73,11 +74,19 @@ BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
 # 256, XPU 16 by default (issue 24).
 BLOCK_SIZES = (16, 32, 64, 64, 128, 256)
 WIDTHS = (1, 8, 64, 64, 256)  # W = blocks_per_req, a constexpr: few values, few compiles
-# The index widths of the models that run this kernel (docs/models.md): drawn for
-# MODEL_WIDTH_SHARE of the fresh draws, the rest uniform. A width that is no multiple
-# of 128 (2051) is a rejection, not a case: the rejection checks cover it, not the soak.
-MODEL_WIDTHS = (1024, 2048, 2176, 4096)
+# The index widths of the models that run this kernel (grid.model_widths(), from the
+# models grid; docs/model-widths.md) are drawn for MODEL_WIDTH_SHARE of the fresh draws,
+# each with a BLOCK_N the wrappers accept for it; the rest uniform. The pairs they
+# reject are the sweep's expected rejections, not soak cases.
 MODEL_WIDTH_SHARE = 0.3
+
+
+@functools.cache
+def model_widths() -> tuple:
+    """(K, accepted BLOCK_N values) of every model width."""
+    from remap_ab import grid
+
+    return tuple((w.k, tuple(w.block_n)) for w in grid.model_widths())
 # A variant (the compile-relevant fields: precompile.variant_key) is reused by the
 # draws after it: with ``fresh_every`` F, one draw in F brings a new variant and the
 # others re-draw the data of one of the RECENT_VARIANTS latest (T, the table, the
@@ -143,10 +152,10 @@ def tokens_bucket(t: int) -> str:
 def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
     """(K, BLOCK_N): a model's width (MODEL_WIDTH_SHARE of the time, with a BLOCK_N
     dividing it) or any multiple of a drawn BLOCK_N."""
-    models = [k for k in MODEL_WIDTHS if k <= max_topk]
+    models = [(k, ns) for k, ns in model_widths() if k <= max_topk]
     if models and rng.random() < MODEL_WIDTH_SHARE:
-        topk = rng.choice(models)
-        return topk, rng.choice([n for n in BLOCK_NS if topk % n == 0])
+        topk, block_ns = rng.choice(models)
+        return topk, rng.choice(block_ns)
     block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
     tiles_max = max(1, max_topk // block_n)
     if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
