@@ -9,16 +9,18 @@ size, every block-table kind, row layout, memory layout (layouts.py) and kind of
 negative id, the models' index widths more often than others, and a fresh input seed
 each time.
 
-Draws are seeded: worker ``w`` of a soak with seed ``s`` draws from its own stream
-(``s``, ``w``), so the same seed draws the same cases in the same order on every run,
-whatever the machine's speed (how many of them fit before the deadline varies).
+Draws are seeded: a soak with seed ``s`` draws from the stream (``s``, 0), so the same
+seed draws the same cases in the same order on every run, whatever the machine's speed
+(how many of them fit before the deadline varies; with --max-cases exactly the first
+ones are judged). Several workers (pool.py's processes, one per GPU) are fed from that
+one stream by this process.
 
 On a GPU every ``contend_every``-th case runs while a side stream keeps the device busy
 with matrix products (``nondet.SideStreamLoad``): a busy device changes how the
 programs of a row interleave, which is what the old kernel's race depends on. The
-other cases run in batches through ``batch.run_batch`` (few host syncs). One worker
-process per GPU, pinned through ``CUDA_VISIBLE_DEVICES`` before CUDA starts
-(``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
+other cases run in batches through the batch engine (few host syncs), recorded as the
+sweep records a case (``recording.py``). One worker per GPU, pinned through
+``CUDA_VISIBLE_DEVICES`` before CUDA starts (``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
 one at a time and T is capped small by default.
 
 GPU work at GPU speed: a new variant (precompile.variant_key: the constexprs and the
@@ -29,8 +31,9 @@ on the host's other cores into Triton's on-disk cache while the device judges th
 drawn cases whose variants are compiled (``run_ahead``), and the device process only
 loads them. Where the time went is kept per worker (``WorkerTimes``).
 
-A case that does not pass becomes a normal case report (``report.write_case_report``)
-with its replay command; a case whose run raises becomes a crash report.
+A case that does not pass becomes a normal case report (recording.py) with its replay
+command (with the ``PYTHONPATH`` a custom module needs); a case whose run raises, or
+whose worker dies, becomes a crash report.
 """
 
 from __future__ import annotations
