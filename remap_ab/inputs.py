@@ -108,8 +108,13 @@ class CaseInputs:
 def tensor_sha256(t: torch.Tensor) -> str:
     """Hash of dtype, shape and bytes: equal hashes mean identical tensors."""
     host = t.detach().to("cpu").contiguous()
-    # reshape(-1): a size-1 dimension may carry any stride and still be contiguous.
-    return _sha256(host, host.reshape(-1).view(torch.uint8).numpy().data if host.numel() else None)
+    # reshape(-1): a size-1 dimension may carry any stride and still be contiguous; so
+    # may a one-element tensor (a strided layout's req_id of one token), which reshape
+    # keeps as it is.
+    flat = host.reshape(-1)
+    if flat.numel() == 1:
+        flat = flat.as_strided((1,), (1,))
+    return _sha256(host, flat.view(torch.uint8).numpy().data if host.numel() else None)
 
 
 def _sha256(t: torch.Tensor, data) -> str:

@@ -243,3 +243,15 @@ def test_memory_bound_says_which_limit(monkeypatch):
     monkeypatch.setattr(inputs_module, "available_bytes", lambda device: (1 << 20, "available host memory"))
     with pytest.raises(ResourceError, match="only 1.0 MiB of available host memory"):
         run_case(CaseConfig(topk=2048, tokens=8))
+
+
+def test_a_one_element_strided_tensor_hashes_like_its_contiguous_copy():
+    """A strided layout's req_id of one token is a one-element view with stride 3:
+    contiguous to torch, yet no byte view can be taken of it without a re-stride
+    (it crashed the report of every failing one-token strided case)."""
+    import torch
+
+    from remap_ab.inputs import tensor_sha256
+
+    view = torch.arange(3, dtype=torch.int32)[::3]
+    assert view.stride() == (3,) and tensor_sha256(view) == tensor_sha256(torch.tensor([0], dtype=torch.int32))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from remap_ab import backend, cli, soak
+from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
 from remap_ab.layouts import LAYOUT_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,9 +53,9 @@ def test_draws_reach_beyond_the_grid():
     assert all(0 <= c.dcp_rank < c.dcp_size for c in dcp)
     assert {c.dcp_rank for c in dcp if c.dcp_size == 8} == set(range(8))
     assert {c.interleave for c in dcp} >= {1, 2, 4, 8, 16, 64}
-    assert {c.table for c in configs} == {"random", "padded", "huge"}
-    assert {c.row_layout for c in configs} == {"uniform", "mixed", "one_tile", "tail_padded", "owned"}
-    assert {c.negatives for c in configs} == {"minus_one", "any"}
+    assert {c.table for c in configs} == set(TABLE_KINDS)  # persistent (issue 24's caller buffers) too
+    assert {c.row_layout for c in configs} == set(ROW_LAYOUTS)
+    assert {c.negatives for c in configs} == set(NEGATIVE_KINDS)
     assert {c.layout for c in configs} == set(LAYOUT_NAMES)
     assert any(c.compacts and c.counts for c in configs) and any(c.compacts and not c.counts for c in configs)
     assert any(c.is_dcp and not c.compact for c in configs) and any(c.has_prefill for c in configs)
