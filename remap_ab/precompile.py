@@ -156,9 +156,10 @@ def _warm(a: str, b: str, config_dicts: list) -> list[Warmed]:
         before = dict(_COUNTS)
         error = ""
         try:
-            inputs = generate_inputs(config, device="cpu")
+            small = _stand_in(config)  # the same kernels (tests/test_precompile.py), inputs made in no time
+            inputs = generate_inputs(small, device="cpu")
             for name in (a, b):
-                registry.get(name)(config, inputs)
+                registry.get(name)(small, inputs)
         except Exception as exc:  # the device process compiles it itself then
             error = exception_line(exc)[:300]
         done.append(Warmed(config.case_id, time.perf_counter() - start, _COUNTS["compiled"] - before["compiled"],
@@ -302,7 +303,7 @@ class Loads:
 # are generated (run_batch); 0: none, each variant loads at its first launch.
 PRELOAD_THREADS = int(os.environ.get("REMAP_AB_PRELOAD_THREADS", "4"))
 _LOCAL = threading.local()
-_PRELOADED: set = set()
+_PRELOADED: dict = {}  # (names, variant key) -> the Future of its load
 _SWITCH = threading.Lock()
 _installed = False
 _preloaders: Optional[ThreadPoolExecutor] = None
@@ -356,27 +357,28 @@ def _preload_one(config, names: tuple) -> None:
 
 
 class Preload:
-    """The variants of ``configs`` not yet met in this process, loaded in background
-    threads (``PRELOAD_THREADS``) from Triton's on-disk cache; ``wait`` before the
-    launches. Only the module loads (no GIL held) truly run beside the caller."""
+    """The variants of ``configs`` loaded in background threads (``PRELOAD_THREADS``)
+    from Triton's on-disk cache, each once per process; ``wait`` before launching them
+    waits for those of ``configs`` (loaded now or by an earlier Preload, e.g. the whole
+    sweep's, started before its first batch). Only the module loads (no GIL held)
+    truly run beside the caller; the rest overlaps the caller's own waits."""
 
     def __init__(self, configs: list, names: tuple, threads: int = PRELOAD_THREADS):
         global _preloaders
         self.futures: list[Future] = []
         if threads <= 0:
             return
-        fresh: dict = {}
+        mine: dict = {}
         for c in configs:
-            key = (names, variant_key(c))
-            if key not in _PRELOADED:
-                fresh.setdefault(key, c)
-        if not fresh:
-            return
-        _PRELOADED.update(fresh)
-        _install_warm_switch()
-        if _preloaders is None:
-            _preloaders = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remap-ab-preload")
-        self.futures = [_preloaders.submit(_preload_one, c, names) for c in fresh.values()]
+            mine.setdefault((names, variant_key(c)), c)
+        fresh = {key: c for key, c in mine.items() if key not in _PRELOADED}
+        if fresh:
+            _install_warm_switch()
+            if _preloaders is None:
+                _preloaders = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remap-ab-preload")
+            for key, c in fresh.items():
+                _PRELOADED[key] = _preloaders.submit(_preload_one, c, names)
+        self.futures = [_PRELOADED[key] for key in mine]
 
     def wait(self) -> None:
         for f in self.futures:

@@ -9,16 +9,18 @@ size, every block-table kind, row layout, memory layout (layouts.py) and kind of
 negative id, the models' index widths more often than others, and a fresh input seed
 each time.
 
-Draws are seeded: worker ``w`` of a soak with seed ``s`` draws from its own stream
-(``s``, ``w``), so the same seed draws the same cases in the same order on every run,
-whatever the machine's speed (how many of them fit before the deadline varies).
+Draws are seeded: a soak with seed ``s`` draws from the stream (``s``, 0), so the same
+seed draws the same cases in the same order on every run, whatever the machine's speed
+(how many of them fit before the deadline varies; with --max-cases exactly the first
+ones are judged). Several workers (pool.py's processes, one per GPU) are fed from that
+one stream by this process.
 
 On a GPU every ``contend_every``-th case runs while a side stream keeps the device busy
 with matrix products (``nondet.SideStreamLoad``): a busy device changes how the
 programs of a row interleave, which is what the old kernel's race depends on. The
-other cases run in batches through ``batch.run_batch`` (few host syncs). One worker
-process per GPU, pinned through ``CUDA_VISIBLE_DEVICES`` before CUDA starts
-(``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
+other cases run in batches through the batch engine (few host syncs), recorded as the
+sweep records a case (``recording.py``). One worker per GPU, pinned through
+``CUDA_VISIBLE_DEVICES`` before CUDA starts (``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
 one at a time and T is capped small by default.
 
 GPU work at GPU speed: a new variant (precompile.variant_key: the constexprs and the
@@ -29,13 +31,15 @@ on the host's other cores into Triton's on-disk cache while the device judges th
 drawn cases whose variants are compiled (``run_ahead``), and the device process only
 loads them. Where the time went is kept per worker (``WorkerTimes``).
 
-A case that does not pass becomes a normal case report (``report.write_case_report``)
-with its replay command; a case whose run raises becomes a crash report.
+A case that does not pass becomes a normal case report (recording.py) with its replay
+command (with the ``PYTHONPATH`` a custom module needs); a case whose run raises, or
+whose worker dies, becomes a crash report.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 import time
@@ -73,11 +77,19 @@ BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
 # 256, XPU 16 by default (issue 24).
 BLOCK_SIZES = (16, 32, 64, 64, 128, 256)
 WIDTHS = (1, 8, 64, 64, 256)  # W = blocks_per_req, a constexpr: few values, few compiles
-# The index widths of the models that run this kernel (docs/models.md): drawn for
-# MODEL_WIDTH_SHARE of the fresh draws, the rest uniform. A width that is no multiple
-# of 128 (2051) is a rejection, not a case: the rejection checks cover it, not the soak.
-MODEL_WIDTHS = (1024, 2048, 2176, 4096)
+# The index widths of the models that run this kernel (grid.model_widths(), from the
+# models grid; docs/model-widths.md) are drawn for MODEL_WIDTH_SHARE of the fresh draws,
+# each with a BLOCK_N the wrappers accept for it; the rest uniform. The pairs they
+# reject are the sweep's expected rejections, not soak cases.
 MODEL_WIDTH_SHARE = 0.3
+
+
+@functools.cache
+def model_widths() -> tuple:
+    """(K, accepted BLOCK_N values) of every model width."""
+    from remap_ab import grid
+
+    return tuple((w.k, tuple(w.block_n)) for w in grid.model_widths())
 # A variant (the compile-relevant fields: precompile.variant_key) is reused by the
 # draws after it: with ``fresh_every`` F, one draw in F brings a new variant and the
 # others re-draw the data of one of the RECENT_VARIANTS latest (T, the table, the
@@ -143,10 +155,10 @@ def tokens_bucket(t: int) -> str:
 def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
     """(K, BLOCK_N): a model's width (MODEL_WIDTH_SHARE of the time, with a BLOCK_N
     dividing it) or any multiple of a drawn BLOCK_N."""
-    models = [k for k in MODEL_WIDTHS if k <= max_topk]
+    models = [(k, ns) for k, ns in model_widths() if k <= max_topk]
     if models and rng.random() < MODEL_WIDTH_SHARE:
-        topk = rng.choice(models)
-        return topk, rng.choice([n for n in BLOCK_NS if topk % n == 0])
+        topk, block_ns = rng.choice(models)
+        return topk, rng.choice(block_ns)
     block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
     tiles_max = max(1, max_topk // block_n)
     if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
@@ -258,7 +270,6 @@ class WorkerPlan:
     max_cases: int | None = None  # per worker
     contend_every: int = 4  # GPU only
     batch: int = 16  # GPU only: quiet cases per run_batch call
-    generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
     fresh_every: int = 1  # one draw in this many is a fresh variant (draws())
     compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
 
@@ -300,12 +311,10 @@ class WorkerTimes:
 
 
 def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
-               starting: Callable[[list], None] = lambda configs: None,
                times: WorkerTimes | None = None) -> int:
-    """Draw and judge cases until the deadline, ``max_cases`` or ``stopping()``;
-    ``emit`` every case's record as it is judged, after announcing the configurations
-    about to run with ``starting`` (so a crash of the whole process can name them).
-    Where the time went is added to ``times``. Returns the number of cases.
+    """Draw and judge cases in this process until the deadline, ``max_cases`` or
+    ``stopping()``; ``emit`` every case's record as it is judged. Where the time went
+    is added to ``times``. Returns the number of cases.
 
     On a GPU with ``compile_workers``, draws are taken ahead of the device (a window
     of LOOKAHEAD), each new variant handed to the compile workers, and the device
@@ -322,8 +331,8 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
 
         load = SideStreamLoad(device="cuda")
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
-                   plan.generation, plan.fresh_every)
-    judge = _Judge(plan, device, emit, starting, load, times)
+                   0, plan.fresh_every)
+    judge = _Judge(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
         from remap_ab import precompile
 
@@ -394,8 +403,8 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
 class _Judge:
     """Judges draws one at a time or in batches, emits their records, keeps the times."""
 
-    def __init__(self, plan: WorkerPlan, device: str, emit, starting, load, times: WorkerTimes):
-        self.plan, self.device, self.emit, self.starting, self.load, self.times = plan, device, emit, starting, load, times
+    def __init__(self, plan: WorkerPlan, device: str, emit, load, times: WorkerTimes):
+        self.plan, self.device, self.emit, self.load, self.times = plan, device, emit, load, times
         self.done = 0
 
     def _timed(self, work):
@@ -415,12 +424,10 @@ class _Judge:
             self.done += 1
 
     def one(self, d: Draw) -> None:
-        self.starting([d.config])
         self._timed(lambda: [_run_one(self.plan, self.device, d, self.load)])
 
     def batch(self, quiet: list) -> None:
         if quiet:
-            self.starting([d.config for d in quiet])
             self._timed(lambda: _run_quiet_batch(self.plan, self.device, quiet))
 
 

@@ -5,6 +5,9 @@
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 R=$(mktemp -d /tmp/remap-ab-speed.XXXX)
 step() { printf '\n=== %s\n' "$*"; }
+since() { python3 -c 'import sys, time; print("%.1f" % (time.time() - float(sys.argv[1])))' "$1"; }
+# timed LABEL CMD...: runs CMD (its output dropped: the run folder has it), prints "LABEL: N s end to end, exit S"
+timed() { label=$1; shift; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; rc=$?; echo "$label: $(since "$t0") s end to end, exit $rc"; }
 secs() { python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); s=m["last_session"]; print("in-process %.2f s (%s)" % (s["wall_seconds"], ", ".join("%s %.2f" % kv for kv in s["phase_seconds"].items())))' "$1"; }
 nproc; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 
@@ -12,7 +15,8 @@ step "1. first sweep of a fresh process (-j 0, warm Triton cache): before = no p
 python3 -m remap_ab sweep -j 0 --root "$R" --run warm --no-progress >/dev/null 2>&1
 echo "(the cache is warm: $(secs "$R/warm/run.json"))"
 for threads in 0 4; do
-  /usr/bin/time -f "end to end %e s" env REMAP_AB_PRELOAD_THREADS=$threads python3 - "$R" "$threads" <<'PY'
+  t0=$(date +%s.%N)
+  REMAP_AB_PRELOAD_THREADS=$threads python3 - "$R" "$threads" <<'PY'
 import json, sys, time
 from remap_ab.sweep import Sweep, SweepOptions
 root, threads = sys.argv[1], sys.argv[2]
@@ -24,15 +28,15 @@ for n in ("first", "second"):  # two sweeps in one fresh process: the README's f
     print(f"REMAP_AB_PRELOAD_THREADS={threads} {n} sweep of the process: in-process {m['wall_seconds']:.2f} s "
           f"({', '.join(f'{k} {v:.2f}' for k, v in m['phase_seconds'].items())})")
 PY
+  echo "  (the process, end to end: $(since "$t0") s)"
 done
 
 step "2. sweep --memcheck, 32 cases: clean (old vs new) against a B with a finding in every case (goal: failing <= 2x clean; before: did not finish in 120 s)"
 F="--filter path=convert,convert-counts --filter tokens=1 --filter oor=on"
 python3 tests/memcheck_support.py /tmp/oobpkg row_end >/dev/null
-/usr/bin/time -f "clean: %e s end to end" python3 -m remap_ab sweep --memcheck --root "$R" --run mc-clean $F >/dev/null 2>&1; echo "exit $?"
-PYTHONPATH="$PYTHONPATH:/tmp/oobpkg" /usr/bin/time -f "failing: %e s end to end" timeout 300 \
-  python3 -m remap_ab sweep --memcheck --root "$R" --run mc-fail --a old --b oob_remap_row_end $F >/dev/null 2>&1
-echo "exit $? (expect 1: every case fails [memcheck])"
+timed "clean (expect exit 0)" python3 -m remap_ab sweep --memcheck --root "$R" --run mc-clean --no-progress $F
+timed "failing (expect exit 1, [memcheck] in every case)" env PYTHONPATH="$PYTHONPATH:/tmp/oobpkg" timeout 300 \
+  python3 -m remap_ab sweep --memcheck --root "$R" --run mc-fail --no-progress --a old --b oob_remap_row_end $F
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("statuses", s["counts"]); [print(" ", f) for f in (s.get("failures") or [])[:3]]' "$R/mc-fail/summary.json"
 
 step "3. soak, 45 s each, cold Triton cache each: before = every draw fresh, no compile-ahead; after = the defaults"

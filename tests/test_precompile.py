@@ -171,6 +171,11 @@ cases += [CaseConfig(mode="dcp", tokens=7, num_reqs=3, topk=384, dcp_size=2, dcp
           for layout in LAYOUT_NAMES]
 names = ("old", "new")
 precompile.Preload(cases, names, threads=2).wait()
+# A later batch of variants already loading (a sweep preloads its whole run first) waits
+# for those loads, submitting none again.
+again = precompile.Preload(cases[:3], names, threads=2)
+keys = {precompile.variant_key(c) for c in cases[:3]}
+assert len(again.futures) == len(keys) == 2 and all(f.done() for f in again.futures), again.futures
 def entries():
     return sum(len(fn.device_caches[0][0]) for fn in (kn._convert_req_index_to_global_index_kernel,
                                                        ko._convert_req_index_to_global_index_kernel))

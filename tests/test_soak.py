@@ -13,11 +13,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from remap_ab import backend, cli, soak
+from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
 from remap_ab.layouts import LAYOUT_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,9 +53,9 @@ def test_draws_reach_beyond_the_grid():
     assert all(0 <= c.dcp_rank < c.dcp_size for c in dcp)
     assert {c.dcp_rank for c in dcp if c.dcp_size == 8} == set(range(8))
     assert {c.interleave for c in dcp} >= {1, 2, 4, 8, 16, 64}
-    assert {c.table for c in configs} == {"random", "padded", "huge"}
-    assert {c.row_layout for c in configs} == {"uniform", "mixed", "one_tile", "tail_padded", "owned"}
-    assert {c.negatives for c in configs} == {"minus_one", "any"}
+    assert {c.table for c in configs} == set(TABLE_KINDS)  # persistent (issue 24's caller buffers) too
+    assert {c.row_layout for c in configs} == set(ROW_LAYOUTS)
+    assert {c.negatives for c in configs} == set(NEGATIVE_KINDS)
     assert {c.layout for c in configs} == set(LAYOUT_NAMES)
     assert any(c.compacts and c.counts for c in configs) and any(c.compacts and not c.counts for c in configs)
     assert any(c.is_dcp and not c.compact for c in configs) and any(c.has_prefill for c in configs)
@@ -63,11 +65,15 @@ def test_draws_take_every_backends_block_size_and_the_models_widths_more_often()
     configs = [d.config for d in _take(0, 0, 3000)]
     assert {c.block_size for c in configs} == {16, 32, 64, 128, 256}
     assert all(c.block_size % c.interleave == 0 for c in configs if c.is_dcp)
-    by_k = {k: sum(c.topk == k for c in configs) for k in (1024, 2048, 2176, 4096, 2240, 3072)}
-    # 2176 = 17 x 128 (a model's width) comes far more often than its neighbours of the
-    # uniform draw; 2051 (no multiple of 128) is a rejection, never a soak case.
-    assert min(by_k[k] for k in soak.MODEL_WIDTHS) > 5 * max(by_k[2240], by_k[3072], 1)
-    assert all(c.topk % c.block_n == 0 for c in configs) and not any(c.topk == 2051 for c in configs)
+    widths = dict(soak.model_widths())
+    assert set(widths) == {1024, 2048, 2176, 2051, 4096}  # the models grid's data (grid.model_widths)
+    by_k = Counter(c.topk for c in configs)
+    others = [n for k, n in by_k.items() if k not in widths]
+    # Each model width (2176 = 17 x 128 among them) comes far more often than the other
+    # K values do on average, each with a BLOCK_N the wrappers accept for it (2051: 1).
+    assert min(by_k[k] for k in widths) > 5 * sum(others) / len(others)
+    assert all(c.topk % c.block_n == 0 for c in configs)
+    assert {c.block_n for c in configs if c.topk == 2051} == {1}
 
 
 def test_buckets():
