@@ -96,8 +96,12 @@ def _expected(error: dict, model: type[BaseModel]) -> str:
         return f"a number {word} {bound}"
     if kind == "string_too_short":
         return "a non-empty string"
-    if kind in ("too_short", "too_long"):
-        return f"a list of {ctx.get('min_length', ctx.get('max_length', '?'))} items"
+    if kind == "too_short":
+        n = ctx.get("min_length", "?")
+        return f"at least {n} item{'' if n == 1 else 's'}"
+    if kind == "too_long":
+        n = ctx.get("max_length", "?")
+        return f"at most {n} item{'' if n == 1 else 's'}"
     if kind == "value_error":
         return str(ctx.get("error", error["msg"]))
     words = _WORDS.get(kind, error["msg"].lower())
@@ -132,7 +136,7 @@ def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], re
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).
 
-from pydantic import BeforeValidator, Field, create_model  # noqa: E402
+from pydantic import AfterValidator, BeforeValidator, Field, create_model  # noqa: E402
 
 from remap_ab.status import Check, Status  # noqa: E402
 
@@ -263,3 +267,71 @@ def _config_fields() -> type[BaseModel]:
 class ConfigFile(Open):
     case_id: str
     config: _config_fields()  # type: ignore[valid-type]  # a model built from CaseConfig's fields
+
+
+# The mutant catalogue (mutants/catalogue.py): the file's shape, then each entry's.
+
+
+def _identifier(value: str) -> str:
+    if not value.isidentifier():
+        raise ValueError("a Python identifier (it names package mutant_<id>)")
+    return value
+
+
+def _words(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a non-empty string")
+    return value
+
+
+Words = typing.Annotated[str, AfterValidator(_words)]
+
+
+class CatalogueData(Strict):
+    version: typing.Literal[1]
+    bases: dict[str, dict[str, Any]] = {}
+    mutant: list[dict[str, Any]] = Field(min_length=1)
+
+
+class EditData(Strict):
+    old: str = Field(min_length=1)
+    new: str
+
+
+class MutantEntry(Strict):
+    id: typing.Annotated[str, AfterValidator(_identifier)]
+    target: typing.Literal["old", "new"]
+    area: Words
+    description: Words
+    witness: dict[str, Any]
+    edit: list[EditData] = Field(min_length=1)
+    equivalent: Optional[Words] = None
+    needs_gpu: Optional[Words] = None
+    observable: typing.Literal["output", "memcheck", "call", "rejection"] = "output"
+
+
+# Rejection calls (rejections.toml): the file's shape, then each call's.
+
+
+class RejectionsData(Strict):
+    version: typing.Literal[1] = 1
+    base: dict[str, Any] = {}
+    call: list[dict[str, Any]] = Field(min_length=1)
+
+
+class TensorChangeData(Strict):
+    rows: int = _ABSENT
+    columns: int = _ABSENT
+    dtype: str = _ABSENT
+    missing: bool = _ABSENT
+    strided: bool = _ABSENT
+
+
+class RejectionCallData(Strict):
+    id: Words
+    precondition: Words
+    what: str = ""
+    base: dict[str, Any] = {}
+    args: dict[str, typing.Union[bool, int]] = {}
+    tensors: dict[str, TensorChangeData] = {}
+    spec_rejects: bool = True

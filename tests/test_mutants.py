@@ -74,17 +74,17 @@ def _doc(*entries):
 @pytest.mark.parametrize(
     "doc, message",
     [
-        (_doc(_entry(colour="red")), "unknown colour"),
-        (_doc(_entry(target="newer")), "target 'newer' is not one of old, new"),
-        (_doc(_entry(id="not an id")), "must be a Python identifier"),
+        (_doc(_entry(colour="red")), "mutant x field 'colour' is not a known field"),
+        (_doc(_entry(target="newer")), "field 'target' is str 'newer', expected one of old, new"),
+        (_doc(_entry(id="not an id")), r"mutant #1 field 'id' is str 'not an id', expected a Python identifier"),
         (_doc(_entry(), _entry()), "appears twice"),
-        (_doc(_entry(edit=[])), "at least one"),
-        (_doc(_entry(edit=[{"old": "a"}])), "exactly the string fields old and new"),
+        (_doc(_entry(edit=[])), "field 'edit' is list \\[\\], expected at least 1 item"),
+        (_doc(_entry(edit=[{"old": "a"}])), r"field 'edit\[0\].new' is missing"),
         (_doc(_entry(witness={"base": "nope"})), "witness base 'nope'"),
         (_doc(_entry(witness={"base": "convert", "tokens": "three"})), "witness is not a valid case"),
-        (_doc(_entry(observable="eyes")), "observable 'eyes'"),
-        (_doc(_entry(needs_gpu="")), "needs_gpu must be a non-empty string"),
-        ({"version": 2, "mutant": [_entry()]}, "version must be 1"),
+        (_doc(_entry(observable="eyes")), "field 'observable' is str 'eyes', expected one of output, memcheck"),
+        (_doc(_entry(needs_gpu="")), "field 'needs_gpu' is str '', expected a non-empty string"),
+        ({"version": 2, "mutant": [_entry()]}, "catalogue.toml field 'version' is int 2, expected one of 1"),
     ],
 )
 def test_a_malformed_catalogue_entry_is_named(doc, message):
