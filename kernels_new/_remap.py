@@ -101,7 +101,6 @@ def _convert_req_index_to_global_index_kernel(
     val = tl.where(invalid, -1, val)
 
     valid = ~invalid
-    out_row = out_ptr + row * out_stride0
     if COMPACT_TO_FRONT:
         # §5: lanes land at base + e, e the exclusive prefix sum within the tile.
         excl = tl.cumsum(valid.to(tl.int32), axis=0) - valid.to(tl.int32)
@@ -112,8 +111,11 @@ def _convert_req_index_to_global_index_kernel(
             tl.store(valid_counts_ptr + row, n_valid)
         else:
             slot_base = tl.atomic_add(valid_counts_ptr + row, n_valid)
+        # The row's base address comes after the sums, as in the kernel this models.
+        out_row = out_ptr + row * out_stride0
         tl.store(out_row + (slot_base + excl) * out_stride1, val, mask=valid)
     else:
+        out_row = out_ptr + row * out_stride0
         tl.store(out_row + cols * out_stride1, val)
         if COUNT_VALID:
             # The row is stored first and reduced after, as in the kernel this models:

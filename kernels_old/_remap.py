@@ -14,8 +14,6 @@ import torch
 import triton
 import triton.language as tl
 
-_DEFAULT_NUM_WARPS = 4
-
 
 @triton.jit
 def _convert_req_index_to_global_index_kernel(
@@ -84,16 +82,19 @@ def _convert_req_index_to_global_index_kernel(
     val = tl.where(invalid, -1, val)
 
     valid = ~invalid
-    n_valid = tl.sum(valid.to(tl.int32), axis=0)
-    out_row = out_ptr + row * out_stride0
     if COMPACT_TO_FRONT:
+        n_valid = tl.sum(valid.to(tl.int32), axis=0)
+        out_row = out_ptr + row * out_stride0
         # §5: the atomic hands out this tile's first slot; lanes land at base + e.
         excl = tl.cumsum(valid.to(tl.int32), axis=0) - valid.to(tl.int32)
         slot_base = tl.atomic_add(valid_counts_ptr + row, n_valid)
         tl.store(out_row + (slot_base + excl) * out_stride1, val, mask=valid)
     else:
+        # The row is stored before the count is reduced, as in the kernel this models.
+        out_row = out_ptr + row * out_stride0
         tl.store(out_row + cols * out_stride1, val)
         if COUNT_VALID:
+            n_valid = tl.sum(valid.to(tl.int32), axis=0)
             tl.atomic_add(valid_counts_ptr + row, n_valid)
 
 
@@ -147,7 +148,7 @@ def _launch(
         DCP_SIZE=DCP_SIZE,
         DCP_RANK=DCP_RANK,
         CP_INTERLEAVE=CP_INTERLEAVE,
-        num_warps=_DEFAULT_NUM_WARPS,
+        # No num_warps: Triton's default, as the kernel this models launches.
     )
 
 

@@ -38,11 +38,13 @@ from typing import Optional
 import torch
 
 from remap_ab import registry
+from remap_ab.backend_views import backend_views
 from remap_ab.call import CallClock, PrivateInputs, call, synchronize
 from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
+from remap_ab.precompile import Preload
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
 
 PHASES = ("gen", "kernels", "compare", "write")
@@ -116,6 +118,9 @@ def run_batch(
     clock = CallClock(dev)
 
     t0 = time.perf_counter()
+    # The batch's new kernel variants load from Triton's cache in threads meanwhile
+    # (precompile.Preload; a first sweep's kernels phase was mostly these loads).
+    preload = Preload(configs, (a, b)) if dev.type == "cuda" else None
     inputs = generate_inputs_batch(configs, device=dev)
     synchronize(dev)
     # Hashing starts now and overlaps the kernels and compare phases (copies on a
@@ -124,6 +129,8 @@ def run_batch(
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 
+    if preload is not None:
+        preload.wait()
     outs = []
     own_a, own_b = PrivateInputs(inputs), PrivateInputs(inputs)
     sampled: set = set()
@@ -162,6 +169,8 @@ def run_batch(
             differing_rows=p.rows_ordered_differently if p.passes[0] and p.passes[1] else None,
             oracle_problem=problem, memchecked=memcheck,
             replay=_memcheck_replay(c, a, b, device) if memcheck else "",
+            # A case naming an attention backend: its view of both outputs, checked in compare.
+            views=backend_views(c, oa, ob, ref), caller=c.caller,
         ))
     t3 = time.perf_counter()
     times.seconds["compare"] += t3 - t2

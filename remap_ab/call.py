@@ -286,7 +286,7 @@ def call(
     if production and cuda:
         findings += production_findings(impl, config, inputs, out, counts)
     o = Output(impl.name, out, counts, contract, seconds=seconds, memcheck=report, guard=(private, index),
-               findings=findings)
+               findings=findings, checks=("sync", "stream", "graph") if production and cuda else ())
     o.span = span
     return o
 

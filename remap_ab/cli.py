@@ -32,6 +32,7 @@ COMMANDS = {
     "mutants": "run the seeded-mutant catalogue against the suite and print the kill matrix",
     "nondet": "count distinct outputs over repeated runs (GPU: quiet/contended; CPU: permuted schedules)",
     "bench": "time old vs new inside CUDA graphs beside the pull request's figures (needs a GPU)",
+    "resources": "cross-compile every variant of A and B for GPU targets: registers, spills, shared memory, occupancy",
     "soak": "run fresh random configurations beyond the grid through A, B and the oracle until a deadline",
 }
 

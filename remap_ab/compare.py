@@ -116,16 +116,47 @@ class Mismatch:
         # Callers may name the check by its plain word; an unknown word is refused here.
         object.__setattr__(self, "check", Check(self.check))
 
+    @property
+    def status(self) -> Status:
+        """The verdict word this failure stands for: an exception or a wrong return is
+        an error, a dead worker a crash, a case out of time a timeout; the rest fail."""
+        if self.check in (Check.ERROR, Check.SHAPE):
+            return Status.ERROR
+        if self.check in (Check.CRASH, Check.TIMEOUT):
+            return Status(self.check.value)
+        return Status.FAIL
+
     def line(self) -> str:
-        if self.row < 0 and self.col < 0 and not self.values:  # no lane to name (an exception, a rejection)
-            return f"[{self.check}] {self.impl}: {self.message}"
+        """One line: what failed, where, and how much. Only lane checks count lanes; a
+        count check counts rows whose count differs; a failure with no output behind it
+        (an exception, a wrong return, a crash, a timeout) says what happened, no more."""
+        head = f"[{self.check}] {self.impl}"
+        if self.check is Check.ERROR:
+            return f"{head} raised {self.message}"
+        if self.row < 0:  # no lane to name (an exception, a rejection, a wrong return)
+            vals = ", ".join(f"{k}={v}" for k, v in self.values.items())
+            return f"{head}: {self.message}" + (f" ({vals})" if vals else "")
         where = f"row {self.row}" + (f", col {self.col}" if self.col >= 0 else "")
         vals = ", ".join(f"{k}={v}" for k, v in self.values.items())
-        return (
-            f"[{self.check}] {self.impl}: {self.message} at {where} ({vals}); "
-            f"{plural(self.lanes, 'lane')} in {plural(self.rows, 'row')} "
-            + ("differs" if self.lanes == 1 else "differ")
-        )
+        at = f"{head}: {self.message} at {where}" + (f" ({vals})" if vals else "")
+        if self.check is Check.COUNTS:
+            return f"{at}; {count_rows(self.rows)}"
+        if self.check is Check.MEMCHECK:
+            return f"{at}; {plural(self.lanes, 'access', 'accesses')} in {plural(self.rows, 'row')} outside every argument tensor"
+        if self.col < 0:
+            return f"{at}; {plural(self.rows, 'row')} {differ(self.rows)}"
+        return f"{at}; {plural(self.lanes, 'lane')} in {plural(self.rows, 'row')} {differ(self.lanes)}"
+
+
+def differ(n: int) -> str:
+    """The verb after a count: "1 lane differs", "2 lanes differ"."""
+    return "differs" if n == 1 else "differ"
+
+
+def count_rows(n: int) -> str:
+    """The one wording of a count failure's size, the same in every place that shows it
+    (the verdict line, diff.md, diff.html, the run's summary)."""
+    return f"{plural(n, 'row')} whose count differs"
 
 
 @dataclass
@@ -136,9 +167,19 @@ class Verdict:
     info: list = field(default_factory=list)
     order_differs: bool = False
     order_differs_rows: int = 0
+    caller: str = ""  # the attention backend's call, in words ("" when the case names none)
+    hazard_rows: int = 0  # rows where the backend's rule and the kernel's contract disagree for both sides
+    backend_view: str = ""  # "same" / "differs" between A and B; "" where not checked (no backend, or no outputs)
 
     def __post_init__(self):
         self.status = Status(self.status)
+
+    def first_line(self) -> str:
+        """The first failure's line, after the caller when the case names one:
+        "FlashInfer SM100, DCP 4, rank 1, …: [out] new: …"."""
+        if self.first is None:
+            return ""
+        return (f"{self.caller}: " if self.caller else "") + self.first.line()
 
     @property
     def passed(self) -> bool:
@@ -150,7 +191,8 @@ class Verdict:
 
     @property
     def mismatch_lanes(self) -> int:
-        return max((m.lanes for m in self.failures), default=0)
+        """Output lanes that differ (a count failure differs in rows, not lanes)."""
+        return max((m.lanes for m in self.failures if m.check is not Check.COUNTS), default=0)
 
     @property
     def mismatch_rows(self) -> int:
@@ -159,7 +201,7 @@ class Verdict:
     def summary(self) -> str:
         head = f"{self.case_id}: {self.status.value.upper()}"
         if self.failures:
-            head += f" — {self.failures[0].line()}"
+            head += f" — {self.first_line()}"
             if len(self.failures) > 1:
                 head += f" (+{len(self.failures) - 1} more)"
         elif self.info:
@@ -167,8 +209,8 @@ class Verdict:
         return head
 
     def describe(self) -> str:
-        lines = [f"case {self.case_id}: {self.status.value.upper()}"]
-        lines += ["  FAIL " + m.line() for m in self.failures]
+        lines = [f"case {self.case_id}: {self.status.value.upper()}" + (f" ({self.caller})" if self.caller else "")]
+        lines += [f"  {m.status.value.upper()} {m.line()}" for m in self.failures]
         lines += ["  info " + i for i in self.info]
         return "\n".join(lines)
 
@@ -192,6 +234,9 @@ class Verdict:
             "info": list(self.info),
             "order_differs": self.order_differs,
             "order_differs_rows": self.order_differs_rows,
+            "caller": self.caller,
+            "hazard_rows": self.hazard_rows,
+            "backend_view": self.backend_view,
         }
 
     @classmethod
@@ -206,6 +251,8 @@ class Verdict:
             failures=[Mismatch(m.check, m.impl, m.row, m.col, dict(m.values), m.lanes, m.rows, m.message)
                       for m in data.failures],
             info=list(data.info), order_differs=data.order_differs, order_differs_rows=data.order_differs_rows,
+            # Reports written before the backend views have none of the three.
+            caller=data.caller, hazard_rows=data.hazard_rows, backend_view=data.backend_view,
         )
 
 
@@ -505,6 +552,8 @@ def compare(
     oracle_problem: Optional[str] = None,
     memchecked: bool = False,
     replay: str = "",
+    views=None,
+    caller: str = "",
 ) -> Verdict:
     """The verdict for one case — the only place a verdict is built.
 
@@ -516,7 +565,9 @@ def compare(
     without one is said to be not checked). ``oracle_problem``: the oracle's public API
     raised or disagreed with its reference — a remap-ab bug, an ERROR naming the oracle.
     A passing compacted case notes rows whose order differs between ``a`` and ``b``
-    (``differing_rows`` when the batch counted them already)."""
+    (``differing_rows`` when the batch counted them already). ``views`` (a
+    ``backend_views.Views``, when the case names an attention backend) adds the
+    backend-view check; ``caller`` names the backend's call on the verdict's lines."""
     if oracle_problem is not None:
         return Verdict(case_id, Status.ERROR, [Mismatch(
             Check.ERROR, "oracle", -1, -1, {}, 0, 0, f"internal: {oracle_problem} (a remap-ab bug: please file it)"
@@ -531,6 +582,9 @@ def compare(
         if memchecked:
             info.append(_memcheck_failures(o, replay, checker.failures))
     failures = checker.failures
+    hazard_rows = 0
+    if views is not None:
+        hazard_rows = _backend_view_check(views, a, b, ref, failures, info)
     if any(m.check is Check.ERROR for m in failures):
         status = Status.ERROR
     else:
@@ -538,7 +592,9 @@ def compare(
     checks = sorted({c for o in (a, b) for c in o.checks})
     if checks and status is not Status.ERROR:
         info.append(f"checked on the GPU as vLLM calls it: {', '.join(checks)} ({a.name}, {b.name})")
-    verdict = Verdict(case_id=case_id, status=status, failures=failures, info=info)
+    verdict = Verdict(case_id=case_id, status=status, failures=failures, info=info, caller=caller,
+                      hazard_rows=hazard_rows,
+                      backend_view="" if views is None else ("differs" if bool(views.differs.any()) else "same"))
     if compacted and status is Status.PASS:
         if differing_rows is None:
             # A pass means both outputs were compared lane by lane, so both are tensors.
@@ -596,6 +652,42 @@ def memcheck_mismatches(report: Any, replay: str) -> list[Mismatch]:
         failures.append(Mismatch(Check.MEMCHECK, report.label, row, col, {}, lanes, max(rows, 1),
                                  f"{message}; replay: {replay}"))
     return failures
+
+
+def _backend_view_check(views, a: Output, b: Output, ref: Reference, failures: list, info: list) -> int:
+    """The backend-view check (``Check.BACKEND_VIEW``) from ``views``: a row whose view
+    differs between A and B fails, naming the backend, whether or not the wrapper-level
+    checks allowed it; a wrapper-level failure the backend cannot see is said as info;
+    caller hazards (both sides' views miss the intended KV rows) are info and counted.
+    Returns the hazard rows."""
+    model = views.model
+    wrapper_failed = bool(failures)
+    if bool(views.differs.any()):
+        row = int(torch.nonzero(views.differs)[0, 0])
+        assert isinstance(a.out, torch.Tensor) and isinstance(b.out, torch.Tensor)
+        lanes = torch.nonzero(a.out[row] != b.out[row])
+        # The lane named is one where the outputs really differ; equal rows differ in their counts.
+        col = int(lanes[0, 0]) if lanes.numel() else -1
+        values = ({a.name: _value(a.out, row, col), b.name: _value(b.out, row, col), "oracle": _value(ref.out, row, col)}
+                  if col >= 0 else
+                  {a.name: _value(a.counts, row, -1), b.name: _value(b.counts, row, -1), "oracle": _value(ref.counts, row, -1)})
+        allowed = "" if wrapper_failed else " (a difference the wrapper-level contract allows)"
+        rows = int(views.differs.sum())
+        failures.append(Mismatch(
+            Check.BACKEND_VIEW, f"{a.name} vs {b.name}", row, col, values,
+            int((a.out != b.out)[views.differs].sum()), rows,
+            f"{model.name} would attend to other KV rows with {b.name} than with {a.name}{allowed}; it {model.rule}",
+        ))
+    elif wrapper_failed:
+        info.append(f"{model.name} sees the same from both sides: the difference above is invisible to it ({model.rule})")
+    hazard_rows = int(views.hazard.sum())
+    if hazard_rows:
+        info.append(
+            f"caller hazard ({model.name}; the same for {a.name} and {b.name}, not an A/B difference): in "
+            f"{plural(hazard_rows, 'row')} it {model.rule} but does not read the lanes the kernel marks valid — "
+            f"{views.hazard_why}"
+        )
+    return hazard_rows
 
 
 def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total: int) -> None:

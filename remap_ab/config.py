@@ -19,18 +19,44 @@ from remap_ab.layouts import LAYOUT_NAMES
 
 MODES = ("convert", "dcp")
 NEGATIVE_KINDS = ("minus_one", "any")
-TABLE_KINDS = ("random", "padded", "huge")
+TABLE_KINDS = ("random", "padded", "huge", "persistent")
 ROW_LAYOUTS = ("uniform", "mixed", "one_tile", "tail_padded", "owned")
+# The sparse-MLA attention backends that call the remap (issue 24); "none": a case that
+# names no caller. Each backend's calls, block sizes and what it reads of the outputs
+# are declared in backend_views.py; the names and display words are here because the
+# configuration validates them.
+BACKENDS = ("none", "flashmla-bf16", "flashmla-fp8", "fa3", "flashinfer-sm100", "flashinfer-sm120", "xpu")
+BACKEND_NAMES = {
+    "none": "", "flashmla-bf16": "FlashMLA bf16", "flashmla-fp8": "FlashMLA fp8", "fa3": "FA3 SM90",
+    "flashinfer-sm100": "FlashInfer SM100", "flashinfer-sm120": "FlashInfer SM120", "xpu": "XPU",
+}
+# The call patterns (``CaseConfig.pattern``) and block sizes each backend uses
+# (vLLM at the #50365 merge, 9e6be4a7); None: any block size.
+BACKEND_CALLS: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {
+    "flashmla-bf16": (("A",), (64,)),
+    "flashmla-fp8": (("A", "B", "C"), (64,)),
+    "fa3": (("A",), (64,)),
+    "flashinfer-sm100": (("A", "D"), (32, 64)),
+    "flashinfer-sm120": (("C",), (64, 256)),
+    "xpu": (("C",), None),
+}
+
+
+def caller_width(max_model_len: int, block_size: int) -> int:
+    """The block-table width W the backends allocate: enough blocks for
+    ``max_model_len`` tokens, rounded up to a multiple of 128 tokens' worth of blocks."""
+    blocks = -(-max_model_len // block_size)
+    step = max(1, 128 // block_size)
+    return -(-blocks // step) * step
 
 # The plain wrapper has no DCP or compaction arguments; mode "convert" pins them here.
 _CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact": False}
 
 # Bumped whenever input generation changes, so case IDs never alias different tensors.
 INPUT_FORMAT_VERSION = 1
-
 # Fields added after version 1 enter the case ID only when they differ from their
 # default, so every earlier case keeps its ID (and its saved reports replay).
-ADDED_FIELDS = ("layout",)
+ADDED_FIELDS = ("layout", "backend", "graph_padding", "tokens_per_req", "prefill_chunk")
 
 
 def _field(default: Any, help: str, choices: tuple = ()) -> Any:
@@ -61,7 +87,9 @@ class CaseConfig:
     negatives: str = _field("minus_one", "invalid lane values: minus_one = all -1; any = also -2, -B-1, "
                                          "INT32_MIN", NEGATIVE_KINDS)
     table: str = _field("random", "block table: random physical ids; padded = some entries -1 or 0; "
-                                  "huge = ids near INT32_MAX / B so base * B wraps", TABLE_KINDS)
+                                  "huge = ids near INT32_MAX / B so base * B wraps; persistent = as the "
+                                  "attention backends build it: each request's used blocks, then block 0, "
+                                  "and rows of requests no real token reads all 0", TABLE_KINDS)
     row_layout: str = _field("uniform", "valid lanes per row: uniform = drawn independently; one_tile = one "
                                         "BLOCK_N tile per row holds them; tail_padded = valid first, -1 after; "
                                         "mixed = rows cycle through all-valid, all-invalid, one-tile, tail-padded; "
@@ -79,7 +107,18 @@ class CaseConfig:
                                        "token_indices rows wider than K; token_cols = a column-strided "
                                        "token_indices; table_slice = block_table a column slice of a wider table; "
                                        "req_strided = a strided req_id; offset = non-zero storage offsets; "
-                                       "mixed = all at once", LAYOUT_NAMES)
+                                       "mixed = all at once; persistent = as the attention backends pass them (the "
+                                       "first rows of larger buffers pre-filled with -1 / 0)", LAYOUT_NAMES)
+    backend: str = _field("none", "the attention backend whose call this case is (its pattern and block sizes "
+                                  "must be that backend's); its view of A's and B's outputs is checked too",
+                          BACKENDS)
+    graph_padding: int = _field(0, "trailing token rows that are CUDA-graph padding: req_id 0, every index -1 "
+                                   "(0 to tokens - 1)")
+    tokens_per_req: int = _field(0, "0 = each row's request drawn on its own; n >= 1 = consecutive runs of n rows "
+                                    "share a request (speculative decoding), request i's rows first, as the "
+                                    "scheduler orders them; with prefill, the last requests are prefill ones")
+    prefill_chunk: int = _field(0, "prefill workspace starts: 0 = one request after another; c >= 1 = rebased to 0 "
+                                   "every c prefill requests, as chunked prefill does (e.g. 0, 10, 0, 20)")
 
     def __post_init__(self):
         _check_types(self)
@@ -94,6 +133,39 @@ class CaseConfig:
     @property
     def has_prefill(self) -> bool:
         return self.mode == "convert" and self.prefill_fraction > 0
+
+    @property
+    def pattern(self) -> str:
+        """The attention backends' call pattern (issue 24): A convert with counts; B A
+        with the prefill workspace; C convert without counts (the tiled path); D the DCP
+        filter with counts and compaction; "" for any other call."""
+        if self.mode == "convert":
+            if not self.counts:
+                return "C"
+            return "B" if self.has_prefill else "A"
+        if self.is_dcp and self.compact and self.counts:
+            return "D"
+        return ""
+
+    @property
+    def caller(self) -> str:
+        """Who makes this call, in words, e.g. "FlashInfer SM100, DCP 4, rank 1"
+        ("" when the case names no backend)."""
+        if self.backend == "none":
+            return ""
+        words = [BACKEND_NAMES[self.backend], f"pattern {self.pattern}", f"block {self.block_size}"]
+        if self.is_dcp:
+            words[1:1] = [f"DCP {self.dcp_size}", f"rank {self.dcp_rank}", f"interleave {self.interleave}"]
+        if self.graph_padding:
+            words.append(f"{self.graph_padding} graph-padding rows")
+        if self.tokens_per_req > 1:
+            words.append(f"{self.tokens_per_req} tokens per request")
+        return ", ".join(words)
+
+    @property
+    def real_tokens(self) -> int:
+        """Token rows that are not CUDA-graph padding."""
+        return self.tokens - self.graph_padding
 
     @property
     def is_dcp(self) -> bool:
@@ -332,6 +404,24 @@ def validate(c: CaseConfig) -> None:
         f"tokens * topk = {c.tokens * c.topk:,} lanes overflows the kernels' int32 offsets (at most {INT32_MAX:,})",
     )
     need(c.seed >= 0, f"seed={c.seed} must be non-negative")
+    need(c.backend in BACKENDS, f"backend={c.backend!r} is not one of {', '.join(BACKENDS)}")
+    need(0 <= c.graph_padding < c.tokens,
+         f"graph_padding={c.graph_padding} must lie in [0, tokens - 1 = {c.tokens - 1}]: at least one real row")
+    need(c.tokens_per_req >= 0, f"tokens_per_req={c.tokens_per_req} must be 0 (drawn) or at least 1")
+    if c.tokens_per_req:
+        requests = -(-c.real_tokens // c.tokens_per_req)
+        need(c.num_reqs >= requests,
+             f"num_reqs={c.num_reqs} is fewer than the {requests} requests that {c.real_tokens} real rows at "
+             f"tokens_per_req={c.tokens_per_req} need; raise num_reqs")
+    need(c.prefill_chunk >= 0, f"prefill_chunk={c.prefill_chunk} must be 0 (stacked) or at least 1")
+    if c.backend != "none":
+        patterns, sizes = BACKEND_CALLS[c.backend]
+        name = BACKEND_NAMES[c.backend]
+        need(c.pattern in patterns,
+             f"backend={c.backend}: {name} makes only call pattern(s) {', '.join(patterns)}, and this case is "
+             f"{('pattern ' + c.pattern) if c.pattern else 'no backend call pattern'}")
+        need(sizes is None or c.block_size in sizes,
+             f"backend={c.backend}: {name} uses block sizes {', '.join(map(str, sizes or ()))}, not {c.block_size}")
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(CaseConfig))

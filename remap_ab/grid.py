@@ -259,6 +259,8 @@ def _effective_label(axis: Axis, value: Value, config: CaseConfig, dim_fields: d
 
 
 def _point_value(p: GridPoint, key: str) -> str:
+    if key == CASE_FILTER:
+        return p.case_id
     labels = dict(p.labels)
     if key in labels:
         return labels[key]
@@ -480,7 +482,8 @@ def load(path: Optional[str] = None) -> Grid:
 
 def parse_filters(grid: Grid, specs: Iterable[str]) -> dict:
     """``["path=dcp-compact,dcp-inplace", "k=2048"]`` -> {axis: {labels}}; repeated
-    keys intersect. Keys are axis names (see grid.toml) or CaseConfig fields."""
+    keys intersect. Keys are axis names (see grid.toml), CaseConfig fields, or
+    ``case`` (case IDs, as a run's table lists them)."""
     out: dict = {}
     known_axes = {a.name: a for a in grid.axes}
     for spec in specs:
@@ -488,9 +491,13 @@ def parse_filters(grid: Grid, specs: Iterable[str]) -> dict:
         key = key.strip().replace("-", "_") if key.strip() not in known_axes else key.strip()
         if not sep or not values.strip():
             raise ConfigError(f"--filter {spec!r}: expected NAME=VALUE[,VALUE...], e.g. --filter path=dcp-compact")
+        if key == CASE_FILTER and key not in known_axes:
+            wanted = _case_ids(spec, values)
+            out[key] = out[key] & wanted if key in out else wanted
+            continue
         if key not in known_axes and key not in CONFIG_FIELDS:
             raise ConfigError(
-                f"--filter {spec!r}: unknown name {key!r}; use one of {', '.join(known_axes)} or a config field"
+                f"--filter {spec!r}: unknown name {key!r}; use one of {', '.join(known_axes)}, case or a config field"
             )
         raw = [v.strip() for v in values.split(",") if v.strip()]
         if key in known_axes:
@@ -513,3 +520,19 @@ def model_widths() -> tuple:
     """The index widths of the models that run this kernel (``ModelWidth``s from the
     shipped models grid): what the soak draws more often than uniform."""
     return load(MODELS_GRID).widths
+
+
+CASE_FILTER = "case"  # --filter case=ID[,ID...]: the cases of a run's table, by ID
+
+
+def _case_ids(spec: str, values: str) -> set:
+    """The case IDs of ``--filter case=...``, each 12 hex digits (selection.py checks
+    that each names a case the sweep has)."""
+    import re
+
+    ids = [v.strip().lower() for v in values.split(",") if v.strip()]
+    bad = [v for v in ids if not re.fullmatch(r"[0-9a-f]{12}", v)]
+    if bad:
+        raise ConfigError(f"--filter {spec!r}: {bad[0]!r} is not a case ID (12 hex digits, as `sweep --list` "
+                          "and a run's results.csv show them)")
+    return set(ids)

@@ -59,7 +59,7 @@ _STREAMS = {
         (
             "req_id", "table", "table_len", "table_kind", "lane_class", "lane_pos", "lane_oor",
             "lane_oor_kind", "lane_neg", "lane_neg_kind", "row_tile", "row_len", "prefill",
-            "prefill_req",
+            "prefill_req", "prefill_len",
         )
     )
 }
@@ -307,18 +307,47 @@ def _token_rows(configs, device) -> dict[str, torch.Tensor]:
             "num_reqs": c.num_reqs, "tiles": c.tiles_per_row, "block_n": c.block_n, "topk": c.topk,
             "keep": keep, "jitter": int(0 < keep < c.topk), "shape": _ROW_SHAPE[c.row_layout],
             "prefill": _threshold(c.prefill_fraction),
+            "real": c.real_tokens, "per_req": c.tokens_per_req, "first_prefill_req": _first_prefill_request(c),
         })
     t, p = _per_element(per_case, device)
     u = _draw_streams(p, _ROW_STREAMS, t)
     jitter = u["row_len"] % (2 * p["block_n"] + 1) - p["block_n"]
+    req_id = u["req_id"] % p["num_reqs"]
     is_prefill = u["prefill"] < p["prefill"]
+    prefill_id = u["prefill_req"] % p["num_reqs"]
+    if any(c.tokens_per_req or c.graph_padding for c in configs):
+        # Runs of tokens_per_req rows per request, request by request; with prefill, the
+        # last requests are the prefill ones (the scheduler puts decodes first), each
+        # numbered from 0 in the workspace. CUDA-graph padding rows read request 0 with
+        # every index -1 and are no prefill row.
+        runs = p["per_req"] >= 1
+        by_run = torch.div(t, p["per_req"].clamp(min=1), rounding_mode="floor")
+        req_id = torch.where(runs, by_run, req_id)
+        is_prefill = torch.where(runs, by_run >= p["first_prefill_req"], is_prefill)
+        prefill_id = torch.where(runs, by_run - p["first_prefill_req"], prefill_id)
+        padding = t >= p["real"]
+        req_id = torch.where(padding, 0, req_id)
+        is_prefill = is_prefill & ~padding
     return {
-        "req_id": (u["req_id"] % p["num_reqs"]).to(torch.int32),
-        "prefill_request_ids": torch.where(is_prefill, u["prefill_req"] % p["num_reqs"], -1).to(torch.int32),
-        "shape": torch.where(p["shape"] == _MIXED, t % 5, p["shape"]),
+        "req_id": req_id.to(torch.int32),
+        "prefill_request_ids": torch.where(is_prefill, prefill_id, -1).to(torch.int32),
+        "padding": t >= p["real"],
+        "shape": torch.where(t >= p["real"], ALL_PADDING, torch.where(p["shape"] == _MIXED, t % 5, p["shape"])),
         "tile": u["row_tile"] % p["tiles"],
         "length": torch.where(p["jitter"] == 1, (p["keep"] + jitter).clamp(min=0).minimum(p["topk"]), p["keep"]),
     }
+
+
+def _first_prefill_request(c: CaseConfig) -> int:
+    """With runs of rows per request: the first prefill request (the last
+    ``prefill_fraction`` of the real requests, at least one when there are prefill
+    rows at all); the request count when there are none."""
+    if not c.tokens_per_req:
+        return c.num_reqs
+    requests = -(-c.real_tokens // c.tokens_per_req)
+    if not c.has_prefill:
+        return c.num_reqs
+    return requests - max(1, round(c.prefill_fraction * requests))
 
 
 def _token_indices(configs, rows: dict, device) -> torch.Tensor:
@@ -345,10 +374,10 @@ def _token_indices(configs, rows: dict, device) -> torch.Tensor:
     is_oor = (~is_neg) & (u["lane_class"] < p["negative_or_oor"])
     drawn = is_neg.to(torch.int8) + 2 * is_oor.to(torch.int8)
     lane_class = drawn
-    if any(_ROW_SHAPE[c.row_layout] != DRAWN for c in configs):
+    if any(_ROW_SHAPE[c.row_layout] != DRAWN or c.graph_padding for c in configs):
         row = p["row_start"] + torch.div(i, p["topk"], rounding_mode="floor")
-        rows = {name: rows[name][row] for name in ("shape", "tile", "length")}
-        lane_class = _apply_row_layout(drawn, i % p["topk"], p["block_n"], rows)
+        per_lane = {name: rows[name][row] for name in ("shape", "tile", "length")}
+        lane_class = _apply_row_layout(drawn, i % p["topk"], p["block_n"], per_lane)
 
     limit = p["limit"]
     pos = u["lane_pos"] % limit
@@ -366,7 +395,12 @@ def _token_indices(configs, rows: dict, device) -> torch.Tensor:
     oor = torch.where(kind < 5, boundary, torch.where(kind < 8, far, extreme)).clamp_(max=INT32_MAX)
 
     neg = _negative_values(u["lane_neg"], u["lane_neg_kind"], p) if any_negatives else -1
-    return torch.where(lane_class == 0, pos, torch.where(lane_class == 1, neg, oor)).to(torch.int32)
+    out = torch.where(lane_class == 0, pos, torch.where(lane_class == 1, neg, oor))
+    if any_negatives and any(c.graph_padding for c in configs):
+        # A CUDA-graph padding row is the indexer's -1 fill, never another negative.
+        row = p["row_start"] + torch.div(i, p["topk"], rounding_mode="floor")
+        out = torch.where(rows["padding"][row], -1, out)
+    return out.to(torch.int32)
 
 
 def _apply_row_layout(drawn: torch.Tensor, col: torch.Tensor, block_n: torch.Tensor, row: dict) -> torch.Tensor:
@@ -406,6 +440,8 @@ def _block_tables(configs, device) -> torch.Tensor:
             "count": c.num_reqs * c.blocks_per_req, **_keys(c.seed, _TABLE_STREAMS), "width": c.blocks_per_req,
             "ids": max(4 * c.num_reqs * c.blocks_per_req, 1024), "near": INT32_MAX // c.block_size - 2048,
             "huge": int(c.table == "huge"), "padded": int(c.table == "padded"),
+            "persistent": int(c.table == "persistent"),
+            "real_reqs": -(-c.real_tokens // c.tokens_per_req) if c.tokens_per_req else c.num_reqs,
         }
         for c in configs
     ]
@@ -426,15 +462,33 @@ def _block_tables(configs, device) -> torch.Tensor:
     # requests and 0 for odd ones (both occur in practice).
     used = _draw(p["key:table_len"], req) % (p["width"] + 1)
     padded = torch.where(col < used, physical, torch.where(req % 2 == 0, -1, 0))
-    return torch.where(p["huge"] == 1, huge, torch.where(p["padded"] == 1, padded, physical)).to(torch.int32)
+    table = torch.where(p["huge"] == 1, huge, torch.where(p["padded"] == 1, padded, physical))
+    if any(c.table == "persistent" for c in configs):
+        # The backends' persistent table: a request's used blocks (at least one), then
+        # the buffer's zeros; rows of requests no real row reads stay all 0.
+        persistent = torch.where((col < used.clamp(min=1)) & (req < p["real_reqs"]), physical, 0)
+        table = torch.where(p["persistent"] == 1, persistent, table)
+    return table.to(torch.int32)
 
 
 def _prefill_starts(configs, device) -> torch.Tensor:
     """Every case's prefill_starts, flat: the workspace rows of consecutive prefill
     requests, each as long as a full request."""
-    per_case = [{"count": c.num_reqs, "stride": c.blocks_per_req * c.block_size} for c in configs]
+    per_case = [
+        {"count": c.num_reqs, "stride": c.blocks_per_req * c.block_size, "chunk": c.prefill_chunk,
+         **_keys(c.seed, ("prefill_len",))}
+        for c in configs
+    ]
     r, p = _per_element(per_case, device)
-    return (r * p["stride"]).to(torch.int32)
+    starts = r * p["stride"]
+    if any(c.prefill_chunk for c in configs):
+        # Chunked prefill: each request as long as drawn (1 to a full request), the
+        # starts rebased to 0 at every chunk of prefill_chunk requests: 0, 10, 0, 20.
+        length = 1 + _draw(p["key:prefill_len"], r) % p["stride"]
+        before = torch.cumsum(length, 0) - length  # exclusive, over the whole batch
+        first = torch.arange(r.numel(), device=r.device) - r % p["chunk"].clamp(min=1)
+        starts = torch.where(p["chunk"] >= 1, before - before[first], starts)
+    return starts.to(torch.int32)
 
 
 _INPUT_RANKS = {"req_id": 1, "block_table": 2, "token_indices": 2, "prefill_request_ids": 1, "prefill_starts": 1}

@@ -36,6 +36,8 @@ class Layout:
     table_col_pad: int = 0  # block_table is the first W columns of a [Rq, W + pad] table
     req_step: int = 1  # req_id is every step-th element of a buffer
     offset: int = 0  # every tensor starts this many elements into its buffer
+    spare_rows: int = 0  # the buffer holds this many more rows (1-D: elements) after the view
+    fillers: tuple = ()  # ((input name, filler), ...) overriding _FILLER for this layout
 
 
 LAYOUTS: dict[str, Layout] = {
@@ -51,6 +53,12 @@ LAYOUTS: dict[str, Layout] = {
         Layout("offset", "every input contiguous but 5 elements into its storage", offset=5),
         Layout("mixed", "all of the above at once", token_row_pad=8, token_col_step=2, table_col_pad=24,
                req_step=3, offset=5),
+        # The attention backends' persistent buffers (issue 24): what lies past each view
+        # is what the caller's buffer holds there.
+        Layout("persistent", "as the attention backends pass them: token_indices the first T rows of a buffer the "
+               "indexer pre-filled with -1, req_id the first T entries of a zero-filled buffer, block_table the "
+               "first Rq rows of a persistent table whose other rows hold other requests' blocks",
+               spare_rows=16, fillers=(("token_indices", -1), ("req_id", 0))),
     )
 }
 LAYOUT_NAMES = tuple(LAYOUTS)
@@ -60,18 +68,20 @@ LAYOUT_NAMES = tuple(LAYOUTS)
 _FILLER = {"token_indices": 3, "block_table": 0x51DE, "req_id": 0, "prefill_request_ids": -1, "prefill_starts": 7}
 
 
-def _placed(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: int, filler: int) -> torch.Tensor:
-    """``t``'s values as a view of a new, filler-filled buffer with the given geometry."""
+def _placed(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: int, filler: int,
+            spare: int = 0) -> torch.Tensor:
+    """``t``'s values as a view of a new, filler-filled buffer with the given geometry
+    (``spare`` more rows, or elements, after the view)."""
     import torch
 
     if t.dim() == 2:
         rows, cols = t.shape
         row_len = cols * col_step + rows_pad
-        buf = torch.full((offset + rows * row_len,), filler, dtype=t.dtype, device=t.device)
+        buf = torch.full((offset + (rows + spare) * row_len,), filler, dtype=t.dtype, device=t.device)
         view = buf.as_strided((rows, cols), (row_len, col_step), offset)
     else:
         (n,) = t.shape
-        buf = torch.full((offset + n * step,), filler, dtype=t.dtype, device=t.device)
+        buf = torch.full((offset + (n + spare) * step,), filler, dtype=t.dtype, device=t.device)
         view = buf.as_strided((n,), (step,), offset)
     view.copy_(t)
     return view
@@ -83,16 +93,18 @@ def apply(name: str, inputs: CaseInputs) -> CaseInputs:
 
     layout = LAYOUTS[name]
     placed = {}
+    fillers = {**_FILLER, **dict(layout.fillers)}
+    spare = layout.spare_rows
     for field_name, t in inputs.tensors().items():
-        filler = _FILLER[field_name]
+        filler = fillers[field_name]
         if field_name == "token_indices":
-            placed[field_name] = _placed(t, layout.token_row_pad, layout.token_col_step, 1, layout.offset, filler)
+            placed[field_name] = _placed(t, layout.token_row_pad, layout.token_col_step, 1, layout.offset, filler, spare)
         elif field_name == "block_table":
-            placed[field_name] = _placed(t, layout.table_col_pad, 1, 1, layout.offset, filler)
+            placed[field_name] = _placed(t, layout.table_col_pad, 1, 1, layout.offset, filler, spare)
         elif field_name == "req_id":
-            placed[field_name] = _placed(t, 0, 1, layout.req_step, layout.offset, filler)
+            placed[field_name] = _placed(t, 0, 1, layout.req_step, layout.offset, filler, spare)
         else:  # prefill tensors: the wrapper requires them contiguous
-            placed[field_name] = _placed(t, 0, 1, 1, layout.offset, filler)
+            placed[field_name] = _placed(t, 0, 1, 1, layout.offset, filler, spare)
     return CaseInputs(**placed)
 
 

@@ -17,15 +17,15 @@ DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_ROOT = "reports"  # every command writes under this root (README: Layout)
 
 
-def add_implementations(p: argparse.ArgumentParser, default_a: str | None = "old", default_b: str | None = "new") -> None:
-    """``--a`` and ``--b``. A default of None means "taken from elsewhere" (a report,
-    a resumed run); the help says so."""
+def add_implementations(p: argparse.ArgumentParser, default_a: str | None = "old", default_b: str | None = "new",
+                        default_text: tuple[str, str] | None = None) -> None:
+    """``--a`` and ``--b``. A default of None means "decided later" (from a report, or
+    a resumed run); ``default_text`` then says what the default is, for each."""
     where = ("old, new, oracle, a dotted module path exposing the two SPEC §1 functions, a .py file, or REV:PATH "
              "(the file at a git revision of --repo, read without checking out; no vLLM needed)")
-    p.add_argument("--a", default=default_a, metavar="IMPL",
-                   help=f"implementation A: {where} (default {default_a or 'the recorded one'})")
-    p.add_argument("--b", default=default_b, metavar="IMPL",
-                   help=f"implementation B (default {default_b or 'the recorded one'})")
+    text_a, text_b = default_text or (default_a or "the recorded one", default_b or "the recorded one")
+    p.add_argument("--a", default=default_a, metavar="IMPL", help=f"implementation A: {where} (default {text_a})")
+    p.add_argument("--b", default=default_b, metavar="IMPL", help=f"implementation B (default {text_b})")
     p.add_argument("--repo", default=None, metavar="DIR",
                    help="the git repository REV:PATH implementations are read from (default $REMAP_AB_REPO, else "
                         "the current directory)")

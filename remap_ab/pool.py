@@ -21,7 +21,7 @@ import queue
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -52,16 +52,38 @@ class Job:
     # each running 2 threads made the full grid's input generation and oracle slower.
     threads: int = 0
     call_checks: str = "sample"  # options.CALL_CHECKS
+    # "module:function" that judges and records a batch in the worker instead of
+    # recording.judge_and_record: ``fn(configs, job, times, extras) -> rows``, ``extras``
+    # being each point's ``extra`` attribute (the soak's: run under contention).
+    judge: str = ""
+
+
+def _judge(job: Job):
+    """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
+    if not job.judge:
+        from remap_ab.recording import judge_and_record
+
+        return lambda configs, times, extras: judge_and_record(configs, job.a, job.b, job.device, job.folder, times,
+                                                              memcheck=job.memcheck, call_checks=job.call_checks)
+    import importlib
+
+    module, _, name = job.judge.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    return lambda configs, times, extras: fn(configs, job, times, extras)
 
 
 def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # The parent decides when to stop (Ctrl-C and a SIGTERM to the process group reach
+    # the workers too): it records what finished and stops them itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from remap_ab import backend
     from remap_ab.batch import BatchTimes
-    from remap_ab.recording import judge_and_record, task_case
+    from remap_ab.recording import task_case
 
     backend.select(job.device)
+    judge = _judge(job)
     if job.threads:
         import torch
 
@@ -78,12 +100,11 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
             continue
         if task is None:
             return
-        batch_id, items = task
+        batch_id, items, extras = task
         times = BatchTimes()
         try:
             configs = [task_case(d) for d in items]
-            rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck,
-                                    call_checks=job.call_checks)
+            rows = judge(configs, times, extras)
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)
             result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))
             time.sleep(0.2)
@@ -130,13 +151,18 @@ class Pool:
         self.ctx = mp.get_context("spawn")
 
     def _start(self, w: _Worker, result_q) -> None:
+        if w.task_q is not None:  # a replaced worker's queue
+            _close(w.task_q)
         w.task_q = self.ctx.Queue()
         w.proc = gpus.start_process(self.ctx, w.env, target=_worker_main, args=(w.wid, self.job, w.task_q, result_q),
                                     daemon=True, name=f"remap-ab-worker-{w.wid}")
         w.batch = None
         w.ready = False
 
-    def run(self, batches: deque) -> None:
+    def run(self, batches: deque, refill: Optional[Callable[[], Optional[list]]] = None) -> None:
+        """Judge ``batches``, and with ``refill`` those it hands out whenever none is
+        pending and a worker is idle: a list of batches (empty: none yet), or None
+        when there will be no more."""
         result_q = self.ctx.Queue()
         workers = [_Worker(i, env) for i, env in enumerate(self.envs)]
         pending = deque(batches)
@@ -146,13 +172,21 @@ class Pool:
         try:
             for w in workers:
                 self._start(w, result_q)
-            while pending or inflight:
+            while pending or inflight or refill is not None:
+                idle = any(w.ready and w.batch is None for w in workers)
+                if refill is not None and not pending and idle:
+                    more = refill()
+                    if more is None:
+                        refill = None
+                    else:
+                        pending.extend(more)
                 for w in workers:
                     if w.ready and w.batch is None and pending:
                         batch = pending.popleft()
                         inflight[next_id] = batch
                         w.batch, w.started = next_id, time.monotonic()
-                        w.task_q.put((next_id, [p.config.to_dict() for p in batch]))
+                        w.task_q.put((next_id, [p.config.to_dict() for p in batch],
+                                      [getattr(p, "extra", None) for p in batch]))
                         next_id += 1
                 try:
                     msg = result_q.get(timeout=0.25)
@@ -185,6 +219,7 @@ class Pool:
                     self._start(w, result_q)
         finally:
             self._stop(workers)
+            _close(result_q)
 
     def _drain(self, result_q, workers, inflight) -> None:
         while True:
@@ -243,3 +278,40 @@ class Pool:
             if w.proc is not None and w.proc.exitcode is None:
                 w.proc.kill()
                 w.proc.join(timeout=2)
+            if w.task_q is not None:
+                _close(w.task_q)
+
+
+def _close(q) -> None:
+    """Let a queue go now (its pipe and feeder thread), not at interpreter exit; what
+    it still holds is for a worker that is gone, so nothing waits to deliver it."""
+    try:
+        q.cancel_join_thread()
+        q.close()
+    except Exception:
+        pass
+
+
+def map_tasks(fn: Callable, tasks: list, workers: int) -> Iterator[tuple[Any, Any]]:
+    """``(task, fn(task))`` for every task, in the order they finish, from ``workers``
+    spawned processes. For self-contained jobs that hold no case state and need no GPU
+    (cross-compiling a kernel for another target): a plain process pool. The sweep's
+    ``Pool`` above re-runs a dead worker's cases one by one and records verdicts; here a
+    task that raises raises in the caller, and a worker that dies is an InternalError."""
+    if workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            yield t, fn(t)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn")) as ex:
+        futures = {ex.submit(fn, t): t for t in tasks}
+        try:
+            for f in as_completed(futures):
+                yield futures[f], f.result()
+        except BrokenProcessPool as exc:
+            raise InternalError(f"a worker process died while running {fn.__name__} ({exc})") from None
+        finally:
+            for f in futures:
+                f.cancel()

@@ -19,6 +19,9 @@ Options (each also settable by environment variable, for subprocesses):
   --remap-profile / REMAP_AB_PROFILE
                                 the property suite's profile: ci (default), dev,
                                 nightly, gpu, mutants (see remap_ab/profiles.py)
+  --remap-grid [FILE]           the sweep's grid as one item per case, nothing else
+                                (remap_ab/pytest_grid.py; --remap-grid-filter,
+                                --remap-grid-max-tokens, --remap-grid-batch)
 """
 
 from __future__ import annotations
@@ -45,10 +48,17 @@ def pytest_addoption(parser):
         default=os.environ.get("REMAP_AB_PROFILE"),
         help="property-suite profile: ci (default; derandomized), dev, nightly, gpu, mutants (ci without shrinking)",
     )
+    from remap_ab import pytest_grid
+
+    pytest_grid.add_options(group)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+    if config.getoption("--remap-grid") is not None:
+        from remap_ab import pytest_grid
+
+        config.pluginmanager.register(pytest_grid.GridPlugin(config), "remap-ab-grid")
     if not hasattr(config, "workerinput"):
         # The controller publishes the visible GPUs before xdist starts its workers;
         # each worker pins itself to GPU (i mod G) when it imports remap_ab (gpus.py).

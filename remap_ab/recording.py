@@ -20,7 +20,7 @@ def outcome_row(o, report: str = "") -> dict:
         "case_id": o.config.case_id,
         "status": Status(str(v.status)),
         "check": str(first.check) if first else "",
-        "first_mismatch": first.line() if first else "",
+        "first_mismatch": v.first_line(),
         "mismatch_lanes": v.mismatch_lanes,
         "mismatch_rows": v.mismatch_rows,
         "order_differs": bool(v.order_differs),
@@ -30,6 +30,10 @@ def outcome_row(o, report: str = "") -> dict:
         "inputs_sha256": o.inputs_sha256,
         "report": report,
         "max_row_valid": o.max_row_valid,
+        "backend": o.config.backend,
+        "pattern": o.config.pattern,
+        "backend_view": v.backend_view,
+        "hazard_rows": v.hazard_rows,
     }
 
 
@@ -107,6 +111,7 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
         "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
         "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report,
         "max_row_valid": reference_max_row_valid(config),
+        "backend": config.backend, "pattern": config.pattern, "backend_view": "", "hazard_rows": 0,
     }
 
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remap_ab.compare import plural
+from remap_ab.compare import count_rows, differ, plural
 from remap_ab.errors import PlotsUnavailable, ReportError
-from remap_ab.status import Check, Status
+from remap_ab.status import Status
 
 REPORT_FORMAT = 1
 FIRST_MISMATCHES = 20  # lanes in the first-mismatch table
@@ -154,7 +154,8 @@ class CaseReport:
     lanes: list = field(default_factory=list)  # [LaneValues]
     lanes_differing: int = 0
     rows: list = field(default_factory=list)  # [RowCounts]
-    rows_differing: int = 0
+    rows_differing: int = 0  # rows where a lane or the count differs
+    rows_count_differs: int = 0  # rows whose count differs (A's or B's)
     png: bytes | None = None
     picture_note: str | None = None  # why there is no picture
 
@@ -248,6 +249,7 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     row_bad = union.any(dim=1) | counts_bad
     report.lanes_differing = int(union.sum())
     report.rows_differing = int(row_bad.sum())
+    report.rows_count_differs = int(counts_bad.sum())
 
     first = verdict.first
     first_row = first.row if first is not None and 0 <= first.row < t else None
@@ -339,16 +341,8 @@ def _infos(result, implementations) -> tuple[ImplementationInfo, ImplementationI
 # --------------------------------------------------------------------------- rendering
 
 
-def differ(n: int) -> str:
-    """The verb after a count of lanes or rows: "1 lane differs", "2 lanes differ"."""
-    return "differs" if n == 1 else "differ"
-
-
 def mismatch_line(m) -> str:
-    """One verdict failure as a line: ``Mismatch.line``, without the lane location for
-    the checks that have none (a crash, a timeout, an exception, a wrong shape)."""
-    if m.check in (Check.CRASH, Check.TIMEOUT, Check.ERROR, Check.SHAPE):
-        return f"[{m.check}] {m.impl}: {m.message}"
+    """One verdict failure as a line (``Mismatch.line``: it alone words every check)."""
     return m.line()
 
 
@@ -365,6 +359,7 @@ def _environment():
     )
     env.filters["plural"] = plural
     env.filters["differ"] = differ
+    env.filters["count_rows"] = count_rows
     env.filters["mismatch_line"] = mismatch_line
     env.filters["dash"] = lambda v: "—" if v is None else v
     env.globals.update(FIRST_MISMATCHES=FIRST_MISMATCHES, WORST_ROWS=WORST_ROWS, Status=Status)

@@ -36,6 +36,10 @@ RESULT_FIELDS = (
     "order_differs_rows", "a_ms", "b_ms", "inputs_sha256", "worker", "gpu", "report",
     "max_row_valid",  # the oracle's largest per-row valid count (summary: "valid lanes")
     "rejection", "rejected_by",  # a rejection call's id (rejections.toml) and which sides raised ("a,b", "a", ...)
+    "backend",  # the attention backend whose call the case is ("none": no backend named)
+    "pattern",  # its call pattern (A, B, C, D; "" for a call no backend makes)
+    "backend_view",  # that backend's view of A's and B's outputs: same / differs ("" not checked)
+    "hazard_rows",  # rows where that backend's rule and the kernel's contract disagree for both sides
 )
 TIMING_FIELDS = ("a_ms", "b_ms")
 

@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 
 from remap_ab import backend, call, layouts, oracle, registry
+from remap_ab.backend_views import backend_views
 from remap_ab.call import poisoned_empty, synchronize
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
@@ -192,6 +193,7 @@ def run_case(
         config.case_id, out_a, out_b, ref, compacted=config.compacts, counts_returned=config.counts_returned,
         oracle_problem=oracle_problem(out_o, ref), memchecked=memcheck,
         replay=_memcheck_replay(config, a, b, dev) if memcheck else "",
+        views=backend_views(config, out_a, out_b, ref), caller=config.caller,
     )
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
 

@@ -15,6 +15,15 @@ Triton kernel spreads a row's lanes over threads depends on the compiled layout;
 row is the block's x index (the kernels' grid is (rows, tiles)), the column is left
 -1 and the thread is quoted.
 
+One child checks a whole batch and places each finding in its case without another
+child: the child keeps every case's tensors alive, so an allocation address belongs to
+one case and the finding's "nearest allocation" names it; a finding without an address
+goes to the case whose mark precedes it. The child runs with
+``--destroy-on-device-error kernel`` (a faulting kernel is ended, the context lives
+on), so the cases after a finding are still checked in the same child; if the context
+was lost anyway, the cases that did not run go to a fresh child, and only a finding
+that no case can claim falls back to one child per case.
+
 Never clean by default: a missing sanitizer, a refused device, a run without the
 sanitizer's "ERROR SUMMARY" line or a child that did not finish every case raise
 ``SanitizerError`` (one line, exit 2).
@@ -32,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from remap_ab.errors import SanitizerError
@@ -73,6 +83,9 @@ def command(sanitizer: str, payload: Path) -> list[str]:
     """The child's command line (also printed for the user to rerun by hand)."""
     return [
         sanitizer, "--tool", "memcheck", "--target-processes", "application-only", "--print-limit", "1000",
+        # A faulting kernel is ended without destroying the context: the batch's later
+        # cases still run (and are checked) in this child.
+        "--destroy-on-device-error", "kernel",
         sys.executable, "-m", "remap_ab.sanitizer_child", str(payload),
     ]
 
@@ -88,13 +101,26 @@ def child_environment() -> dict:
 
 def check_cases(impl_name: str, configs: list, inputs: list, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[MemcheckReport]:
     """Every case of ``configs`` through ``impl_name`` under the sanitizer: one child
-    for all of them; when it finds anything, one child per case to say which case."""
-    if not configs:
-        return []
-    reports = _run_child(impl_name, configs, inputs, timeout_s)
-    if len(configs) == 1 or all(r.clean for r in reports):
-        return reports
-    return [_run_child(impl_name, [c], [x], timeout_s)[0] for c, x in zip(configs, inputs)]
+    for the batch, each finding placed in its case (module docstring). Cases the child
+    could not check (the context was lost after a finding) go to a fresh child with
+    the rest; a finding no case claims makes every case of that child run alone."""
+    reports: list = [None] * len(configs)
+    todo = list(range(len(configs)))
+    while todo:
+        found = _run_child(impl_name, [configs[i] for i in todo], [inputs[i] for i in todo], timeout_s)
+        if found.unplaced:
+            for i in todo:
+                reports[i] = _run_child(impl_name, [configs[i]], [inputs[i]], timeout_s).reports[0]
+            break
+        for j, i in enumerate(todo):
+            if j not in found.unchecked:
+                reports[i] = found.reports[j]
+        rest = [todo[j] for j in sorted(found.unchecked)]
+        if len(rest) == len(todo):
+            raise SanitizerError(f"compute-sanitizer checked none of {len(todo)} cases of {impl_name} "
+                                 f"({found.reports[0].detail}); nothing was checked")
+        todo = rest
+    return reports
 
 
 def check_case(impl_name: str, config, inputs, timeout_s: float = DEFAULT_TIMEOUT_S) -> MemcheckReport:
@@ -106,7 +132,7 @@ class _StartStalled(Exception):
 
 
 def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float,
-               start_timeout_s: float = START_TIMEOUT_S) -> list[MemcheckReport]:
+               start_timeout_s: float = START_TIMEOUT_S) -> Localised:
     import torch
 
     sanitizer = find_sanitizer()
@@ -135,11 +161,11 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float,
                     f"compute-sanitizer's child did not get CUDA within {start_timeout_s:.0f} s, twice (its last "
                     f"line: {second}); nothing was checked (a GPU driver or sanitizer problem: see docs/memcheck.md)"
                 ) from None
-    reports = reports_from_output(stdout + "\n" + stderr, impl_name, len(configs))
+    found = localised(stdout + "\n" + stderr, impl_name, len(configs))
     if restarted:
-        for report in reports:
+        for report in found.reports:
             report.detail = f"{report.detail}; {restarted}"
-    return reports
+    return found
 
 
 def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tuple[str, str]:
@@ -257,9 +283,26 @@ def kernel_name(location: str) -> str:
     return re.split(r"\(", tail.strip(), maxsplit=1)[0] or location.strip()
 
 
+@dataclass
+class Localised:
+    """What one child's output says, case by case: a report per case (its own findings
+    only), the cases it did not get to check, and whether a finding could not be
+    placed in any case."""
+
+    reports: list
+    unchecked: set = field(default_factory=set)
+    unplaced: bool = False
+
+
 def reports_from_output(text: str, impl_name: str, n_cases: int) -> list[MemcheckReport]:
-    """The child's combined output (sanitizer lines and the child's marks) → one
-    report per case; ``SanitizerError`` when it shows that nothing was (fully) checked."""
+    """The child's combined output → one report per case (``localised``)."""
+    return localised(text, impl_name, n_cases).reports
+
+
+def localised(text: str, impl_name: str, n_cases: int) -> Localised:
+    """The child's combined output (sanitizer lines and the child's marks) → each
+    finding in its case; ``SanitizerError`` when it shows that nothing was (fully)
+    checked."""
     lines = text.splitlines()
     refused = next((ln for ln in lines if any(r in ln for r in _REFUSED)), None)
     if refused is not None:
@@ -273,33 +316,85 @@ def reports_from_output(text: str, impl_name: str, n_cases: int) -> list[Memchec
     if not done and errors == 0:
         last = _last_line(ln for ln in lines if not _SUMMARY.search(ln))
         raise SanitizerError(f"the sanitized run stopped before finishing its cases ({last[:200]}); nothing was checked")
-    raised = next((ln for ln in lines if ln.startswith(CASE_MARK) and " raised: " in ln), None)
-    if raised is not None and errors == 0:
+    marks = _CaseMarks(lines)
+    if marks.raised and errors == 0:
         # The kernel did not run to the end, and the sanitizer saw nothing: not clean.
-        what = raised.split(" raised: ", 1)[1]
+        what = next(iter(marks.raised.values()))
         raise SanitizerError(f"{impl_name} raised in the sanitized run ({what[:200]}); nothing was checked")
 
-    tensors = {}  # allocation address -> (name, bytes)
-    for ln in lines:
-        if ln.startswith(TENSOR_MARK):
-            _, name, ptr, nbytes = ln.split()
-            tensors[int(ptr, 0)] = (name, int(nbytes))
-
-    findings, other = _findings(lines, impl_name, tensors)
-    reports = [MemcheckReport(impl_name, launches=1, source=SOURCE, detail=summary.group(0)) for _ in range(n_cases)]
-    # With several cases in one child the findings cannot be told apart: check_cases
-    # reruns case by case; until then every case carries them.
-    if not findings and errors:
+    accesses, other = _findings(lines, impl_name, marks.tensors)
+    placed = [(at, f, alloc) for at, f, alloc in accesses]
+    if not placed and errors:
         # Errors that are no access report (a launch failure alone): still a failure.
-        findings = [_error_finding(impl_name, line) for line in other or [summary.group(0)]]
-    for report in reports:
-        for f in findings:
+        placed = [(at, _error_finding(impl_name, line), None) for at, line in other or [(len(lines), summary.group(0))]]
+    owned: list[list] = [[] for _ in range(n_cases)]
+    unplaced = False
+    for at, f, alloc in placed:
+        k = 0 if n_cases == 1 else marks.owner(at, alloc)
+        if k is None or not 0 <= k < n_cases:
+            unplaced = True
+        else:
+            owned[k].append(f)
+    reports = []
+    for mine in owned:
+        report = MemcheckReport(impl_name, launches=1, source=SOURCE, detail=summary.group(0))
+        if errors and n_cases > 1:
+            report.detail = f"{summary.group(0)} in a batch of {n_cases} cases, {len(mine)} in this one"
+        for f in mine:
             _add(report, f)
-    return reports
+        reports.append(report)
+    # A case without a finding of its own is checked if it ran to its end without
+    # raising; one that raised or never ran (the context lost at an earlier finding)
+    # goes to a fresh child.
+    unchecked = {k for k in range(n_cases) if not owned[k] and (k in marks.raised or not marks.ran(k, done))}
+    return Localised(reports, unchecked, unplaced)
+
+
+class _CaseMarks:
+    """The child's per-case marks: where each case starts in the output, which ran or
+    raised, and the case and name of every allocation it printed."""
+
+    def __init__(self, lines: list):
+        self.starts: dict[int, int] = {}  # case -> line of its mark
+        self.raised: dict[int, str] = {}
+        self.finished: set[int] = set()
+        self.tensors: dict[int, tuple] = {}  # address -> (name, bytes, case)
+        case = -1
+        for i, ln in enumerate(lines):
+            if ln.startswith(CASE_MARK):
+                head, sep, what = ln.partition(" raised: ")
+                k = int(head.split()[1])
+                if sep:
+                    self.raised[k] = what
+                else:
+                    self.starts.setdefault(k, i)
+                    case = k
+            elif ln.startswith(TENSOR_MARK):
+                _, name, ptr, nbytes = ln.split()
+                self.tensors[int(ptr, 0)] = (name, int(nbytes), case)
+            elif ln.startswith(STAGE_MARK) and (m := re.search(r": case (\d+) ran$", ln.rstrip())):
+                self.finished.add(int(m.group(1)))
+
+    def ran(self, k: int, done: bool) -> bool:
+        """Case ``k`` started and got to its end (a later case started, or all did)."""
+        return k in self.starts and (k in self.finished or done or any(j > k for j in self.starts))
+
+    def owner(self, line: int, allocation: int | None) -> int | None:
+        """The case a finding at ``line`` belongs to: the case of the allocation it
+        names (every case's tensors stay alive, so an address is one case's) unless
+        that case starts after the finding in the output; else the case whose mark
+        last precedes it; None when there is neither."""
+        before = [k for k, i in self.starts.items() if i < line]
+        positional = max(before, key=self.starts.__getitem__) if before else None
+        held = self.tensors.get(allocation) if allocation is not None else None
+        if held is not None and held[2] >= 0 and (positional is None or self.starts[held[2]] <= self.starts[positional]):
+            return held[2]
+        return positional
 
 
 def _findings(lines: list, impl_name: str, tensors: dict) -> tuple[list, list]:
-    """Access errors as Findings, and the first line of every other error."""
+    """Access errors as (line, Finding, allocation address or None), and (line, first
+    line) of every other error."""
     findings, other = [], []
     i = 0
     while i < len(lines):
@@ -307,7 +402,7 @@ def _findings(lines: list, impl_name: str, tensors: dict) -> tuple[list, list]:
         m = _ACCESS.search(body) if body is not None else None
         if m is None:
             if body is not None and re.match(r"\s*(Program hit|Invalid|Misaligned|Out-of-range|Malformed|Unspecified)", body):
-                other.append(body.strip())
+                other.append((i, body.strip()))
             i += 1
             continue
         block: list[str] = []  # the report's lines after the access line
@@ -317,12 +412,12 @@ def _findings(lines: list, impl_name: str, tensors: dict) -> tuple[list, list]:
             if _ACCESS.search(block[-1]):
                 break
             j += 1
-        findings.append(_access_finding(m, block, impl_name, tensors))
+        findings.append((i, *_access_finding(m, block, impl_name, tensors)))
         i = j
     return findings, other
 
 
-def _access_finding(m, body: list, impl_name: str, tensors: dict) -> Finding:
+def _access_finding(m, body: list, impl_name: str, tensors: dict) -> tuple[Finding, int | None]:
     space, kind, size = m.group(1), _KIND[m.group(2)], int(m.group(3))
     kernel, thread, block, address = "an unnamed kernel", None, (-1, -1, -1), -1
     alloc = None
@@ -341,14 +436,14 @@ def _access_finding(m, body: list, impl_name: str, tensors: dict) -> Finding:
     if alloc is None or address < 0:
         where = "an unknown allocation"
         return Finding(impl_name, kernel, kind, block[0], -1, block, max(address, 0), size, where, -1, -1, 0, size,
-                       note=note + ("" if address >= 0 else "; no address reported"))
+                       note=note + ("" if address >= 0 else "; no address reported")), None
     start, nbytes = alloc
     name, itemsize = tensors.get(start, (f"the allocation of {nbytes} bytes at {start:#x}", None))[0], 4
     end = start + nbytes
     after = address - end if address >= end else (0 if address >= start else -1)
     before = start - address if address < start else -1
     return Finding(impl_name, kernel, kind, block[0], -1, block, address, size, name, after, before,
-                   nbytes // itemsize, itemsize, note=note)
+                   nbytes // itemsize, itemsize, note=note), start
 
 
 def _error_finding(impl_name: str, line: str) -> Finding:

@@ -26,7 +26,8 @@ def main(payload_path: str) -> int:
     backend.select("cuda")
     import torch
 
-    from remap_ab import registry
+    from remap_ab import layouts, registry
+    from remap_ab.call import PrivateInputs
     from remap_ab.config import CaseConfig
     from remap_ab.inputs import CaseInputs
     from remap_ab.runner import run_implementation
@@ -36,21 +37,37 @@ def main(payload_path: str) -> int:
     torch.zeros(1, device=device)
     stage(f"torch imported, {device}: {READY}")
     impl = registry.get(payload["impl"])
+    # Every case's tensors stay allocated to the end: no address is reused, so the
+    # allocation a finding names is one case's (sanitizer.py's docstring).
+    alive = []
     for k, (config_dict, tensors) in enumerate(payload["cases"]):
         config = CaseConfig.from_dict(config_dict)
         inputs = CaseInputs(**{name: t.to(device) for name, t in tensors.items()})
+        if config.layout != "contiguous":  # the payload's host copies are dense: lay them out again
+            inputs = layouts.apply(config.layout, inputs)
+        # The call gives the implementation its own copy of the inputs (call.py): the
+        # copy's allocations are the ones its kernels touch, so they are the ones named.
+        private = PrivateInputs([inputs])
         print(f"{CASE_MARK} {k} {config.case_id}", flush=True)
-        for name, t in inputs.tensors().items():
-            print(f"{TENSOR_MARK} {name} {t.data_ptr():#x} {t.numel() * t.element_size()}", flush=True)
-        out = run_implementation(impl, config, inputs)
+        for name, t in private.cases[0].tensors().items():
+            _allocation(name, t)
+        out = run_implementation(impl, config, inputs, private=private, index=0)
         stage(f"case {k} ran")
         for name, result in (("out", out.out), ("valid_counts", out.counts)):
             if result is not None:
-                print(f"{TENSOR_MARK} {name} {result.data_ptr():#x} {result.numel() * result.element_size()}", flush=True)
+                _allocation(name, result)
         if out.error:
             print(f"{CASE_MARK} {k} raised: {out.error}", flush=True)
+        alive.append((inputs, private, out))
     print(f"{DONE_MARK} {len(payload['cases'])}", flush=True)
     return 0
+
+
+def _allocation(name: str, t) -> None:
+    """Print the allocation holding ``t`` (its storage: a view of a layout's wider
+    buffer starts inside it), as the sanitizer names a finding's nearest allocation."""
+    storage = t.untyped_storage()
+    print(f"{TENSOR_MARK} {name} {storage.data_ptr():#x} {storage.nbytes()}", flush=True)
 
 
 if __name__ == "__main__":

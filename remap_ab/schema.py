@@ -165,6 +165,9 @@ class VerdictData(Strict):
     info: list[str]
     order_differs: bool
     order_differs_rows: int
+    caller: str = ""
+    hazard_rows: int = 0
+    backend_view: str = ""
 
 
 # run.json (run_folder.py). Fields it may lack default to None, which no check sees:

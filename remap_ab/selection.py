@@ -15,14 +15,33 @@ from remap_ab.errors import ConfigError
 
 
 def select(g: gridmod.Grid, filters: list, max_tokens: Optional[int]) -> list:
+    """The grid points the filters keep (ConfigError when none)."""
+    return select_with_calls(g, filters, max_tokens, [])[0]
+
+
+def select_with_calls(g: gridmod.Grid, filters: list, max_tokens: Optional[int], calls: list) -> tuple[list, list]:
+    """(grid points, rejection calls) a sweep runs. ``calls`` are every rejection call
+    (rejections.sweep_points); all of them run, except that ``--filter case=ID,...``
+    keeps exactly the rows named, of either kind (IDs of neither are refused)."""
     parsed = gridmod.parse_filters(g, filters)
+    ids = parsed.get(gridmod.CASE_FILTER)
     points = g.select(parsed, max_tokens=max_tokens)
+    if ids is not None:
+        unknown = sorted(ids - {p.case_id for p in g.points()} - {c.case_id for c in calls})
+        if unknown:
+            spec = next(f for f in filters if f.strip().startswith(gridmod.CASE_FILTER))
+            raise ConfigError(f"--filter {spec!r}: no case of the grid has ID {unknown[0]}"
+                              + (f" ({len(unknown)} IDs unknown)" if len(unknown) > 1 else "")
+                              + "; `remap-ab sweep --list` lists the grid's cases")
+        calls = [c for c in calls if c.case_id in ids]
+        if points or calls:
+            return points, calls
     if not points:
         raise ConfigError(
             "the filters select no configuration"
             + (f" with tokens <= {max_tokens} (raise --max-tokens)" if max_tokens is not None else "")
         )
-    return points
+    return points, calls
 
 
 def cap_note(g: gridmod.Grid, filters: list, max_tokens: Optional[int]) -> str:

@@ -4,8 +4,10 @@ until a deadline.
 The sweep runs a fixed grid; a soak draws configurations the grid never holds: K any
 multiple of BLOCK_N up to 4096, T up to 4096, every wrapper path (plain convert with
 and without counts and prefill rows, the DCP wrapper at size 1, DCP 2/4/8 compacting
-or in place, with and without counts), any rank and interleave, every block-table kind,
-row layout and kind of negative id, and a fresh input seed each time.
+or in place, with and without counts), any rank and interleave, every backend's block
+size, every block-table kind, row layout, memory layout (layouts.py) and kind of
+negative id, the models' index widths more often than others, and a fresh input seed
+each time.
 
 Draws are seeded: worker ``w`` of a soak with seed ``s`` draws from its own stream
 (``s``, ``w``), so the same seed draws the same cases in the same order on every run,
@@ -19,21 +21,32 @@ process per GPU, pinned through ``CUDA_VISIBLE_DEVICES`` before CUDA starts
 (``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
 one at a time and T is capped small by default.
 
+GPU work at GPU speed: a new variant (precompile.variant_key: the constexprs and the
+layout) is a new Triton compile, some 0.2 s of a core each for A and B. So on a GPU
+one draw in ``fresh_every`` brings a new variant and the others re-draw the data of
+a recent one (``draws``); compile workers (precompile.py) compile the coming variants
+on the host's other cores into Triton's on-disk cache while the device judges the
+drawn cases whose variants are compiled (``run_ahead``), and the device process only
+loads them. Where the time went is kept per worker (``WorkerTimes``).
+
 A case that does not pass becomes a normal case report (``report.write_case_report``)
 with its replay command; a case whose run raises becomes a crash report.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
+from remap_ab.layouts import LAYOUT_NAMES
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
 PATHS: dict[str, dict[str, Any]] = {
@@ -56,8 +69,21 @@ GPU_MAX_TOKENS = 4096
 # 8.7 at 512. 512 reaches real decode batches at a quarter of the rate.
 CPU_MAX_TOKENS = 512
 BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
-BLOCK_SIZES = (16, 64, 64, 128)
+# The backends' block sizes: FlashMLA and FA3 64, FlashInfer SM100 32 or 64, SM120 64 or
+# 256, XPU 16 by default (issue 24).
+BLOCK_SIZES = (16, 32, 64, 64, 128, 256)
 WIDTHS = (1, 8, 64, 64, 256)  # W = blocks_per_req, a constexpr: few values, few compiles
+# The index widths of the models that run this kernel (docs/models.md): drawn for
+# MODEL_WIDTH_SHARE of the fresh draws, the rest uniform. A width that is no multiple
+# of 128 (2051) is a rejection, not a case: the rejection checks cover it, not the soak.
+MODEL_WIDTHS = (1024, 2048, 2176, 4096)
+MODEL_WIDTH_SHARE = 0.3
+# A variant (the compile-relevant fields: precompile.variant_key) is reused by the
+# draws after it: with ``fresh_every`` F, one draw in F brings a new variant and the
+# others re-draw the data of one of the RECENT_VARIANTS latest (T, the table, the
+# rows, the seed...). On a GPU a new variant is a new compile; on the CPU nothing is.
+RECENT_VARIANTS = 64
+GPU_FRESH_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,11 @@ class Draw:
     config: CaseConfig
     path: str
     contended: bool = False
+
+    @property
+    def extra(self) -> bool:
+        """What a pool worker's judge is told besides the config (pool.Job.judge)."""
+        return self.contended
 
     def labels(self) -> dict:
         c = self.config
@@ -78,6 +109,7 @@ class Draw:
             "dcp size": str(c.effective_dcp[0]),
             "table": c.table,
             "row layout": c.row_layout,
+            "layout": c.layout,
             "negatives": c.negatives,
             "BLOCK_N": str(c.block_n),
             "contended": "yes" if self.contended else "no",
@@ -108,57 +140,87 @@ def tokens_bucket(t: int) -> str:
     return _bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
 
 
+def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
+    """(K, BLOCK_N): a model's width (MODEL_WIDTH_SHARE of the time, with a BLOCK_N
+    dividing it) or any multiple of a drawn BLOCK_N."""
+    models = [k for k in MODEL_WIDTHS if k <= max_topk]
+    if models and rng.random() < MODEL_WIDTH_SHARE:
+        topk = rng.choice(models)
+        return topk, rng.choice([n for n in BLOCK_NS if topk % n == 0])
+    block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
+    tiles_max = max(1, max_topk // block_n)
+    if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
+        return block_n << rng.randrange(int(math.log2(tiles_max)) + 1), block_n
+    return block_n * rng.randint(1, tiles_max), block_n
+
+
 def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
     """One fresh configuration (every field drawn from ``rng``)."""
     path = rng.choice(list(PATHS))
     spec = PATHS[path]
-    block_n = rng.choice([n for n in BLOCK_NS if n <= max_topk] or [min(BLOCK_NS)])
-    tiles_max = max(1, max_topk // block_n)
-    if rng.random() < 0.35:  # powers of two: the new kernel's single-tile path
-        topk = block_n << rng.randrange(int(math.log2(tiles_max)) + 1)
-    else:
-        topk = block_n * rng.randint(1, tiles_max)
-    # Log-uniform: small and large T alike.
-    tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    topk, block_n = _width(rng, max_topk)
     block_size = rng.choice(BLOCK_SIZES)
     fields: dict[str, Any] = dict(  # CaseConfig's keyword arguments, of several types
         mode=spec["mode"],
-        tokens=tokens,
         topk=topk,
         block_n=block_n,
         block_size=block_size,
         blocks_per_req=rng.choice(WIDTHS),
-        num_reqs=rng.randint(1, 8),
-        negatives=rng.choice(NEGATIVE_KINDS),
-        table=rng.choice(TABLE_KINDS),
-        row_layout=rng.choice(ROW_LAYOUTS),
         counts=spec["counts"],
-        seed=rng.randrange(2**31),
+        layout=rng.choice(LAYOUT_NAMES),  # strides and offsets: part of the compiled variant
     )
-    invalid = rng.choice((0.0, 1.0, round(rng.uniform(0.0, 1.0), 2)))
-    fields["invalid_ratio"] = invalid
-    fields["out_of_range"] = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.0, 1.0 - invalid), 2)
     if spec["mode"] == "dcp":
         size = rng.choice(spec["dcp"])
         fields["dcp_size"] = size
         fields["dcp_rank"] = rng.randrange(size)
         fields["interleave"] = rng.choice([i for i in (1, 1, 2, 4, 8, 16, 64, block_size) if block_size % i == 0])
         fields["compact"] = spec.get("compact", rng.random() < 0.5)  # size 1 ignores it
-    if spec.get("prefill"):
-        fields["prefill_fraction"] = round(rng.uniform(0.05, 1.0), 2)
+    fields.update(_data_fields(rng, max_tokens, bool(spec.get("prefill"))))
     return Draw(CaseConfig(**fields), path)
 
 
+def _data_fields(rng: random.Random, max_tokens: int, prefill: bool) -> dict[str, Any]:
+    """The fields that change a case's data but not its compiled kernel."""
+    # Log-uniform: small and large T alike.
+    tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    fields: dict[str, Any] = dict(
+        tokens=tokens,
+        num_reqs=rng.randint(1, 8),
+        negatives=rng.choice(NEGATIVE_KINDS),
+        table=rng.choice(TABLE_KINDS),
+        row_layout=rng.choice(ROW_LAYOUTS),
+        seed=rng.randrange(2**31),
+    )
+    invalid = rng.choice((0.0, 1.0, round(rng.uniform(0.0, 1.0), 2)))
+    fields["invalid_ratio"] = invalid
+    fields["out_of_range"] = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.0, 1.0 - invalid), 2)
+    if prefill:
+        fields["prefill_fraction"] = round(rng.uniform(0.05, 1.0), 2)
+    return fields
+
+
+def redraw(rng: random.Random, base: Draw, max_tokens: int) -> Draw:
+    """``base``'s variant (path, widths, DCP, everything compiled) with fresh data."""
+    return Draw(base.config.replace(**_data_fields(rng, max_tokens, base.config.has_prefill)), base.path)
+
+
 def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
-          generation: int = 0):
+          generation: int = 0, fresh_every: int = 1):
     """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
     (a restarted worker's ``generation`` gives it a stream of its own). Every
-    ``contend_every``-th draw (0: none) is marked to run under contention."""
+    ``contend_every``-th draw (0: none) is marked to run under contention. One draw in
+    ``fresh_every`` is a fresh variant; the others re-draw the data of one of the
+    RECENT_VARIANTS latest (1: every draw fresh)."""
     key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
     rng = random.Random(key)
+    recent: list[Draw] = []
     n = 0
     while True:
-        d = draw(rng, max_tokens, max_topk)
+        if n % fresh_every == 0 or not recent:
+            d = draw(rng, max_tokens, max_topk)
+            recent = (recent + [d])[-RECENT_VARIANTS:]
+        else:
+            d = redraw(rng, rng.choice(recent), max_tokens)
         n += 1
         if contend_every and n % contend_every == 0:
             d = Draw(d.config, d.path, contended=True)
@@ -197,16 +259,61 @@ class WorkerPlan:
     contend_every: int = 4  # GPU only
     batch: int = 16  # GPU only: quiet cases per run_batch call
     generation: int = 0  # how many times this worker was restarted (a fresh draw stream each time)
+    fresh_every: int = 1  # one draw in this many is a fresh variant (draws())
+    compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
+
+
+@dataclass
+class WorkerTimes:
+    """Where a worker's time went: judging cases (``run``, less the Triton compiles and
+    cache loads made inside it), compiling and loading in this process, waiting for
+    the compile-ahead workers; and what those workers did."""
+
+    run_s: float = 0.0
+    compile_s: float = 0.0
+    compiled: int = 0
+    load_s: float = 0.0
+    loaded: int = 0
+    wait_s: float = 0.0
+    ahead: str = ""  # precompile.Ahead.summary(), when there was a compile-ahead
+    counted: bool = False  # Triton's compiles and loads were counted (on a GPU, with a compilation listener)
+    interpreter: bool = False  # the cases ran in the Triton interpreter (which compiles nothing)
+
+    def add(self, other: WorkerTimes) -> None:
+        for name in ("run_s", "compile_s", "compiled", "load_s", "loaded", "wait_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.ahead = "; ".join(x for x in (self.ahead, other.ahead) if x)
+        self.counted = self.counted or other.counted
+        self.interpreter = self.interpreter or other.interpreter
+
+    def line(self) -> str:
+        if self.interpreter:
+            return f"judging {self.run_s:.1f} s (the Triton interpreter: nothing compiled)"
+        if not self.counted:
+            return (f"judging {self.run_s:.1f} s, Triton's compiles and loads included (not counted: this Triton "
+                    "has no compilation listener)")
+        text = (f"judging {self.run_s:.1f} s; Triton in the worker: {self.compiled} kernels compiled in "
+                f"{self.compile_s:.1f} s, {self.loaded} loaded from its cache in {self.load_s:.1f} s")
+        if self.ahead:
+            text += f"; waiting for the compile-ahead {self.wait_s:.1f} s ({self.ahead})"
+        return text
 
 
 def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
-               starting: Callable[[list], None] = lambda configs: None) -> int:
+               starting: Callable[[list], None] = lambda configs: None,
+               times: WorkerTimes | None = None) -> int:
     """Draw and judge cases until the deadline, ``max_cases`` or ``stopping()``;
     ``emit`` every case's record as it is judged, after announcing the configurations
     about to run with ``starting`` (so a crash of the whole process can name them).
-    Returns the number of cases."""
+    Where the time went is added to ``times``. Returns the number of cases.
+
+    On a GPU with ``compile_workers``, draws are taken ahead of the device (a window
+    of LOOKAHEAD), each new variant handed to the compile workers, and the device
+    judges the drawn cases whose variants are compiled, same variants together; with
+    ``max_cases`` exactly the first ``max_cases`` draws are judged, whatever the order."""
     from remap_ab import backend
 
+    times = times if times is not None else WorkerTimes()
     device = backend.select(plan.device)
     on_gpu = device == "cuda"
     load = None
@@ -215,33 +322,113 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
 
         load = SideStreamLoad(device="cuda")
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
-                   plan.generation)
-    done = 0
+                   plan.generation, plan.fresh_every)
+    judge = _Judge(plan, device, emit, starting, load, times)
+    if on_gpu and plan.compile_workers:
+        from remap_ab import precompile
+
+        ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+        try:
+            return run_ahead(plan, stream, judge, stopping, times, ahead)
+        finally:
+            times.ahead = ahead.summary()
+            ahead.close()
     quiet: list = []
-
-    def flush() -> None:
-        nonlocal done
-        if quiet:
-            starting([d.config for d in quiet])
-            for rec in _run_quiet_batch(plan, device, quiet):
-                emit(rec)
-                done += 1
-            quiet.clear()
-
     while True:
-        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and done + len(quiet) >= plan.max_cases):
+        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and judge.done + len(quiet) >= plan.max_cases):
             break
         d = next(stream)
         if on_gpu and not d.contended:
             quiet.append(d)
             if len(quiet) >= plan.batch:
-                flush()
+                judge.batch(quiet)
+                quiet = []
             continue
-        starting([d.config])
-        emit(_run_one(plan, device, d, load))
-        done += 1
-    flush()
-    return done
+        judge.one(d)
+    judge.batch(quiet)
+    return judge.done
+
+
+LOOKAHEAD = 512  # draws taken ahead of the device while their variants compile
+
+
+def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], times: WorkerTimes, ahead) -> int:
+    """The compile-ahead schedule (``run_worker``): ``ahead`` takes each drawn case's
+    variant (``submit``), says when it is compiled (``ready``) and waits (``wait_any``);
+    ``judge`` judges draws ``one`` at a time (contended) or in a ``batch``."""
+    from remap_ab.precompile import variant_key
+
+    window: list[Draw] = []
+    drawn = 0
+    while not (stopping() or time.time() >= plan.deadline):
+        room = LOOKAHEAD - len(window)
+        if plan.max_cases is not None:
+            room = min(room, plan.max_cases - drawn)
+        for _ in range(max(0, room)):
+            d = next(stream)
+            ahead.submit(d.config)
+            window.append(d)
+            drawn += 1
+        if not window:
+            break
+        ready = [d for d in window if ahead.ready(d.config)]
+        if not ready:
+            t0 = time.perf_counter()
+            ahead.wait_any(timeout=0.5)
+            times.wait_s += time.perf_counter() - t0
+            continue
+        taken = {id(d) for d in ready}
+        window = [d for d in window if id(d) not in taken]
+        for d in [d for d in ready if d.contended]:
+            judge.one(d)
+            if stopping() or time.time() >= plan.deadline:
+                break
+        quiet = sorted((d for d in ready if not d.contended), key=lambda d: variant_key(d.config))
+        for i in range(0, len(quiet), plan.batch):
+            if stopping() or time.time() >= plan.deadline:
+                break
+            judge.batch(quiet[i : i + plan.batch])
+    return judge.done
+
+
+class _Judge:
+    """Judges draws one at a time or in batches, emits their records, keeps the times."""
+
+    def __init__(self, plan: WorkerPlan, device: str, emit, starting, load, times: WorkerTimes):
+        self.plan, self.device, self.emit, self.starting, self.load, self.times = plan, device, emit, starting, load, times
+        self.done = 0
+
+    def _timed(self, work):
+        loads = _loads(self.device)
+        start = time.perf_counter()
+        with loads:
+            records = work()
+        self.times.run_s += time.perf_counter() - start - loads.compile_seconds - loads.load_seconds
+        self.times.compile_s += loads.compile_seconds
+        self.times.compiled += loads.compiled
+        self.times.load_s += loads.load_seconds
+        self.times.loaded += loads.cached
+        self.times.counted = self.times.counted or loads.active
+        self.times.interpreter = self.device != "cuda"
+        for rec in records:
+            self.emit(rec)
+            self.done += 1
+
+    def one(self, d: Draw) -> None:
+        self.starting([d.config])
+        self._timed(lambda: [_run_one(self.plan, self.device, d, self.load)])
+
+    def batch(self, quiet: list) -> None:
+        if quiet:
+            self.starting([d.config for d in quiet])
+            self._timed(lambda: _run_quiet_batch(self.plan, self.device, quiet))
+
+
+def _loads(device: str):
+    """Counts this process's Triton compiles and cache loads on a GPU (none on the CPU)."""
+    from remap_ab.precompile import Loads
+
+    return Loads() if device == "cuda" else Loads.none()
 
 
 class ContextLost(Exception):
@@ -262,122 +449,108 @@ def _context_lost(device: str) -> bool:
 
 
 def _run_one(plan: WorkerPlan, device: str, d: Draw, load=None) -> CaseRecord:
-    """One case through ``run_case``, or under the side-stream load when ``d`` is
-    contended; a report for anything that does not pass."""
+    """One case: under the side-stream load when ``d`` is contended, else as a batch of
+    one; recorded as the sweep records a case (recording.py)."""
     from remap_ab.errors import exception_line
-    from remap_ab.runner import run_case
+
+    if load is None or not d.contended:
+        return _run_quiet_batch(plan, device, [d])[0]
+    from remap_ab.batch import CaseOutcome
+    from remap_ab.inputs import hash_inputs
+    from remap_ab.recording import record_outcomes
 
     start = time.perf_counter()
     try:
-        if load is not None and d.contended:
-            result = _run_contended(d.config, plan.a, plan.b, device, load)
-        else:
-            result = run_case(d.config, plan.a, plan.b, device=device)
+        result = _run_contended(d.config, plan.a, plan.b, device, load)
     except Exception as exc:  # the soak goes on; the case becomes a crash report
         rec = _crash_record(plan, device, d, exception_line(exc)[:400], time.perf_counter() - start)
         if _context_lost(device):
             raise ContextLost(f"{rec.line}; report {rec.report}") from None
         return rec
-    return _record(plan, d, result.verdict, time.perf_counter() - start, result)
+    counts = result.reference.counts
+    outcome = CaseOutcome(d.config, result.verdict, _ms(result.a.seconds), _ms(result.b.seconds),
+                          hash_inputs(result.inputs)[1], int(counts.max()) if counts.numel() else 0,
+                          None if result.verdict.passed else result)
+    (row,) = record_outcomes([outcome], Path(plan.folder))
+    return _from_row(plan, d, row, time.perf_counter() - start)
+
+
+def _ms(seconds) -> float | None:
+    return None if seconds is None else seconds * 1e3
 
 
 def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
-    """``run_case``, except that A and B are launched right after matrix products are
-    queued on the side stream, with no device-wide sync in between (``run_case``'s
-    ``schedule`` hook is entered before its sync, which would wait for the load)."""
-    import torch
-
+    """``run_case``, except that A and B are each called right after matrix products are
+    queued on the side stream, with no device-wide sync before the launch (``call``'s
+    ``context`` is entered first; ``settle=False``: a sync would wait for the load)."""
     from remap_ab import registry
-    from remap_ab.compare import Output, compare
-    from remap_ab.errors import exception_line
+    from remap_ab.call import call
+    from remap_ab.compare import compare
     from remap_ab.inputs import generate_inputs
-    from remap_ab.runner import (
-        CaseResult,
-        poisoned_empty,
-        reference,
-        run_implementation,
-    )
+    from remap_ab.runner import CaseResult, oracle_problem, reference
 
     inputs = generate_inputs(config, device=device)
-    torch.cuda.synchronize()
-    outputs = []
-    for impl in (registry.get(a), registry.get(b)):
-        contract = impl.order_contract(config)
-        try:
-            with load.enqueue(), poisoned_empty():
-                out, counts = impl(config, inputs)
-            torch.cuda.synchronize()
-            outputs.append(Output(impl.name, out, counts, contract))
-        except Exception as exc:  # a broken implementation is a verdict, not a crash
-            outputs.append(Output(impl.name, None, None, contract, error=exception_line(exc)[:500]))
+    out_a, out_b = (call(registry.get(name), config, inputs, context=load.enqueue, settle=False) for name in (a, b))
     ref = reference(config, inputs)
-    oracle = run_implementation(registry.get("oracle"), config, inputs)
-    verdict = compare(config.case_id, outputs[0], outputs[1], ref,
-                      compacted=config.compacts, counts_returned=config.counts_returned)
-    return CaseResult(config, inputs, outputs[0], outputs[1], ref, verdict, oracle=oracle)
+    out_o = call(registry.get("oracle"), config, inputs)
+    verdict = compare(config.case_id, out_a, out_b, ref, compacted=config.compacts,
+                      counts_returned=config.counts_returned, oracle_problem=oracle_problem(out_o, ref))
+    return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
 
 
 def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
-    """Quiet GPU cases through ``run_batch``; a case that does not pass there is run
-    again alone through ``run_case`` for its report (the batch's verdict is kept)."""
-    from remap_ab.batch import run_batch
+    """Cases through the batch engine, judged and recorded as the sweep does it
+    (``recording.judge_and_record``: a row each, a report for each that did not pass).
+    A batch that raises is judged case by case; a case that raises alone is a crash."""
     from remap_ab.errors import exception_line
+    from remap_ab.recording import judge_and_record
 
     start = time.perf_counter()
     try:
-        outcomes = run_batch([d.config for d in batch], plan.a, plan.b, device)
+        rows = judge_and_record([d.config for d in batch], plan.a, plan.b, device, Path(plan.folder))
     except Exception as exc:
         if _context_lost(device):
-            raise ContextLost(f"run_batch raised {exception_line(exc)[:300]} on a batch of {len(batch)} cases") from None
-        # One bad case must not hide the others: judge each alone.
-        return [_run_one(plan, device, d) for d in batch]
+            raise ContextLost(f"the batch engine raised {exception_line(exc)[:300]} on a batch of {len(batch)} "
+                              "cases") from None
+        if len(batch) > 1:  # one bad case must not hide the others
+            return [rec for d in batch for rec in _run_quiet_batch(plan, device, [d])]
+        return [_crash_record(plan, device, batch[0], exception_line(exc)[:400], time.perf_counter() - start)]
     each = (time.perf_counter() - start) / len(batch)
-    records = []
-    for d, o in zip(batch, outcomes):
-        if o.verdict.passed:
-            records.append(_record(plan, d, o.verdict, each, None))
-            continue
-        result = getattr(o, "result", None)
-        if result is None:
-            from remap_ab.runner import run_case
-
-            try:
-                result = run_case(d.config, plan.a, plan.b, device=device)
-            except Exception as exc:
-                records.append(_crash_record(plan, device, d, exception_line(exc)[:400], each))
-                if _context_lost(device):
-                    raise ContextLost(f"{records[-1].line}; report {records[-1].report}") from None
-                continue
-        records.append(_record(plan, d, o.verdict, each, result))
-    return records
+    return [_from_row(plan, d, row, each) for d, row in zip(batch, rows)]
 
 
-def _record(plan: WorkerPlan, d: Draw, verdict, seconds: float, result) -> CaseRecord:
-    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), str(verdict.status), seconds)
-    if verdict.passed:
+def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecord:
+    """The soak's record of a case from its results row (recording.py's)."""
+    status = str(row["status"])
+    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), status, seconds)
+    if status == "pass":
         return rec
-    from remap_ab.report import replay_command, run_command, write_case_report
+    from remap_ab.report import replay_command, run_command
 
-    rec.line = verdict.summary()
-    if result is not None and not result.verdict.passed:
-        folder = write_case_report(result, plan.folder)
-        rec.report, rec.replay = str(folder), replay_command(folder, plan.a, plan.b)
+    impls = _implementations(plan)
+    rec.line = f"{d.config.case_id}: {status.upper()} — {row['first_mismatch']}"
+    if row.get("report"):
+        folder = Path(plan.folder) / row["report"]
+        rec.report, rec.replay = str(folder), replay_command(folder, *impls)
     else:
-        # Failed in the batch, passed when run again alone: nondeterministic. No
-        # passing tensors are saved as if they had failed; the case is rerun by config.
-        rec.line += " (passed when run again alone: nondeterministic)"
-        rec.replay = run_command(d.config, plan.a, plan.b)
+        rec.replay = run_command(d.config, *impls)
     return rec
+
+
+def _implementations(plan: WorkerPlan) -> tuple:
+    """A and B as loaded: the registry knows where each came from, so a module from a
+    custom path gets its PYTHONPATH in the replay commands."""
+    from remap_ab import registry
+
+    return registry.get(plan.a), registry.get(plan.b)
 
 
 def _crash_record(plan: WorkerPlan, device: str, d: Draw, message: str, seconds: float) -> CaseRecord:
-    from remap_ab.report import replay_command, write_crash_report
+    from remap_ab.recording import lost_case_row
+    from remap_ab.status import Status
 
-    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), "crash", seconds,
-                     line=f"{d.config.case_id}: CRASH — {message}")
-    folder = write_crash_report(d.config, plan.a, plan.b, message, plan.folder, device)
-    rec.report, rec.replay = str(folder), replay_command(folder, plan.a, plan.b)
-    return rec
+    row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), device, Status.CRASH)
+    return _from_row(plan, d, row, seconds)
 
 
 # --------------------------------------------------------------------------- the tally
@@ -390,6 +563,7 @@ class Tally:
     records: list = field(default_factory=list)
     started: dict = field(default_factory=dict)  # worker -> time.time() it was ready
     gpus: dict = field(default_factory=dict)  # worker -> its GPU ("" on the CPU)
+    times: dict = field(default_factory=dict)  # worker -> WorkerTimes, once it is done
 
     def add(self, rec: CaseRecord) -> None:
         self.records.append(rec)
@@ -428,8 +602,38 @@ class Tally:
             "workers": {str(w): {"gpu": self.gpus.get(w, ""), "cases": n, "cases_per_s": round(rate, 3)}
                         for w, (n, rate) in self.per_worker(now).items()},
             "distribution": {k: dict(sorted(c.items())) for k, c in self.distribution().items()},
+            "failures_by_dimension": self.failures_by_dimension(),
+            "times": {str(w): asdict(t) for w, t in sorted(self.times.items())},
             "failures": [asdict(r) for r in self.failures],
         }
+
+    def failures_by_dimension(self) -> dict:
+        """label name -> {value: [cases not passing, cases]}, as the sweep's summary has
+        it for its grid's dimensions (here the labels the soak draws under)."""
+        out: dict = {}
+        for r in self.records:
+            for k, v in r.labels.items():
+                cell = out.setdefault(k, {}).setdefault(v, [0, 0])
+                cell[0] += r.status != "pass"
+                cell[1] += 1
+        return {k: dict(sorted(v.items())) for k, v in out.items()}
+
+    def total_times(self) -> WorkerTimes:
+        total = WorkerTimes()
+        for t in self.times.values():
+            total.add(t)
+        return total
+
+
+def failure_lines(by_dimension: dict) -> list[str]:
+    """The dimensions' values where cases did not pass: "failed/judged" each, as the
+    sweep's summary shows (values without a failure are left out)."""
+    lines = []
+    for name, cells in by_dimension.items():
+        bad = [f"{v} {f}/{n}" for v, (f, n) in sorted(cells.items(), key=lambda kv: (-kv[1][0], kv[0])) if f]
+        if bad:
+            lines.append(f"  {name:>11}: {', '.join(bad)}")
+    return lines
 
 
 def distribution_lines(dist: dict) -> list[str]:
@@ -476,8 +680,9 @@ def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progres
         tally.add(rec)
         progress()
 
+    times = tally.times.setdefault(plan.worker, WorkerTimes())
     try:
-        run_worker(plan, emit, lambda: interrupted.asked)
+        run_worker(plan, emit, lambda: interrupted.asked, times=times)
     except KeyboardInterrupt:
         pass  # the second Ctrl-C: the case in flight is abandoned, the summary follows
     except ContextLost as exc:
@@ -486,122 +691,127 @@ def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progres
         progress()
 
 
-def _worker_process(plan: WorkerPlan, results, stop) -> None:
-    """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
-    import os
-    import signal
+# --------------------------------------------------------------------------- several workers
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    from remap_ab.errors import exception_line
+_LOAD = None  # a worker process's side-stream load, made at its first contended case
 
-    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") if plan.device == "cuda" else ""
+
+def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
+    """A pool worker's judge (pool.Job.judge): contended cases (``extras`` True) one at
+    a time under the side-stream load, the others through the batch engine; every
+    case recorded as the sweep records it. Triton's compiles and loads in this
+    process are added to ``times.seconds`` under TRITON_KEYS."""
+    global _LOAD
+    from remap_ab.batch import CaseOutcome
+    from remap_ab.inputs import hash_inputs
+    from remap_ab.recording import judge_and_record, record_outcomes
+
+    rows: dict = {}
+    with _loads(job.device) as loads:
+        quiet = [c for c, contended in zip(configs, extras) if not contended]
+        if quiet:
+            rows.update((r["case_id"], r) for r in judge_and_record(quiet, job.a, job.b, job.device, job.folder, times))
+        for c in (c for c, contended in zip(configs, extras) if contended):
+            if _LOAD is None:
+                from remap_ab.nondet import SideStreamLoad
+
+                _LOAD = SideStreamLoad(device="cuda")
+            result = _run_contended(c, job.a, job.b, job.device, _LOAD)
+            counts = result.reference.counts
+            outcome = CaseOutcome(c, result.verdict, _ms(result.a.seconds), _ms(result.b.seconds),
+                                  hash_inputs(result.inputs)[1], int(counts.max()) if counts.numel() else 0,
+                                  None if result.verdict.passed else result)
+            rows.update((r["case_id"], r) for r in record_outcomes([outcome], Path(job.folder)))
+    for key, value in zip(TRITON_KEYS, (loads.compile_seconds, loads.compiled, loads.load_seconds, loads.cached)):
+        times.seconds[key] = times.seconds.get(key, 0.0) + value
+    return [rows[c.case_id] for c in configs]
+
+
+TRITON_KEYS = ("triton compile s", "triton compiled", "triton load s", "triton loaded")
+
+
+def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupted, progress: Callable[[], None],
+             case_timeout: float) -> None:
+    """Several workers on pool.py: this process draws (``plan``'s stream) and hands the
+    cases out in batches (contended ones alone), compiling ahead here when
+    ``plan.compile_workers``; each worker judges and records its batch; a worker that
+    dies is replaced and the cases it held become crash records (pool.py)."""
+    from collections import deque
+
+    from remap_ab import precompile
+    from remap_ab.pool import Job, Pool
+    from remap_ab.recording import lost_case_row
+
+    start = time.time()
+    for w in range(len(envs)):
+        tally.started[w] = start
+    stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk,
+                   plan.contend_every if plan.device == "cuda" else 0, 0, plan.fresh_every)
+    ahead = None
+    if plan.device == "cuda" and plan.compile_workers:
+        ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+    from remap_ab.precompile import _has_listener
+
+    total = WorkerTimes(counted=plan.device == "cuda" and _has_listener(), interpreter=plan.device != "cuda")
+    held: dict = {}  # case id -> Draw, handed out and not yet recorded
+    window: list[Draw] = []
+    drawn = [0]
+
+    def refill():
+        if interrupted.asked or time.time() >= plan.deadline:
+            return None
+        room = LOOKAHEAD - len(window)
+        if plan.max_cases is not None:
+            room = min(room, plan.max_cases - drawn[0])
+        for _ in range(max(0, room)):
+            d = next(stream)
+            if ahead is not None:
+                ahead.submit(d.config)
+            window.append(d)
+            drawn[0] += 1
+        if not window:
+            return None
+        ready = [d for d in window if ahead is None or ahead.ready(d.config)]
+        if not ready:
+            t0 = time.perf_counter()
+            assert ahead is not None
+            ahead.wait_any(timeout=0.25)
+            total.wait_s += time.perf_counter() - t0
+            return []
+        taken = {id(d) for d in ready}
+        window[:] = [d for d in window if id(d) not in taken]
+        for d in ready:
+            held[d.config.case_id] = d
+        quiet = sorted((d for d in ready if not d.contended), key=lambda d: precompile.variant_key(d.config))
+        return [[d] for d in ready if d.contended] + [quiet[i : i + plan.batch] for i in range(0, len(quiet), plan.batch)]
+
+    def on_rows(rows, wid, gpu, secs):
+        tally.gpus[wid] = gpu
+        total.run_s += sum(v for k, v in secs.items() if k not in TRITON_KEYS) - secs.get(TRITON_KEYS[0], 0.0) \
+            - secs.get(TRITON_KEYS[2], 0.0)
+        total.compile_s += secs.get(TRITON_KEYS[0], 0.0)
+        total.compiled += int(secs.get(TRITON_KEYS[1], 0))
+        total.load_s += secs.get(TRITON_KEYS[2], 0.0)
+        total.loaded += int(secs.get(TRITON_KEYS[3], 0))
+        for row in rows:
+            d = held.pop(row["case_id"])
+            tally.add(_from_row(dataclasses.replace(plan, worker=wid), d, row, 0.0))
+        progress()
+
+    def on_lost(d, message, status, wid, gpu):
+        held.pop(d.config.case_id, None)
+        row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), plan.device, status)
+        tally.add(_from_row(dataclasses.replace(plan, worker=wid), d, row, 0.0))
+        progress()
+
+    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak:judge_batch"), envs, case_timeout,
+                on_rows=on_rows, on_lost=on_lost)
     try:
-        from remap_ab import backend
-
-        backend.select(plan.device)
-        results.put(("ready", plan.worker, gpu))
-        n = run_worker(plan, lambda r: results.put(("case", plan.worker, asdict(r))), stop.is_set,
-                       lambda configs: results.put(("start", plan.worker, [c.to_dict() for c in configs])))
-        results.put(("done", plan.worker, n))
-    except BaseException as exc:
-        results.put(("failed", plan.worker, exception_line(exc)[:400]))
-
-
-MAX_RESTARTS = 3  # per worker: a worker that keeps dying is left dead
-
-
-def run_processes(plans: list, envs: list, tally: Tally, interrupted: Interrupted,
-                  progress: Callable[[], None], say: Callable[[str], None],
-                  max_restarts: int = MAX_RESTARTS) -> None:
-    """One spawned process per plan, with its environment (GPU pinning), until every
-    worker is done. A worker that dies (or whose CUDA context is lost) leaves crash
-    reports for the cases it held, and is replaced by a fresh one, up to
-    ``max_restarts`` times."""
-    import dataclasses
-    import multiprocessing as mp
-    import queue
-
-    from remap_ab import gpus
-
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    stop = ctx.Event()
-    procs: dict = {}
-    current = {plan.worker: plan for plan in plans}
-    env_of = {plan.worker: env for plan, env in zip(plans, envs)}
-
-    def start(plan: WorkerPlan) -> None:
-        env = env_of[plan.worker]
-        procs[plan.worker] = gpus.start_process(ctx, env, target=_worker_process, args=(plan, results, stop),
-                                                daemon=True, name=f"remap-ab-soak-{plan.worker}")
-        current[plan.worker] = plan
-
-    def lost(wid: int, why: str) -> None:
-        """Worker ``wid`` is gone: report what it held, and replace it if there is time."""
-        plan = current[wid]
-        say(f"soak: worker {wid} {why}")
-        _crash_held(plan, held.pop(wid, []), f"the soak worker {why}", tally)
-        if stop.is_set() or interrupted.asked or time.time() >= plan.deadline or plan.generation >= max_restarts:
-            finished.add(wid)
-            return
-        start(dataclasses.replace(plan, generation=plan.generation + 1))
-
-    held: dict = {}  # worker -> configs it announced and has not finished
-    finished: set = set()
-
-    def handle(msg) -> None:
-        kind, wid = msg[0], msg[1]
-        if kind == "ready":
-            tally.started.setdefault(wid, time.time())
-            tally.gpus[wid] = msg[2]
-        elif kind == "start":
-            held[wid] = list(msg[2])
-        elif kind == "case":
-            rec = CaseRecord(**msg[2])
-            tally.add(rec)
-            held[wid] = [c for c in held.get(wid, []) if CaseConfig.from_dict(c).case_id != rec.case_id]
-        elif kind == "done":
-            finished.add(wid)
-        elif kind == "failed":
-            procs[wid].join(timeout=10)
-            lost(wid, f"failed: {msg[2]}")
-
-    for plan in plans:
-        start(plan)
-    try:
-        while len(finished) < len(procs):
-            if interrupted.asked:
-                stop.set()
-            try:
-                handle(results.get(timeout=0.5))
-                progress()
-                continue
-            except queue.Empty:
-                pass
-            for wid, p in list(procs.items()):
-                if wid not in finished and not p.is_alive():
-                    try:  # what it sent before dying comes first
-                        while wid not in finished:
-                            handle(results.get(timeout=0.5))
-                    except queue.Empty:
-                        pass
-                    if wid not in finished and not procs[wid].is_alive():
-                        lost(wid, f"died (exit status {p.exitcode})")
-            progress()
+        pool.run(deque(), refill)
     except KeyboardInterrupt:
-        pass  # the second Ctrl-C: abandon the cases in flight
+        pass  # the second Ctrl-C: the cases in flight are abandoned, the summary follows
     finally:
-        stop.set()
-        for p in procs.values():
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
-
-
-def _crash_held(plan: WorkerPlan, configs: list, message: str, tally: Tally) -> None:
-    if plan.worker not in tally.started:
-        tally.started[plan.worker] = time.time()
-    for c in configs:
-        config = CaseConfig.from_dict(c)
-        tally.add(_crash_record(plan, plan.device, Draw(config, "?"), message, 0.0))
+        if ahead is not None:
+            total.ahead = ahead.summary()
+            ahead.close()
+        tally.times[0] = total

@@ -11,6 +11,7 @@ from typing import Optional
 
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
+from remap_ab.config import BACKEND_NAMES
 from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
 from remap_ab.status import Status
 
@@ -32,8 +33,10 @@ def valid_lanes_bucket(text: str) -> str:
     return "?"
 
 
-def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
-    """Verdict counts, failures per dimension value, timings: from the run folder."""
+def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here: bool = False) -> dict:
+    """Verdict counts, failures per dimension value, timings: from the run folder.
+    ``lock_held_here``: the caller is the sweep that holds the run's lock (and has
+    finished running it), so no other process is running it."""
     import pandas as pd
 
     folder = Path(folder)
@@ -63,6 +66,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         bad = failed.groupby(failed[name].astype(str)).size()
         seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
         by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
+    by_backend = backend_table(df)
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
     failed_calls = rejections.pop("failed")
     failed = pd.concat([failed, failed_calls]) if len(failed_calls) else failed
@@ -95,7 +99,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "partial_row_ignored": partial > 0,
         "complete": complete,
         "resume": "" if complete else resume_command(folder),
-        "running": RunLock.holder(folder) or "",
+        "running": "" if lock_held_here else (RunLock.holder(folder) or ""),
         "counts": counts,
         "unknown_status": other,
         "order_differs": order_differs,
@@ -106,6 +110,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None) -> dict:
         "api": api,
         "api_compatible": not api_compat.fails(api),
         "failures_by_dimension": by_dim,
+        "by_backend": by_backend,
         "failures": first,
         "phase_seconds": meta.get("phase_seconds", {}),
         "wall_seconds": meta.get("wall_seconds", 0.0),
@@ -153,6 +158,29 @@ def rejections_line(s: dict) -> str:
     return text
 
 
+def backend_table(df) -> dict:
+    """Per attention backend named by the cases (issue 24): its patterns, cases,
+    failures, cases whose backend view differs between A and B, views not checked,
+    and caller hazards (cases and rows). Empty when no case names a backend."""
+    if "backend" not in df.columns:
+        return {}
+    named = df[df["backend"].astype(str).isin([b for b in BACKEND_NAMES if b != "none"])]
+    table = {}
+    for backend, rows in named.groupby(named["backend"].astype(str)):
+        hazard = rows["hazard_rows"].map(lambda v: int(float(v)) if str(v) not in ("", "nan") else 0)
+        view = rows["backend_view"].fillna("").astype(str)
+        table[BACKEND_NAMES[backend]] = {
+            "patterns": ", ".join(sorted(set(rows["pattern"].fillna("").astype(str)) - {""})),
+            "cases": int(len(rows)),
+            "failed": int((rows["status"] != Status.PASS.value).sum()),
+            "view_differs": int((view == "differs").sum()),
+            "view_not_checked": int((~view.isin(["same", "differs"])).sum()),
+            "hazard_cases": int((hazard > 0).sum()),
+            "hazard_rows": int(hazard.sum()),
+        }
+    return table
+
+
 def result_line(s: dict) -> str:
     if not s["complete"]:
         return (f"INCOMPLETE — {s['missing']} of {s['selected']} selected cases not run"
@@ -175,6 +203,9 @@ def format_summary(s: dict, show: int = 10) -> str:
         + (f"; {s['missing']} not run yet" if s["missing"] else "")
         + ("; a half-written last row was ignored" if s.get("partial_row_ignored") else ""),
     ]
+    if s.get("interrupted"):
+        lines.append(f"  stopped: interrupted by {s['interrupted']}; the cases in flight were dropped "
+                     "(a resume runs them)")
     for role, loaded in (s.get("implementations") or {}).items():
         if loaded:
             lines.append(f"  {role.upper()} loaded: {loaded_line(loaded)}")
@@ -198,18 +229,31 @@ def format_summary(s: dict, show: int = 10) -> str:
         lines.append("  failures by dimension (failed/total):")
         for axis, vals in s["failures_by_dimension"].items():
             lines.append(f"    {axis:>11}: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in vals.items()))
+    if s.get("by_backend"):
+        lines.append("  by backend (cases; failed; A/B view differs; view not checked; caller hazards: cases, rows):")
+        labels = {name: f"{name} [{r['patterns']}]" for name, r in s["by_backend"].items()}
+        width = max(len(label) for label in labels.values())
+        for name, r in s["by_backend"].items():
+            lines.append(
+                f"    {labels[name]:<{width}}  {r['cases']} cases; {r['failed']} failed; "
+                f"{r['view_differs']} view differs; {r['view_not_checked']} not checked; "
+                f"hazards in {r['hazard_cases']} cases, {r['hazard_rows']} rows"
+            )
     sess = s.get("last_session", {})
     if not sess.get("cases"):  # e.g. a resume that found nothing left: show the totals
-        sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {})}
+        sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {}),
+                "phases_split": not (s.get("memcheck") and s.get("device") != "cuda")}
     ph = sess.get("phase_seconds") or {}
-    if ph:
+    if not sess.get("cases") and sess.get("wall_seconds"):
+        lines.append(f"  time: wall {sess['wall_seconds']:.2f} s; no case finished")
+    elif ph:
         wall = sess.get("wall_seconds", s.get("wall_seconds", 0.0))
         n = sess.get("cases", s["cases"])
         rate = f" ({n / wall:.1f} cases/s)" if wall else ""
         lines.append(
             f"  time: wall {wall:.2f} s for {n} cases{rate}, {sess.get('workers', '?')} worker(s), batch {sess.get('batch', '?')}; "
             + (f"worker start-up (spawn, imports, device init) {sess['startup_seconds']:.2f} s; " if sess.get("startup_seconds") else "")
-            + "phases summed over workers: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items())
+            + phases_text(ph, sess.get("phases_split", True))
         )
     if s["failures"]:
         lines.append(f"  failing cases ({len(s['failures'])}; first {min(show, len(s['failures']))}):")
@@ -218,3 +262,13 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"    {f['case_id']} {str(f['status']).upper()} {f['first_mismatch']}{rep}")
     lines.append("  result: " + result_line(s))
     return "\n".join(lines)
+
+
+def phases_text(phases: dict, split: bool = True) -> str:
+    """The phase times summed over workers; a run whose cases were timed whole (CPU
+    --memcheck runs each case on its own) says its phases were not split, never 0.00 s."""
+    if not split:
+        total = sum(phases.values())
+        return (f"phases not split (--memcheck on the CPU times each case whole): "
+                f"{total:.2f} s of case time summed over workers")
+    return "phases summed over workers: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())

@@ -15,6 +15,7 @@ verdicts and no --case-timeout; the fastest start-up).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
@@ -27,8 +28,9 @@ from typing import Optional
 from remap_ab import api_compat, gpus, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
+from remap_ab.interrupts import Interrupted, Interrupts
 from remap_ab.options import checked_output_dir
-from remap_ab.progress import Progress
+from remap_ab.progress import Progress, case_cost
 from remap_ab.run_folder import (
     RUN_FORMAT,
     ResultsWriter,
@@ -40,7 +42,7 @@ from remap_ab.run_folder import (
     result_columns,
     write_run_json,
 )
-from remap_ab.selection import cap_note, select, selection_fingerprint
+from remap_ab.selection import cap_note, select_with_calls, selection_fingerprint
 from remap_ab.status import Status
 from remap_ab.summary import summarise
 
@@ -92,9 +94,11 @@ class Sweep:
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = backend.select(o.device)
-        self.grid_points = select(self.grid, o.filters, o.max_tokens)
-        # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own.
-        self.points = self.grid_points + rejections.sweep_points(len(self.grid.points()), grid=self.grid)
+        # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own
+        # (--filter case=... keeps only the rows it names, of either kind).
+        self.grid_points, calls = select_with_calls(self.grid, o.filters, o.max_tokens,
+                                                    rejections.sweep_points(len(self.grid.points()), grid=self.grid))
+        self.points = self.grid_points + calls
         self.note = cap_note(self.grid, o.filters, o.max_tokens)
         self.columns = result_columns([a.name for a in self.grid.axes])
         self.selection = selection_fingerprint(self.points)
@@ -187,9 +191,11 @@ class Sweep:
         for r in rows:
             p = self.by_id[r["case_id"]]
             full.append({"index": p.index, "case_id": p.case_id, **dict(p.labels), **r, "worker": worker, "gpu": gpu})
-        self.table.write(full)
-        self.last_result_at = time.perf_counter()
-        self.progress.update([r["status"] for r in rows])
+        with self.interrupts.held():  # a signal never cuts a row in half
+            self.table.write(full)
+            self.recorded += len(full)
+            self.last_result_at = time.perf_counter()
+            self.progress.update([r["status"] for r in rows], [case_cost(self.by_id[r["case_id"]].config) for r in rows])
 
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
         from remap_ab.recording import lost_case_row
@@ -199,25 +205,39 @@ class Sweep:
 
     # -- running
     def run(self) -> dict:
-        try:
-            self.table = ResultsWriter(self.folder, self.columns)
-            self.progress = Progress(len(self.todo), self.opts.progress)
-            self.wall0 = time.perf_counter()
-            try:
-                if self.todo:
-                    if self.workers == 0:
-                        self._run_inline()
-                    else:
-                        self._run_workers()
-            finally:
-                self.table.close()
-                self.progress.close()
-            self._save_timings()
-            summary = summarise(self.folder, self.grid)
-            import json
+        """Run what is left and return the summary. SIGINT or SIGTERM (in the main
+        thread) stops the run: the cases in flight are dropped, the workers stopped,
+        and the summary of what ran comes back with ``interrupted`` set to the signal's
+        name (``interrupted_status``: 130 or 143); a ``--resume`` runs the rest."""
+        import json
+        import threading
 
-            (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-            return summary
+        guard = Interrupts() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
+        try:
+            with guard:
+                self.interrupts = guard if isinstance(guard, Interrupts) else Interrupts()
+                self.table = ResultsWriter(self.folder, self.columns)
+                self.progress = Progress(len(self.todo), self.opts.progress, costs=[case_cost(p.config) for p in self.todo])
+                self.wall0 = time.perf_counter()
+                self.recorded = 0
+                stopped: Optional[Interrupted] = None
+                try:
+                    if self.todo:
+                        if self.workers == 0:
+                            self._run_inline()
+                        else:
+                            self._run_workers()
+                except Interrupted as exc:
+                    stopped = exc
+                finally:
+                    self.table.close()
+                    self.progress.close()
+                self._save_timings()
+                summary = summarise(self.folder, self.grid, lock_held_here=True)
+                summary["interrupted"] = stopped.name if stopped else ""
+                summary["interrupted_status"] = stopped.exit_status if stopped else 0
+                (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+                return summary
         finally:
             if self.lock is not None:
                 self.lock.release()
@@ -232,9 +252,11 @@ class Sweep:
         meta["phase_seconds"] = acc
         meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + wall
         meta["last_session"] = {
-            "cases": len(self.todo), "wall_seconds": wall, "phase_seconds": self.phases,
+            "cases": self.recorded, "wall_seconds": wall, "phase_seconds": self.phases,
             "workers": self.opts.workers, "batch": self.opts.batch, "gpus": self.gpu_list,
             "startup_seconds": self.startup, "case_timeout": self.opts.case_timeout,
+            # CPU --memcheck runs each case whole (batch.py): one time, no phases.
+            "phases_split": not (self.opts.memcheck and self.device != "cuda"),
         }
         write_run_json(self.folder, meta)
 

@@ -34,14 +34,14 @@ OPS = re.compile(r'(?<![\w.])(tt\.load|tt\.store|tt\.atomic_rmw)\b|"(tt\.reduce|
 def variant(impl: str, path: str, topk: int, block_n: int, width: int = 64, block_size: int = 64):
     """(signature, constexprs, num_warps, grid tiles) as the wrapper would launch."""
     counts, compact, dcp = PATHS[path]
-    module = importlib.import_module(impl + "._remap")
+    module = importlib.import_module(impl + "._remap" if impl.startswith("kernels_") else impl)
     fn = module._convert_req_index_to_global_index_kernel
     names = fn.arg_names
     tiling = getattr(module, "_remap_tiling", None)
     if tiling is not None:
         single, bn, tiles, warps = tiling(topk, block_n, counts)
     else:
-        single, bn, tiles, warps = False, block_n, topk // block_n, module._DEFAULT_NUM_WARPS
+        single, bn, tiles, warps = False, block_n, topk // block_n, 4  # Triton's default num_warps
     const = {
         "max_num_blocks_per_req": width, "BLOCK_SIZE": block_size, "NUM_TOPK_TOKENS": topk, "BLOCK_N": bn,
         "HAS_PREFILL": False, "COUNT_VALID": counts, "COMPACT_TO_FRONT": compact, "DCP_SIZE": dcp, "DCP_RANK": 0,

@@ -4,6 +4,7 @@ around them: equivalence classes, regressions, replay commands.
 Public surface (everything else is internal):
 
     case_configs(...)             any valid CaseConfig, narrowed by keyword
+    caller_configs(...)           a call exactly as an attention backend makes it (CALLS)
     tiled_compaction_configs()    DCP compaction with two or more tiles per row
     single_tile_configs()         counting cases at power-of-two K (new: one program a row)
     shapes(), invalid_ratios(), interleaves(block_size), schedules()
@@ -18,10 +19,12 @@ Sizes follow the active profile (``remap_ab.profiles``): the same strategy draws
 
 from .classes import REQUIRED_CLASSES, case_classes, record_classes
 from .configs import (
+    CALLS,
     NON_POW2_TOPKS,
     POW2_TOPKS,
     SCHEDULE_POLICIES,
     TOPKS,
+    caller_configs,
     case_configs,
     interleaves,
     invalid_ratios,
@@ -35,6 +38,8 @@ from .regressions import REGRESSIONS, regressions
 from .replay import failure_message, replay_command, write_failure_report
 
 __all__ = [
+    "CALLS",
+    "caller_configs",
     "ClassCoverage",
     "coverage_of",
     "drawn_examples",

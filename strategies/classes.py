@@ -17,7 +17,7 @@ from typing import Optional
 
 import torch
 
-from remap_ab.config import INT32_MAX, CaseConfig
+from remap_ab.config import BACKEND_CALLS, BACKEND_NAMES, INT32_MAX, CaseConfig
 from remap_ab.inputs import INT32_MIN, CaseInputs, generate_inputs, in_range_limit
 from remap_ab.layouts import LAYOUTS
 
@@ -69,6 +69,14 @@ REQUIRED_CLASSES = (
     "layout: block table a column slice",
     "layout: strided req_id",
     "layout: storage offsets",
+    "BLOCK_SIZE: 32",
+    "BLOCK_SIZE: 256",
+    # The attention backends' calls (issue 24): every backend in every pattern it makes.
+    *(f"backend: {BACKEND_NAMES[b]}, pattern {p}" for b, (patterns, _) in BACKEND_CALLS.items() for p in patterns),
+    "caller: CUDA-graph padding rows",
+    "caller: several rows per request (speculative decoding)",
+    "caller: prefill starts rebased per chunk",
+    "caller: persistent block table",
 )
 
 
@@ -128,6 +136,18 @@ def _config_classes(c: CaseConfig) -> Iterable[str]:
     yield "K: power of two" if c.topk_is_pow2 else "K: not a power of two"
     if c.block_size != 64:
         yield "BLOCK_SIZE: other than 64"
+    if c.block_size in (32, 256):
+        yield f"BLOCK_SIZE: {c.block_size}"
+    if c.backend != "none":
+        yield f"backend: {BACKEND_NAMES[c.backend]}, pattern {c.pattern}"
+    if c.graph_padding:
+        yield "caller: CUDA-graph padding rows"
+    if c.tokens_per_req > 1 and c.real_tokens > 1:
+        yield "caller: several rows per request (speculative decoding)"
+    if c.has_prefill and c.prefill_chunk:
+        yield "caller: prefill starts rebased per chunk"
+    if c.table == "persistent":
+        yield "caller: persistent block table"
     if c.block_n != 128:
         yield "BLOCK_N: other than 128"
     if c.invalid_ratio == 0.0:

@@ -27,7 +27,7 @@ NON_POW2_TOPKS = (384, 640, 768, 1152, 1536, 1920, 192)
 TOPKS = POW2_TOPKS + NON_POW2_TOPKS
 
 BLOCK_NS = (128, 64, 256, 32, 16)  # BLOCK_N, the tile width: powers of two
-BLOCK_SIZES = (64, 16, 128, 1, 32)  # B, the KV-cache block size
+BLOCK_SIZES = (64, 16, 128, 1, 32, 256)  # B, the KV-cache block size
 BLOCKS_PER_REQ = (64, 1, 2, 16, 256, 4096)  # W, the block-table width
 NUM_REQS = (2, 1, 3, 8)
 DCP_SIZES = (4, 2, 1)
@@ -165,3 +165,47 @@ def schedules() -> st.SearchStrategy[tuple[str, int]]:
     """(policy, seed) for ``remap_ab.schedule.interpreter_schedule``; the adversarial
     tiles_reversed first, so a failure shrinks to the most readable schedule."""
     return st.tuples(st.sampled_from(SCHEDULE_POLICIES), st.integers(0, 2**16))
+
+
+# The attention backends' calls (issue 24): every (backend, pattern) pair it makes.
+CALLS = tuple((b, p) for b, (patterns, _) in config.BACKEND_CALLS.items() for p in patterns)
+_XPU_BLOCK_SIZES = (16, 64, 1, 32, 128, 256)  # "any"; 16 is XPU's default
+_DCP_TOPKS = (2048, 1024, 512)  # the DCP indexer merge's widths
+_MAX_MODEL_LENS = (4000, 128, 163840)
+
+
+@st.composite
+def caller_configs(draw, *, calls: Sequence[tuple[str, str]] = CALLS, budget: Optional[profiles.SizeBudget] = None):
+    """A call exactly as an attention backend makes it: its pattern, its block sizes,
+    NUM_TOPK_TOKENS 2048 (512 / 1024 / 2048 under DCP), BLOCK_N 128, the persistent
+    block table at the width the backend allocates, CUDA-graph padding rows and
+    speculative runs of rows per request. ``calls`` narrows the (backend, pattern) menu."""
+    budget = budget or profiles.active().budget
+    backend, pattern = draw(st.sampled_from(tuple(calls)))
+    block_size = draw(st.sampled_from(config.BACKEND_CALLS[backend][1] or _XPU_BLOCK_SIZES))
+    topk = draw(st.sampled_from(_DCP_TOPKS)) if pattern == "D" else 2048
+    tokens = draw(st.integers(1, budget.max_tokens_for(topk // 128)))
+    graph_padding = draw(st.integers(0, tokens - 1))
+    per_req = draw(st.sampled_from((1, 2, 4)))
+    requests = -(-(tokens - graph_padding) // per_req)
+    invalid = draw(invalid_ratios())
+    fields = dict(
+        backend=backend, tokens=tokens, topk=topk, block_n=128, block_size=block_size,
+        blocks_per_req=config.caller_width(draw(st.sampled_from(_MAX_MODEL_LENS)), block_size),
+        graph_padding=graph_padding, tokens_per_req=per_req, num_reqs=requests + draw(st.integers(0, 2)),
+        table=draw(st.sampled_from(("persistent", "padded", "random"))),
+        layout=draw(st.sampled_from(("persistent", "contiguous"))),
+        row_layout=draw(st.sampled_from(("tail_padded", "uniform", "mixed"))),
+        invalid_ratio=invalid, out_of_range=min(draw(st.sampled_from((0.0, 0.05))), round(1.0 - invalid, 6)),
+        seed=draw(st.integers(0, INT32_MAX)),
+    )
+    if pattern == "D":
+        size = draw(st.sampled_from((4, 2, 8)))
+        fields.update(mode="dcp", counts=True, compact=True, dcp_size=size, dcp_rank=draw(st.integers(0, size - 1)),
+                      interleave=draw(st.sampled_from(sorted({i for i in (1, 8, 32, block_size) if block_size % i == 0}))))
+    else:
+        fields.update(mode="convert", counts=pattern in ("A", "B"))
+        if pattern == "B" or (pattern == "C" and backend == "flashmla-fp8"):
+            fields.update(prefill_fraction=draw(st.sampled_from((0.5, 1.0, 0.1) if pattern == "B" else (0.5, 0.0))),
+                          prefill_chunk=draw(st.sampled_from((2, 1, 3, 0))))
+    return CaseConfig(**fields)

@@ -650,7 +650,7 @@ def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_
         sections=["pr", "contention", "decode", "width", "resources"], device="cuda", timing_device="cpu",
         calls=2, repeats=2, pr_topk=(512,), pr_tokens=(1,), cold_l2=True, contention_tokens=(1,),
         decode_batches=(1, 2), model=decode.DecodeModel(layers=78, topk=2048, dcp_sizes=(1,)),
-        scan_k=(256,), scan_warps=(8,), scan_tokens=(1,),
+        scan_k=(256,), scan_warps=(8,), scan_tokens=(1,), resource_targets=("sm_90", "gfx942"), resource_topks=(256,),
     )
     printed = []
     sections = Suite(opts, tmp_path, {"device": "fake"}, say=printed.append).run()
@@ -666,7 +666,13 @@ def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_
     assert max(fake_graph_timing) >= pr[0]["cold_sets"]  # a cold graph covers every copy
 
     cont = by["contention"].tables[0].rows
-    assert {r["variant"] for r in cont} == {"16 tiles", "8 tiles", "4 tiles", "2 tiles", "1 tile (new)"}
+    tiles = {"16 tiles", "8 tiles", "4 tiles", "2 tiles"}
+    assert {r["variant"] for r in cont} == tiles | {f"{t}, control" for t in tiles} | {"1 tile (new)"}
+    assert {r["grid"] for r in cont if r["variant"] == "16 tiles, control"} == {"1x16"}
+    control = {(c["path"], c["tiles"]): c for c in by["contention"].tables[1].rows}
+    assert set(control) == {(p, t) for p in ("counts", "dcp") for t in (16, 8, 4, 2)}
+    assert all(c["contention_us"] == 0.0 and c["verified_in_graph"] for c in control.values())
+    assert any("no measurable contention" in f for f in by["contention"].findings)
     assert {r["grid"] for r in cont if r["variant"] == "16 tiles"} == {"1x16"}
     assert all(r["above_floor_us"] == 1.5 for r in cont)
     assert any("not enough timed token counts" in f for f in by["contention"].findings)
@@ -676,9 +682,17 @@ def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_
     assert steps[1]["saved_step_us"] == 0.0  # equal made-up times: nothing saved, said as such
 
     width = by["width"].tables[0].rows
-    assert [r["variant"] for r in width] == ["single tile, 8 warps", "tiled 128, 4 warps"]
-    assert [r["grid"] for r in width] == ["1x1", "1x2"]
-    assert by["resources"].findings[0].startswith("0 compiled variants")  # the interpreter compiles nothing
+    assert [(r["path"], r["variant"]) for r in width] == [
+        (p, v) for p in ("counts", "dcp-inplace", "dcp-compact") for v in ("single tile, 8 warps", "tiled 128, 4 warps")]
+    assert [r["grid"] for r in width] == ["1x1", "1x2"] * 3
+    assert all(r["status"] == "timed" and r["verified_in_graph"] for r in width)
+    res = by["resources"]
+    assert res.findings[0].startswith("0 compiled variants")  # the interpreter compiles nothing
+    cross = {t.key: t.rows for t in res.tables if t.key.startswith("cross-")}
+    assert set(cross) == {"cross-sm_90", "cross-gfx942"}
+    assert len(cross["cross-sm_90"]) == 2 * 7  # A and B on every path at K = 256
+    assert all(r["regs"] for r in cross["cross-sm_90"]) and all(r["vgprs"] for r in cross["cross-gfx942"])
+    assert any("spills nowhere" in f for f in res.findings)
     html = (tmp_path / "index.html").read_text()
     assert "16 tiles" in html and "single tile, 8 warps" in html
     assert any("pr counts K=512" in line for line in printed)

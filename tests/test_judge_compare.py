@@ -179,7 +179,9 @@ def test_counts_fields():
     assert m.values == {"a": 0, "b": 1, "oracle": 0}
     assert m.message == "valid count differs from the oracle"
     assert m.line() == ("[counts] b: valid count differs from the oracle at row 1 (a=0, b=1, oracle=0); "
-                        "2 lanes in 2 rows differ")
+                        "2 rows whose count differs")
+    # A count failure differs in rows, not lanes: the results table's lane count says so.
+    assert v.mismatch_lanes == 0 and v.mismatch_rows == 2
 
 
 def test_both_sides_failing_are_both_reported_in_order():
@@ -599,9 +601,29 @@ def test_mismatch_line_wording():
     m = Mismatch(Check.OUT, "b", 0, 0, {"b": 1, "oracle": 2}, 1, 1, "m")
     assert m.line() == "[out] b: m at row 0, col 0 (b=1, oracle=2); 1 lane in 1 row differs"
     m = Mismatch(Check.COUNTS, "b", 3, -1, {"b": None}, 2, 1, "m")
-    assert m.line() == "[counts] b: m at row 3 (b=None); 2 lanes in 1 row differ"
+    assert m.line() == "[counts] b: m at row 3 (b=None); 1 row whose count differs"
     m = Mismatch(Check.OUT, "b", 1, 2, {}, 1, 2, "m")
-    assert m.line() == "[out] b: m at row 1, col 2 (); 1 lane in 2 rows differs"
+    assert m.line() == "[out] b: m at row 1, col 2; 1 lane in 2 rows differs"
+    m = Mismatch(Check.MEMCHECK, "b", 1, 2, {}, 3, 1, "load past x")
+    assert m.line() == "[memcheck] b: load past x at row 1, col 2; 3 accesses in 1 row outside every argument tensor"
+
+
+def test_failures_without_an_output_say_what_happened_and_nothing_of_rows_or_lanes():
+    # An exception: what was raised, by which implementation; no row, lane or value.
+    m = Mismatch(Check.ERROR, "raiser", -1, -1, {}, 0, 0, "RuntimeError: boom")
+    assert m.line() == "[error] raiser raised RuntimeError: boom"
+    assert m.status is Status.ERROR
+    v = Verdict("c", Status.ERROR, [m])
+    assert v.describe() == "case c: ERROR\n  ERROR [error] raiser raised RuntimeError: boom"
+    assert v.summary() == "c: ERROR — [error] raiser raised RuntimeError: boom"
+    m = Mismatch(Check.SHAPE, "b", -1, -1, {}, 0, 0, "returned nothing, expected int32 (2, 4) on cpu")
+    assert m.line() == "[shape] b: returned nothing, expected int32 (2, 4) on cpu" and m.status is Status.ERROR
+    m = Mismatch(Check.CRASH, "a/b", -1, -1, {}, 0, 0, "worker killed by signal SIGSEGV")
+    assert m.line() == "[crash] a/b: worker killed by signal SIGSEGV" and m.status is Status.CRASH
+    m = Mismatch(Check.TIMEOUT, "a/b", -1, -1, {}, 0, 0, "no verdict within --case-timeout 1 s")
+    assert m.line() == "[timeout] a/b: no verdict within --case-timeout 1 s" and m.status is Status.TIMEOUT
+    for line in (Verdict("c", Status.ERROR, [Mismatch(Check.ERROR, "x", -1, -1, {}, 0, 0, "E: e")]).describe(),):
+        assert "row" not in line and "lane" not in line and "FAIL" not in line
 
 
 def test_summary_joins_info_lines():

@@ -152,7 +152,7 @@ def test_an_implementation_error_renders_without_lanes(tmp_path):
     assert result.verdict.status == "error"
     folder = write_case_report(result, tmp_path)
     md = (folder / "diff.md").read_text()
-    assert "# case " + CFG.case_id + ": ERROR" in md and "[error] new: RuntimeError: boom" in md
+    assert "# case " + CFG.case_id + ": ERROR" in md and "- **FAIL** [error] new raised RuntimeError: boom\n" in md
     oracle_0 = int(result.reference.counts[0])
     assert f"| 0 | {oracle_0} | — | {oracle_0} | 0 | — |" in md  # B returned nothing: dashes, not zeros
     assert "No output lane differs from the oracle's" in md
@@ -161,6 +161,26 @@ def test_an_implementation_error_renders_without_lanes(tmp_path):
     result.a.out, result.a.error = None, "RuntimeError: boom"
     model = build_case_report(result, tmp_path)
     assert model.png is None and "neither implementation returned an output" in render(model, "md")
+
+
+def test_a_count_failure_is_worded_in_rows_whose_count_differs_everywhere(tmp_path):
+    def count_off(o):
+        o.counts[2] += 1
+
+    result = _result(CFG, count_off)
+    line = ("[counts] new: valid count differs from the oracle at row 2 "
+            f"(old={int(result.reference.counts[2])}, new={int(result.reference.counts[2]) + 1}, "
+            f"oracle={int(result.reference.counts[2])}); 1 row whose count differs")
+    assert result.verdict.first.line() == line
+    folder = write_case_report(result, tmp_path)
+    md, html = (folder / "diff.md").read_text(), (folder / "diff.html").read_text()
+    assert f"- **FAIL** {line}\n" in md
+    assert "## Output lanes (none differs from the oracle's)\n" in md
+    assert "## Valid counts per row (1 of 3 rows fails, 1 row whose count differs;" in md
+    assert "<h2>Output lanes</h2>" in html
+    assert "1 of 3 rows fails, 1 row whose count differs; shown:" in html
+    for text in (md, html):  # no lane count contradicts the verdict
+        assert "lane in" not in text and "0 lanes differ" not in text
 
 
 def test_plurals_are_right():

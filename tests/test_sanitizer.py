@@ -131,9 +131,12 @@ def test_errors_without_an_access_report_still_fail():
         "REMAP-AB-SANITIZER-DONE",
         "========= Program hit cudaErrorIllegalAddress (error 700) on CUDA API call to cuMemcpy.\nREMAP-AB-SANITIZER-DONE",
     )
-    reports = sanitizer.reports_from_output(text, "new", 2)
-    assert all(not r.clean for r in reports)
-    assert "cudaErrorIllegalAddress" in reports[0].findings[0].describe()
+    found = sanitizer.localised(text, "new", 2)
+    # It came after case 1's mark: case 1's, and case 0 (which ran before it) is clean.
+    assert [r.clean for r in found.reports] == [True, False] and not found.unchecked and not found.unplaced
+    assert "cudaErrorIllegalAddress" in found.reports[1].findings[0].describe()
+    (alone,) = sanitizer.reports_from_output(text.replace("REMAP-AB-SANITIZER-CASE 1 b\n", ""), "new", 1)
+    assert not alone.clean
 
 
 @pytest.mark.parametrize(
@@ -187,38 +190,67 @@ def test_the_child_runs_without_the_caching_allocator():
 
 
 FAKE_SANITIZER = """#!/bin/sh
-# Stands in for compute-sanitizer: checks how it was called, reads the payload the
-# child would run, and answers in the tool's format.
+# Stands in for compute-sanitizer: checks how it was called, counts its starts, reads
+# the payload the child would run, and answers in the tool's format. Cases whose seed
+# is in FAKE_OOB_SEEDS read one past their block table. FAKE_LOSE_CONTEXT: after a
+# finding every later case raises (a context destroyed in spite of the option);
+# FAKE_LATE: a finding is printed after the next case's mark; FAKE_FIRST: before the
+# first mark and without its address.
 [ "$1 $2" = "--tool memcheck" ] || { echo "called without --tool memcheck"; exit 9; }
+case "$*" in *"--destroy-on-device-error kernel"*) ;; *) echo "called without --destroy-on-device-error kernel"; exit 9;; esac
+echo x >> "$FAKE_STARTS"
 for last in "$@"; do :; done
 exec "$PYTHON" - "$last" <<'PY'
 import os, sys, torch
 d = torch.load(sys.argv[1], weights_only=False)
 assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
+bad = set(os.environ.get("FAKE_OOB_SEEDS", "").split(","))
+lost = late = None
+errors = 0
+def finding(k, tensors):
+    start, size = 0x1000 * (k + 1), tensors["block_table"].numel() * 4
+    print("========= Invalid __global__ read of size 4 bytes")
+    print("=========     at _convert_req_index_to_global_index_kernel+0x10 in _remap.py:80")
+    print("=========     by thread (3,0,0) in block (1,2,0)")
+    if not os.environ.get("FAKE_FIRST"):
+        print(f"=========     Address {hex(start + size)} is out of bounds")
+        print(f"=========     and is 0 bytes after the nearest allocation at {hex(start)} of size {size} bytes")
+    print("=========")
+if os.environ.get("FAKE_FIRST"):
+    for k, (config, tensors) in enumerate(d["cases"]):
+        if str(config["seed"]) in bad:
+            finding(k, tensors)
+            errors += 1
+    bad = set()
 for k, (config, tensors) in enumerate(d["cases"]):
-    print("REMAP-AB-SANITIZER-CASE", k, d["impl"], sorted(tensors))
+    print("REMAP-AB-SANITIZER-CASE", k, config["seed"])
     print("REMAP-AB-SANITIZER-TENSOR block_table", hex(0x1000 * (k + 1)), tensors["block_table"].numel() * 4)
-    if str(config["seed"]) == os.environ.get("FAKE_OOB_SEED"):
-        print("========= Invalid __global__ read of size 4 bytes")
-        print("=========     at _convert_req_index_to_global_index_kernel+0x10 in _remap.py:80")
-        print("=========     by thread (3,0,0) in block (1,2,0)")
-        end = 0x1000 * (k + 1) + tensors["block_table"].numel() * 4
-        print(f"=========     Address {hex(end)} is out of bounds")
-        size = tensors["block_table"].numel() * 4
-        print(f"=========     and is 0 bytes after the nearest allocation at {hex(0x1000 * (k + 1))} of size {size} bytes")
-        print("=========")
+    if late is not None:
+        finding(*late)
+        late = None
+    if lost:
+        print("REMAP-AB-SANITIZER-CASE", k, "raised: RuntimeError: CUDA error: unspecified launch failure")
+        continue
+    if str(config["seed"]) in bad:
+        errors += 1
+        if os.environ.get("FAKE_LATE"):
+            late = (k, tensors)
+        else:
+            finding(k, tensors)
+        lost = bool(os.environ.get("FAKE_LOSE_CONTEXT"))
+    print(f"REMAP-AB-SANITIZER-STAGE 0.1 s: case {k} ran")
+if late is not None:
+    finding(*late)
 print("REMAP-AB-SANITIZER-DONE", len(d["cases"]))
-errors = sum(str(c["seed"]) == os.environ.get("FAKE_OOB_SEED") for c, _ in d["cases"])
 print(f"========= ERROR SUMMARY: {errors} errors")
 PY
 """
 
 
-def test_check_cases_runs_one_child_then_one_per_case_to_attribute(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_sanitizer(tmp_path, monkeypatch):
+    """The fake tool on PATH; returns a function giving the starts made so far."""
     import sys
-
-    from remap_ab.config import CaseConfig
-    from remap_ab.inputs import generate_inputs
 
     tool = tmp_path / "bin" / "compute-sanitizer"
     tool.parent.mkdir()
@@ -226,17 +258,58 @@ def test_check_cases_runs_one_child_then_one_per_case_to_attribute(tmp_path, mon
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PYTHON", sys.executable)
-    configs = [CaseConfig(mode="convert", tokens=1, topk=128, seed=s) for s in range(2)]
-    inputs = [generate_inputs(c) for c in configs]
+    starts = tmp_path / "starts"
+    monkeypatch.setenv("FAKE_STARTS", str(starts))
+    return lambda: len(starts.read_text().split()) if starts.exists() else 0
 
-    clean = sanitizer.check_cases("new", configs, inputs)  # one child for both
-    assert [r.clean for r in clean] == [True, True] and clean[0].detail == "ERROR SUMMARY: 0 errors"
 
-    monkeypatch.setenv("FAKE_OOB_SEED", "1")  # the "kernel" reads past the table in case 1 only
-    reports = sanitizer.check_cases("new", configs, inputs)  # one child for both, then one each
-    assert [r.clean for r in reports] == [True, False]
+def _cases(n):
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    configs = [CaseConfig(mode="convert", tokens=1, topk=128, seed=s) for s in range(n)]
+    return configs, [generate_inputs(c) for c in configs]
+
+
+def test_one_child_checks_a_batch_and_places_each_finding_in_its_case(fake_sanitizer, monkeypatch):
+    configs, inputs = _cases(5)
+    clean = sanitizer.check_cases("new", configs, inputs)
+    assert [r.clean for r in clean] == [True] * 5 and clean[0].detail == "ERROR SUMMARY: 0 errors"
+    assert fake_sanitizer() == 1
+
+    monkeypatch.setenv("FAKE_OOB_SEEDS", "1,3")  # the "kernel" reads past the table in cases 1 and 3
+    reports = sanitizer.check_cases("new", configs, inputs)
+    assert fake_sanitizer() == 2  # one child for the failing batch too
+    assert [r.clean for r in reports] == [True, False, True, False, True]
     (f,) = reports[1].findings
     assert (f.nearest, f.row, f.program, f.bytes_after_end, f.kind) == ("block_table", 1, (1, 2, 0), 0, "load")
+    assert reports[3].findings[0].address == 0x4000 + inputs[3].block_table.numel() * 4
+    assert reports[3].detail == "ERROR SUMMARY: 2 errors in a batch of 5 cases, 1 in this one"
+
+
+def test_a_finding_printed_late_goes_to_the_case_whose_allocation_it_names(fake_sanitizer, monkeypatch):
+    configs, inputs = _cases(3)
+    monkeypatch.setenv("FAKE_OOB_SEEDS", "0")
+    monkeypatch.setenv("FAKE_LATE", "1")  # printed after case 1's mark
+    assert [r.clean for r in sanitizer.check_cases("new", configs, inputs)] == [False, True, True]
+    assert fake_sanitizer() == 1
+
+
+def test_a_lost_context_checks_the_rest_in_a_fresh_child(fake_sanitizer, monkeypatch):
+    configs, inputs = _cases(5)
+    monkeypatch.setenv("FAKE_OOB_SEEDS", "1,3")
+    monkeypatch.setenv("FAKE_LOSE_CONTEXT", "1")  # cases after a finding raise in that child
+    reports = sanitizer.check_cases("new", configs, inputs)
+    assert [r.clean for r in reports] == [True, False, True, False, True]
+    assert fake_sanitizer() == 3  # [0..4], then [2, 3, 4], then [4]
+
+
+def test_a_finding_no_case_claims_makes_each_case_run_alone(fake_sanitizer, monkeypatch):
+    configs, inputs = _cases(3)
+    monkeypatch.setenv("FAKE_OOB_SEEDS", "2")
+    monkeypatch.setenv("FAKE_FIRST", "1")  # before every mark, with no address: any case's
+    assert [r.clean for r in sanitizer.check_cases("new", configs, inputs)] == [True, True, False]
+    assert fake_sanitizer() == 1 + 3
 
 
 def _sanitizer_available() -> bool:
@@ -332,7 +405,8 @@ def test_the_child_gets_an_empty_stdin_not_ours(tmp_path, monkeypatch):
     saved = os.dup(0)
     os.dup2(read_end, 0)
     try:
-        (report,) = sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60)
+        (report,) = sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))],
+                                         timeout_s=60).reports
     finally:
         os.dup2(saved, 0)
         for fd in (saved, read_end, write_end):
@@ -402,7 +476,7 @@ def test_a_start_that_never_gets_cuda_is_restarted_once(tmp_path, monkeypatch, s
     count = tmp_path / "starts"
     _fake_tool(tmp_path, monkeypatch, _STALL_THEN_WORK.format(count=count, stalls=stalls))
     run = lambda: sanitizer._run_child(  # noqa: E731
-        "old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60, start_timeout_s=1)
+        "old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60, start_timeout_s=1).reports
     if stalls == 0:
         (report,) = run()
         assert report.clean and "restarted" not in report.detail

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from remap_ab import backend, cli, soak
+from remap_ab.layouts import LAYOUT_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,8 +54,20 @@ def test_draws_reach_beyond_the_grid():
     assert {c.table for c in configs} == {"random", "padded", "huge"}
     assert {c.row_layout for c in configs} == {"uniform", "mixed", "one_tile", "tail_padded", "owned"}
     assert {c.negatives for c in configs} == {"minus_one", "any"}
+    assert {c.layout for c in configs} == set(LAYOUT_NAMES)
     assert any(c.compacts and c.counts for c in configs) and any(c.compacts and not c.counts for c in configs)
     assert any(c.is_dcp and not c.compact for c in configs) and any(c.has_prefill for c in configs)
+
+
+def test_draws_take_every_backends_block_size_and_the_models_widths_more_often():
+    configs = [d.config for d in _take(0, 0, 3000)]
+    assert {c.block_size for c in configs} == {16, 32, 64, 128, 256}
+    assert all(c.block_size % c.interleave == 0 for c in configs if c.is_dcp)
+    by_k = {k: sum(c.topk == k for c in configs) for k in (1024, 2048, 2176, 4096, 2240, 3072)}
+    # 2176 = 17 x 128 (a model's width) comes far more often than its neighbours of the
+    # uniform draw; 2051 (no multiple of 128) is a rejection, never a soak case.
+    assert min(by_k[k] for k in soak.MODEL_WIDTHS) > 5 * max(by_k[2240], by_k[3072], 1)
+    assert all(c.topk % c.block_n == 0 for c in configs) and not any(c.topk == 2051 for c in configs)
 
 
 def test_buckets():
@@ -112,12 +126,19 @@ def test_soak_against_a_broken_implementation_writes_a_report_and_fails(tmp_path
     assert _soak(tmp_path, "--seed", "2", "--max-cases", "2", "--b", "brk_soak") == 1
     captured = capsys.readouterr()
     assert "soak: FAIL — 2 of 2 cases did not pass" in captured.out
+    # Like the sweep's summary: where the failures are, per dimension (failed/judged).
+    assert "failures by dimension (not passing/judged):" in captured.out
+    assert re.search(r"failures by dimension \(not passing/judged\):\n\s+path: [a-z0-9-]+ [12]/[12]", captured.out)
+    data = _soak_json(tmp_path)
+    assert sum(f for f, _ in data["failures_by_dimension"]["path"].values()) == 2
     data = _soak_json(tmp_path)
     assert data["statuses"] == {"fail": 2}
     for failure in data["failures"]:
         report = Path(failure["report"])
         assert (report / "verdict.json").is_file() and (report / "replay.sh").is_file()
         assert failure["replay"].endswith(f"remap-ab replay {report}")
+        # brk_soak came from a folder of its own: the replay line says where.
+        assert failure["replay"].startswith(f"PYTHONPATH={tmp_path}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay")
         assert json.loads((report / "verdict.json").read_text())["verdict"]["failures"][0]["impl"] == "brk_soak"
         assert f"replay: {failure['replay']}" in captured.out
 
@@ -161,9 +182,10 @@ def test_bad_options_are_one_line_and_exit_2(argv, message, capsys, tmp_path):
 
 
 def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
-    # Two worker processes (the GPU layout, here on the CPU); B kills its process on
-    # the DCP wrapper, so each worker judges plain-convert cases until it draws a
-    # DCP one and dies: the cases it held become crash reports, the others are kept.
+    # Two pool.py workers (the GPU layout, here on the CPU), fed by this process's
+    # draws; B kills its process on the DCP wrapper, so every DCP case kills the worker
+    # holding it: that case becomes a crash record, the worker is replaced, and every
+    # other case is judged.
     (tmp_path / "brk_die.py").write_text(textwrap.dedent('''
         import os
         import signal
@@ -174,16 +196,56 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     '''))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO)]))
     monkeypatch.syspath_prepend(str(tmp_path))
-    code = _soak(tmp_path, "--seed", "4", "--max-cases", "6", "--workers", "2", "--max-restarts", "0",
-                 "--batch", "1", "--b", "brk_die")
+    code = _soak(tmp_path, "--seed", "4", "--max-cases", "3", "--workers", "2", "--batch", "2", "--b", "brk_die")
     captured = capsys.readouterr()
     assert code == 1
     data = _soak_json(tmp_path)
+    first = list(itertools.islice(soak.draws(4, 0, 4, 256), 6))  # the first 3 x 2 draws
+    dcp = {d.config.case_id for d in first if d.config.mode == "dcp"}
+    assert 0 < len(dcp) < 6
     crashes = [f for f in data["failures"] if f["status"] == "crash"]
-    assert len(crashes) == 2, data  # one per worker, never replaced (--max-restarts 0)
-    assert all("died (exit status -9)" in f["line"] for f in crashes)
+    assert data["cases"] == 6 and {f["case_id"] for f in crashes} == dcp, data
+    assert all("worker killed by signal SIGKILL" in f["line"] for f in crashes)
     for f in crashes:
         assert (Path(f["report"]) / "verdict.json").is_file()
-    assert set(data["workers"]) == {"0", "1"}
-    assert data["statuses"].get("pass", 0) == data["cases"] - 2
-    assert "soak: worker" in captured.err and "died" in captured.err
+    assert data["statuses"].get("pass", 0) == 6 - len(dcp)
+    assert "CRASH" in captured.err
+
+
+def test_the_time_line_says_what_was_measured():
+    cpu = soak.WorkerTimes(run_s=12.34, interpreter=True)
+    assert cpu.line() == "judging 12.3 s (the Triton interpreter: nothing compiled)"
+    assert "not counted: this Triton has no compilation listener" in soak.WorkerTimes(run_s=1.0).line()
+    gpu = soak.WorkerTimes(run_s=50.0, compile_s=1.25, compiled=3, load_s=2.5, loaded=400, wait_s=4.0, counted=True,
+                           ahead="compiled ahead by 15 worker(s): 410 kernels compiled")
+    gpu.add(soak.WorkerTimes(run_s=10.0, counted=True))
+    assert gpu.line() == ("judging 60.0 s; Triton in the worker: 3 kernels compiled in 1.2 s, 400 loaded from its "
+                          "cache in 2.5 s; waiting for the compile-ahead 4.0 s (compiled ahead by 15 worker(s): "
+                          "410 kernels compiled)")
+
+
+def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_batch(tmp_path, monkeypatch):
+    """soak.judge_batch (pool.Job.judge): each contended case's A and B are called with
+    the load's context entered (twice per case), the quiet ones go through the batch
+    engine; every case comes back as a results row, in the order given."""
+    import contextlib
+
+    from remap_ab.batch import BatchTimes
+    from remap_ab.config import CaseConfig
+    from remap_ab.pool import Job
+
+    entered = []
+
+    class Load:
+        @contextlib.contextmanager
+        def enqueue(self):
+            entered.append(1)
+            yield
+
+    monkeypatch.setattr(soak, "_LOAD", Load())
+    configs = [CaseConfig(mode="convert", tokens=2, topk=128, seed=s) for s in range(3)]
+    job = Job("old", "new", backend.current(), str(tmp_path))
+    rows = soak.judge_batch(configs, job, BatchTimes(), [False, True, False])
+    assert [r["case_id"] for r in rows] == [c.case_id for c in configs]
+    assert [str(r["status"]) for r in rows] == ["pass"] * 3
+    assert len(entered) == 2

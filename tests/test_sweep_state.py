@@ -311,18 +311,66 @@ def test_progress_talks_to_a_log_at_least_every_heartbeat():
     assert all("\r" not in line and "1/100" in line for line in lines)
 
 
-def test_eta_uses_the_recent_rate_not_the_compiling_first_cases():
-    from remap_ab.progress import RecentRate
+def _true_seconds(lanes: int) -> float:
+    return 0.05 + 2e-5 * lanes  # a per-case overhead plus a per-lane cost
+
+
+def test_eta_prices_the_cases_left_by_their_size_not_their_count():
+    from remap_ab.progress import CostModel
+
+    small, big = 1 * 128, 1024 * 2048  # the grid's extremes: 16384x apart in lanes
+    # Grid order runs the small ones first: a count-based ETA then thinks the big rest is cheap.
+    sizes = [small] * 50 + [big] * 50 + [small, big] * 10
+    now = [0.0]
+    model = CostModel(clock=lambda: now[0])
+    now[0] = 30.0  # start-up and compiles before the first result: excluded
+    model.add(1, sizes[0])
+    done_lanes = sizes[0]
+    checked = 0
+    for i, lanes in enumerate(sizes[1:], start=2):
+        now[0] += _true_seconds(lanes)
+        done_lanes += lanes
+        model.add(i, done_lanes)
+        left = sizes[i:]
+        true_left = sum(_true_seconds(x) for x in left)
+        if i >= 53 and left:  # a few big cases seen: the estimate must be right
+            eta = model.remaining(len(left), sum(left))
+            assert eta == pytest.approx(true_left, rel=0.02), (i, eta, true_left)
+            checked += 1
+        if i == 53:
+            by_count = len(left) / model.rate()  # what a count-based ETA would say
+            assert by_count < 0.2 * true_left  # ... 5x too optimistic, which is the bug
+    assert checked == len(sizes) - 53
+    a, b = model.coefficients()
+    assert a == pytest.approx(0.05, rel=0.01) and b == pytest.approx(2e-5, rel=0.01)
+
+
+def test_eta_with_cases_of_one_size_is_per_case():
+    from remap_ab.progress import CostModel
 
     now = [0.0]
-    r = RecentRate(window=8, clock=lambda: now[0])
-    now[0] = 60.0  # start-up and compiles: the first result after a minute
-    r.add(1)
-    assert r.rate() is None
-    for done in range(2, 12):
-        now[0] += 0.5  # then two cases a second
-        r.add(done)
-    assert r.rate() == pytest.approx(2.0)
+    model = CostModel(clock=lambda: now[0])
+    model.add(1, 512)
+    for i in range(2, 12):
+        now[0] += 0.5
+        model.add(i, 512 * i)
+    assert model.remaining(10, 5120) == pytest.approx(5.0)
+    assert model.rate() == pytest.approx(2.0)
+    assert CostModel().remaining(3, 3) is None  # nothing to fit: no estimate, not zero
+
+
+def test_progress_line_eta_follows_the_cost_of_what_is_left():
+    from remap_ab import progress
+
+    now = [0.0]
+    costs = [100] * 10 + [10000] * 10
+    p = progress.Progress(20, stream=io.StringIO(), heartbeat=3600, clock=lambda: now[0], costs=costs)
+    for c in costs[:12]:
+        now[0] += 0.01 + 1e-4 * c
+        p.update(["pass"], [c])
+    p.close()
+    # 8 cases of 10000 lanes left at 1.01 s each: 8 s, not the 1.6 s a count at 5 cases/s says.
+    assert "<00:08," in p.line() and "5.00case/s" in p.line(), p.line()
 
 
 def test_progress_line_shows_the_recent_eta():

@@ -35,12 +35,19 @@ def variant_name(tiles: int, kernel: str = "old") -> str:
     return f"1 tile ({kernel})" if tiles == 1 else f"{tiles} tiles"
 
 
-def variants(config: CaseConfig, widths: Sequence[int], old: registry.Implementation, new: registry.Implementation):
-    """Old tiled at each width, then the new kernel (one tile when counting at pow2 K)."""
+def variants(config: CaseConfig, widths: Sequence[int], old: registry.Implementation, new: registry.Implementation,
+             inputs=None):
+    """Old tiled at each width, each followed by its control (the same kernel without
+    the atomic's contention, contention_control.py) when ``inputs`` are given, then the
+    new kernel (one tile when counting at pow2 K)."""
+    from remap_ab.bench import contention_control
+
     out = []
     for bn in widths:
         tiled = config.replace(block_n=bn)
         out.append(wrapper_variant(old, tiled, variant_name(config.topk // bn, "old")))
+        if inputs is not None:
+            out.append(contention_control.control_variant(tiled, inputs, bn))
     single, _, tiles, _ = new.tiling(config)
     out.append(wrapper_variant(new, config, variant_name(1, "new") if single or tiles == 1 else f"new, {tiles} tiles"))
     return out
@@ -112,9 +119,11 @@ def run(
     budget=None,
     on_cell: Optional[Callable[[CellResult], None]] = None,
     device: str = "cuda",
+    control: bool = True,
 ) -> tuple[list[dict], int]:
-    """Rows for every (path, tokens, variant) measured, and how many cells were left
-    unmeasured when the budget ran out."""
+    """Rows for every (path, tokens, variant) measured (with ``control``, the control
+    of each tile width beside it), and how many cells were left unmeasured when the
+    budget ran out."""
     from remap_ab.inputs import generate_inputs
 
     old, new = registry.get("old"), registry.get("new")
@@ -125,7 +134,8 @@ def run(
             left = len(configs) - i
             break
         inputs = generate_inputs(config, device=device)
-        cell = measure_cell(config, inputs, variants(config, widths, old, new), calls=calls, repeats=repeats)
+        vs = variants(config, widths, old, new, inputs if control else None)
+        cell = measure_cell(config, inputs, vs, calls=calls, repeats=repeats)
         rows += rows_of(cell)
         if on_cell:
             on_cell(cell)

@@ -36,6 +36,48 @@ class SMLimits:
 
 
 SM90 = SMLimits()  # H100 / H200
+# The CUDA occupancy calculator's per-compute-capability limits.
+SM80 = SMLimits(smem_bytes=164 * 1024)  # A100
+SM100 = SMLimits()  # B200 / GB200: as SM90
+SM120 = SMLimits(threads=1536, smem_bytes=100 * 1024)  # RTX 50xx: 48 warps per SM
+
+
+@dataclass(frozen=True)
+class CULimits:
+    """One AMD compute unit: 4 SIMDs, each with at most ``waves_per_simd`` waves (the
+    register limit is in the compiler's own occupancy figure, which does not see
+    Triton's LDS, allocated at launch)."""
+
+    lds_bytes: int = 64 * 1024
+    simds: int = 4
+    waves_per_simd: int = 8
+
+
+CDNA2 = CULimits()  # gfx90a (MI200)
+CDNA3 = CULimits()  # gfx942 (MI300)
+CDNA4 = CULimits(lds_bytes=160 * 1024)  # gfx950 (MI350)
+
+
+@dataclass(frozen=True)
+class CUOccupancy:
+    waves_per_simd: int
+    fraction: float  # waves per SIMD / the most a SIMD holds
+    limiter: str  # "registers" (the compiler's figure) or "LDS"
+
+
+def cu_occupancy(compiler_waves: Optional[int], waves_per_block: int, lds_bytes: int,
+                 cu: CULimits = CDNA3) -> Optional[CUOccupancy]:
+    """Waves per SIMD: the compiler's register-bound figure, lowered by the LDS a block
+    of ``waves_per_block`` waves takes; None when the compiler gave none."""
+    if compiler_waves is None or waves_per_block < 1:
+        return None
+    waves, limiter = min(compiler_waves, cu.waves_per_simd), "registers"
+    if lds_bytes > 0:
+        blocks = cu.lds_bytes // lds_bytes
+        by_lds = (blocks * waves_per_block) // cu.simds
+        if by_lds < waves:
+            waves, limiter = by_lds, "LDS"
+    return CUOccupancy(waves, waves / cu.waves_per_simd, limiter)
 
 
 @dataclass(frozen=True)

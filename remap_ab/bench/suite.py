@@ -50,15 +50,18 @@ QUESTIONS = {
     "pr": "µs per call inside CUDA graphs, old vs new, beside the PR's GB200 figures; with --cold-l2 also with rotating "
           "input copies so every call misses L2.",
     "contention": "Does the gap between 16 and 4 column tiles grow with batch (the PR's signature of atomic contention)? "
-                  "Each cell is split into the empty-kernel floor of its own grid and the rest.",
+                  "Each cell is split into the empty-kernel floor of its own grid and the rest; beside each tile count, "
+                  "its control (the same kernel with the per-row atomic replaced by a write to the tile's own slot): "
+                  "atomic − control is the contention cost.",
     "decode": "µs per decode step for the model configuration, from the measured µs per call, old and new; the PR's "
               "GB200 figures beside.",
     "width": "Where do registers spill as one program takes a wider row, and where does one program per row stop beating "
              "the tiled path?",
     "determinism": "A sparse-attention consumer of the compacted indices, run repeatedly: distinct outputs (bitwise) and "
                    "the largest |Δ| between runs.",
-    "resources": "Registers per thread, spills, shared memory, warps and theoretical occupancy (SM90: 64K registers, "
-                 "2048 threads, 32 blocks, 228 KB shared memory per SM) of every variant compiled during this run.",
+    "resources": "Registers (NVIDIA) or VGPRs/SGPRs (AMD), spills, scratch, shared memory and occupancy of every variant "
+                 "the wrappers of A and B launch, cross-compiled for each target (remap-ab resources); on a GPU also "
+                 "every variant compiled during this run, as loaded (SM90 occupancy).",
     "host": "Host µs per call (T=1, K=512, counts path, no synchronisation between calls).",
     "sweep": "The full sweep in this process (-j 0): phase split and wall time; then end to end as a fresh process.",
 }
@@ -96,6 +99,9 @@ class SuiteOptions:
     scan_k: tuple = (256, 512, 1024, 2048, 4096, 8192, 16384)
     scan_warps: tuple = (8, 16)
     scan_tokens: tuple = (1, 256, 1024)
+    scan_paths: tuple = ("counts", "dcp-inplace", "dcp-compact")
+    resource_targets: tuple = ("sm_80", "sm_90", "sm_100", "sm_120", "gfx90a", "gfx942", "gfx950")
+    resource_topks: tuple = (128, 256, 384, 512, 1024, 2048, 2176, 4096, 8192, 16384)
     det_topk: tuple = (2048, 384)
     det_tokens: Optional[tuple] = None  # None: (1, 8, 256) on GPU, (1, 2) on CPU
     det_runs: Optional[int] = None  # None: 20 on GPU, 8 schedules on CPU
@@ -237,6 +243,13 @@ class Suite:
         self.contention_rows = rows
         self._count_checks(rows)
         section.tables.append(Table("cells", "µs per call: total, floor of the same grid, and the rest", rows))
+        from remap_ab.bench import contention_control
+
+        costs = contention_control.cost_rows(rows)
+        if costs:
+            section.tables.append(Table("control", "contention cost: the atomic kernel minus its control (the same kernel, "
+                                        "grid and tiles with the atomic replaced by a write to the tile's own slot)", costs))
+            section.findings += contention_control.conclusions(costs)
         names = [contention.variant_name(contention.TOPK // w) for w in o.contention_widths] + [contention.variant_name(1, "new")]
         many = contention.variant_name(contention.TOPK // min(o.contention_widths))
         few = "4 tiles" if 512 in o.contention_widths else contention.variant_name(contention.TOPK // max(o.contention_widths))
@@ -315,24 +328,28 @@ class Suite:
             parts = ", ".join(f"{n} {cell.us(n):.2f}" for n in cell.names) if cell.status == "timed" else cell.why[:200]
             self.say(f"  width K={cell.config.topk} T={cell.config.tokens}: {parts}")
 
-        rows, left = width_scan.run(widths=o.scan_k, warps=o.scan_warps, tokens=o.scan_tokens, calls=max(1, o.calls // 2),
-                                    repeats=o.repeats, seed=o.seed, budget=self.budget, on_cell=on_cell,
-                                    device=o.timing_device)
+        rows, left = width_scan.run(widths=o.scan_k, warps=o.scan_warps, tokens=o.scan_tokens, paths=o.scan_paths,
+                                    calls=max(1, o.calls // 2), repeats=o.repeats, seed=o.seed, budget=self.budget,
+                                    on_cell=on_cell, device=o.timing_device, impl=o.b)
         self._count_checks(rows)
-        section.tables.append(Table("cells", "single tile at each width and warp count vs the tiled path", rows))
+        section.tables.append(Table("cells", "single tile at each width and warp count vs the tiled path, per path", rows))
         section.findings += width_scan.findings(rows, o.scan_warps)
-        for t in o.scan_tokens:
-            mine = [r for r in rows if r["tokens"] == t and r["status"] == "timed"]
-            if not mine:
-                continue
-            series = {n: [(r["topk"], r["us"]) for r in mine if r["variant"] == n] for n in width_scan.variant_names(o.scan_warps)}
-            section.charts.append(Chart(f"us-T{t}", f"µs per call vs K at {t} tokens",
-                                        figures.lines(f"{t} tokens: µs per call vs K", "K (columns per row)", "µs per call", series)))
-        regs = [r for r in rows if r["tokens"] == o.scan_tokens[0]]
-        series = {n: [(r["topk"], r["regs_per_thread"]) for r in regs if r["variant"] == n and r["regs_per_thread"] is not None]
-                  for n in width_scan.variant_names(o.scan_warps)}
-        section.charts.append(Chart("regs", "registers per thread vs K",
-                                    figures.lines("registers per thread", "K", "registers/thread", series, logy=False)))
+        names = width_scan.variant_names(o.scan_warps)
+        for path in o.scan_paths:
+            for t in o.scan_tokens:
+                mine = [r for r in rows if r["path"] == path and r["tokens"] == t and r["status"] == "timed"]
+                if not mine:
+                    continue
+                series = {n: [(r["topk"], r["us"]) for r in mine if r["variant"] == n] for n in names}
+                section.charts.append(Chart(f"us-{path}-T{t}", f"{path}: µs per call vs K at {t} tokens",
+                                            figures.lines(f"{path}, {t} tokens: µs per call vs K", "K (columns per row)",
+                                                          "µs per call", series)))
+            regs = [r for r in rows if r["path"] == path and r["tokens"] == o.scan_tokens[0]]
+            series = {n: [(r["topk"], r["regs_per_thread"]) for r in regs
+                          if r["variant"] == n and r["regs_per_thread"] is not None] for n in names}
+            section.charts.append(Chart(f"regs-{path}", f"{path}: registers per thread vs K",
+                                        figures.lines(f"{path}: registers per thread", "K", "registers/thread", series,
+                                                      logy=False)))
         self._finish(section, left, "cells")
 
     def _section_determinism(self, section: Section) -> None:
@@ -371,18 +388,41 @@ class Suite:
         self._finish(section, left, "groups")
 
     def _section_resources(self, section: Section) -> None:
-        from remap_ab.bench import resources
+        import os
 
-        book = self.book
-        assert book is not None  # run() made it before any section
-        resources.jit_cache_variants(book, resources.bench_kernels())
-        rows = book.rows()
-        self.say(resources.format_rows(rows))
-        section.tables.append(Table("variants", "compiled variants", rows))
-        spilling = [r for r in rows if (r["spills"] or 0) > 0]
-        section.findings.append(f"{len(rows)} compiled variants recorded; {len(spilling)} spill registers"
-                                + (": " + "; ".join(f"{r['kernel']} {r['variant']} ({r['num_warps']} warps): {r['spills']}"
-                                                    for r in spilling[:6]) if spilling else ""))
+        from remap_ab.bench import cross_compile, resources
+
+        o = self.opts
+        if o.device == "cuda":
+            book = self.book
+            assert book is not None  # run() made it before any section
+            resources.jit_cache_variants(book, resources.bench_kernels())
+            rows = book.rows()
+            self.say(resources.format_rows(rows))
+            section.tables.append(Table("variants", "compiled variants (loaded on this GPU)", rows))
+            spilling = [r for r in rows if (r["spills"] or 0) > 0]
+            section.findings.append(f"{len(rows)} compiled variants recorded; {len(spilling)} spill registers"
+                                    + (": " + "; ".join(f"{r['kernel']} {r['variant']} ({r['num_warps']} warps): {r['spills']}"
+                                                        for r in spilling[:6]) if spilling else ""))
+        start = time.monotonic()
+        jobs = os.cpu_count() or 1
+        cross = cross_compile.run(o.a, o.b, o.resource_targets, cross_compile.DEFAULT_PATHS, o.resource_topks,
+                                  cross_compile.DEFAULT_BLOCK_NS, jobs)
+        wall = time.monotonic() - start
+        self.say(cross_compile.format_tables(cross))
+        for t in o.resource_targets:
+            rows = cross_compile.table_rows(cross, t)
+            if rows:
+                section.tables.append(Table(f"cross-{t}", f"{t}: every variant of A ({o.a}) and B ({o.b}), cross-compiled "
+                                            f"(Triton {rows[0]['triton']})", rows))
+        compiled = sum(1 for r in cross if "unsupported" not in r)
+        section.findings.append(f"cross-compiled {compiled} variants for {len(o.resource_targets)} target(s) in {wall:.1f} s "
+                                f"on {jobs} process(es)")
+        section.findings += cross_compile.unsupported_notes(cross)
+        section.findings += [line for line in cross_compile.spill_onsets(cross) if "spills from" in line]
+        bad = cross_compile.regressions(cross)
+        section.findings += [f"REGRESSION {line}" for line in bad] or [f"B ({o.b}) compiles every variant and spills "
+                                                                      f"nowhere A ({o.a}) does not"]
         section.status = SectionStatus.COMPLETE
 
     def _section_host(self, section: Section) -> None:

@@ -6,18 +6,20 @@ once. The pull request's named risk is 8 warps over 2048 columns; past some widt
 registers spill to local memory, and past some width one program per row stops
 beating the tiled path (K/128 programs of 4 warps, atomic count).
 
+Every path the single tile serves is scanned (``PATHS``): counts (plain convert,
+counts returned), in-place DCP (DCP 4, counts, no compaction) and DCP compaction (DCP 4).
 Each K is launched *directly* (``_convert_req_index_to_global_index_kernel`` with
-chosen constexprs and ``num_warps``; the counts path: plain convert, counts returned),
-as a single tile at each warp count asked for and tiled at BLOCK_N = 128 with 4 warps,
-allocating what the wrapper allocates (out; the counts buffer, zeroed for the atomic
-path). The compiled object of the first launch gives registers, spills and shared
-memory.
+chosen constexprs and ``num_warps``), as a single tile at each warp count asked for and
+tiled at BLOCK_N = 128 with 4 warps, with the arguments a wrapper passes (unused
+pointers None) and allocating what it allocates (out, pre-filled with -1 when
+compacting; the counts buffer, zeroed for the atomic path). The compiled object of the
+first launch gives registers, spills and shared memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -33,6 +35,23 @@ WARPS = (8, 16)  # the kernel's 8, and one other (issue 14 §2)
 TOKENS = (1, 256, 1024)
 TILED_BLOCK_N = 128
 TILED_WARPS = 4
+PATHS: dict[str, dict[str, Any]] = {
+    "counts": {"mode": "convert", "counts": True},
+    "dcp-inplace": {"mode": "dcp", "dcp_size": 4, "dcp_rank": 0, "compact": False, "counts": True},
+    "dcp-compact": {"mode": "dcp", "dcp_size": 4, "dcp_rank": 0, "compact": True, "counts": True},
+}
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    bad = [p for p in paths if p not in PATHS]
+    if bad or not paths:
+        raise UsageError(f"--scan-paths {','.join(paths)}: choose from {', '.join(PATHS)}")
+
+
+def path_of(config: CaseConfig) -> str:
+    if not config.is_dcp:
+        return "counts"
+    return "dcp-compact" if config.compacts else "dcp-inplace"
 
 
 def check_widths(widths: Sequence[int]) -> None:
@@ -50,14 +69,16 @@ def check_warps(warps: Sequence[int]) -> None:
 
 def _kernel_arguments(config: CaseConfig, x: CaseInputs, out, counts, *, block_n: int, single: bool) -> dict:
     bt, ti = x.block_table, x.token_indices
+    dcp = config.is_dcp
     return {
         "req_id_ptr": x.req_id, "block_table_ptr": bt, "token_indices_ptr": ti, "out_ptr": out,
-        "valid_counts_ptr": counts, "prefill_request_id_ptr": out, "workspace_starts_ptr": out,
+        "valid_counts_ptr": counts, "prefill_request_id_ptr": None, "workspace_starts_ptr": None,
         "bt_stride0": bt.stride(0), "bt_stride1": bt.stride(1), "ti_stride0": ti.stride(0), "ti_stride1": ti.stride(1),
         "out_stride0": out.stride(0), "out_stride1": out.stride(1),
         "max_num_blocks_per_req": bt.shape[1], "BLOCK_SIZE": config.block_size, "NUM_TOPK_TOKENS": config.topk,
-        "BLOCK_N": block_n, "HAS_PREFILL": False, "COUNT_VALID": True, "COMPACT_TO_FRONT": False,
-        "DCP_SIZE": 1, "DCP_RANK": 0, "CP_INTERLEAVE": 1, "SINGLE_TILE": single,
+        "BLOCK_N": block_n, "HAS_PREFILL": False, "COUNT_VALID": True, "COMPACT_TO_FRONT": config.compacts,
+        "DCP_SIZE": config.dcp_size if dcp else 1, "DCP_RANK": config.dcp_rank if dcp else 0,
+        "CP_INTERLEAVE": config.interleave if dcp else 1, "SINGLE_TILE": single,
     }
 
 
@@ -70,7 +91,7 @@ def direct_variant(kernel, config: CaseConfig, *, single: bool, block_n: int, wa
     grid = (t, k // block_n)
 
     def call(x: CaseInputs):
-        out = torch.empty_like(x.token_indices)
+        out = torch.full_like(x.token_indices, -1) if config.compacts else torch.empty_like(x.token_indices)
         alloc = torch.empty if single else torch.zeros  # the atomic path accumulates into zeros
         counts = alloc(x.token_indices.shape[0], dtype=torch.int32, device=x.token_indices.device)
         args = _kernel_arguments(config, x, out, counts, block_n=block_n, single=single)
@@ -104,7 +125,7 @@ def rows_of(cell: CellResult, facts: dict) -> list[dict]:
         occ = occupancy(f.get("n_regs"), warps or 1, f.get("shared") or 0)
         us, floor = cell.us(name), cell.us(name, "floor")
         rows.append({
-            "topk": c.topk, "tokens": c.tokens, "variant": name, "warps": warps, "grid": f"{grid[0]}x{grid[1]}",
+            "path": path_of(c), "topk": c.topk, "tokens": c.tokens, "variant": name, "warps": warps, "grid": f"{grid[0]}x{grid[1]}",
             "lanes_per_thread": c.topk // grid[1] // (32 * warps) if warps else None,
             "regs_per_thread": f.get("n_regs"), "spills": f.get("n_spills"), "shared_bytes": f.get("shared"),
             "occupancy": round(occ.fraction, 3) if occ else None, "occupancy_limiter": occ.limiter if occ else "",
@@ -115,8 +136,18 @@ def rows_of(cell: CellResult, facts: dict) -> list[dict]:
 
 
 def findings(rows: Sequence[dict], warps: Sequence[int]) -> list[str]:
-    """Where registers first spill, per warp count; where the single tile first loses
-    to the tiled path, per token count."""
+    """Per path: where registers first spill, per warp count; where the single tile
+    first loses to the tiled path, per token count."""
+    out = []
+    paths = list(dict.fromkeys(r.get("path", "counts") for r in rows))
+    for path in paths:
+        mine_path = [r for r in rows if r.get("path", "counts") == path]
+        prefix = f"{path}: " if len(paths) > 1 or path != "counts" else ""
+        out += [prefix + line for line in _findings_of_path(mine_path, warps)]
+    return out
+
+
+def _findings_of_path(rows: Sequence[dict], warps: Sequence[int]) -> list[str]:
     out = []
     tiled = variant_names(warps)[-1]
     for w in warps:
@@ -159,36 +190,43 @@ def run(
     widths: Sequence[int] = WIDTHS,
     warps: Sequence[int] = WARPS,
     tokens: Sequence[int] = TOKENS,
+    paths: Sequence[str] = tuple(PATHS),
     calls: int = 100,
     repeats: int = 10,
     seed: int = 0,
     budget=None,
     on_cell: Optional[Callable[[CellResult], None]] = None,
     device: str = "cuda",
+    impl: str = "new",
 ) -> tuple[list[dict], int]:
-    """Rows for every (K, tokens, variant), and how many cells the budget left."""
-    import kernels_new
+    """Rows for every (path, K, tokens, variant) of ``impl``'s kernel, and how many
+    cells the budget left."""
+    from remap_ab import registry
     from remap_ab.inputs import generate_inputs
 
     check_widths(widths)
     check_warps(warps)
-    kernel = kernels_new._convert_req_index_to_global_index_kernel
+    check_paths(paths)
+    kernel = getattr(registry.get(impl).module, "_convert_req_index_to_global_index_kernel", None)
+    if kernel is None:
+        raise UsageError(f"width scan: implementation {impl!r} has no _convert_req_index_to_global_index_kernel to launch")
     facts: dict = {}
     rows, left = [], 0
-    cells = [(k, t) for k in widths for t in tokens]
-    for i, (k, t) in enumerate(cells):
+    cells = [(p, k, t) for p in paths for k in widths for t in tokens]
+    for i, (path, k, t) in enumerate(cells):
         if budget is not None and budget.exhausted:
             left = len(cells) - i
             break
-        config = CaseConfig(mode="convert", topk=k, tokens=t, counts=True, seed=seed)
+        config = CaseConfig(topk=k, tokens=t, seed=seed, **PATHS[path])
+        shapes = facts.setdefault((path, k), {})
         names = variant_names(warps)
-        vs = [direct_variant(kernel, config, single=True, block_n=k, warps=w, name=n, facts=facts.setdefault(k, {}))
+        vs = [direct_variant(kernel, config, single=True, block_n=k, warps=w, name=n, facts=shapes)
               for w, n in zip(warps, names)]
         vs.append(direct_variant(kernel, config, single=False, block_n=TILED_BLOCK_N, warps=TILED_WARPS, name=names[-1],
-                                 facts=facts.setdefault(k, {})))
+                                 facts=shapes))
         inputs = generate_inputs(config, device=device)
         cell = measure_cell(config, inputs, vs, calls=calls, repeats=repeats)
-        rows += rows_of(cell, facts.get(k, {}))
+        rows += rows_of(cell, shapes)
         if on_cell:
             on_cell(cell)
     return rows, left

@@ -6,14 +6,18 @@ Sections (run in this order; --sections picks any of them, --all runs every one)
                with rotating input copies so every call misses L2
   contention   K=2048, the old kernel at 16/8/4/2 tiles and the new single tile, tokens 1..4096,
                each split into its grid's launch floor and the rest: does the 16-vs-4-tile gap
-               grow with batch?
+               grow with batch? Beside each tile count its control (the atomic replaced by a
+               write to the tile's own slot): atomic - control = the contention cost
   decode       µs per decode step of a model (default 78 layers, index_topk 2048, DCP 1 and 4)
                at batch 1..1024, old and new, from measured per-call times
   width        the single tile at K=256..16384 with 8 and another warp count against the tiled
-               path: registers, spills, occupancy, and where one program per row stops winning
+               path, on every path it serves (counts, in-place DCP, DCP compaction): registers,
+               spills, occupancy, and where one program per row stops winning
   determinism  a sparse-attention consumer of the compacted indices run 20 times (GPU: quiet and
                contended; CPU: permuted interpreter schedules): distinct outputs, largest |Δ|
-  resources    registers, spills, shared memory, warps, occupancy of every variant compiled
+  resources    registers, spills, shared memory, warps, occupancy of every variant compiled;
+               and every variant of A and B cross-compiled for each --resource-targets
+               (on the CPU: remap-ab resources)
   host         host µs per wrapper call (T=1, K=512, counts path, 2000 calls, no sync)
   sweep        the full sweep in this process (-j 0): phase split, then end to end
 
@@ -77,6 +81,11 @@ def add_arguments(p):
     s.add_argument("--scan-k", default="256,512,1024,2048,4096,8192,16384", help="single-tile widths (powers of two >= 128)")
     s.add_argument("--scan-warps", default="8,16", help="warp counts of the single tile (default 8,16)")
     s.add_argument("--scan-tokens", default="1,256,1024", help="token counts (default 1,256,1024)")
+    s.add_argument("--scan-paths", default="counts,dcp-inplace,dcp-compact",
+                   help="paths the single tile serves (default all: counts,dcp-inplace,dcp-compact)")
+    r = p.add_argument_group("resources")
+    r.add_argument("--resource-targets", default="sm_80,sm_90,sm_100,sm_120,gfx90a,gfx942,gfx950",
+                   help="targets to cross-compile every variant for (default all)")
     e = p.add_argument_group("end-to-end determinism")
     e.add_argument("--det-topk", default="2048,384", help="K values (default 2048,384)")
     e.add_argument("--det-tokens", default=None, help="token counts (default 1,8,256 on GPU, 1,2 on CPU)")
@@ -134,6 +143,13 @@ def build_options(args, device: str):
     scan_k, scan_warps = tuple(int_list(args.scan_k, "--scan-k")), tuple(int_list(args.scan_warps, "--scan-warps"))
     width_scan.check_widths(scan_k)
     width_scan.check_warps(scan_warps)
+    scan_paths = tuple(x.strip() for x in args.scan_paths.split(",") if x.strip())
+    width_scan.check_paths(scan_paths)
+    from remap_ab.bench import cross_compile
+
+    targets = tuple(x.strip() for x in args.resource_targets.split(",") if x.strip())
+    if not targets or any(t not in cross_compile.TARGETS for t in targets):
+        raise UsageError(f"--resource-targets {args.resource_targets!r}: choose from {', '.join(cross_compile.TARGETS)}")
     positive = {"--topk": args.topk, "--tokens": args.tokens, "--contention-tokens": args.contention_tokens,
                 "--batches": args.batches, "--scan-tokens": args.scan_tokens, "--det-topk": args.det_topk,
                 "--dcp": args.dcp}
@@ -170,6 +186,7 @@ def build_options(args, device: str):
         repeats=repeats, seed=args.seed, pr_topk=lists["--topk"], pr_tokens=lists["--tokens"], pr_paths=paths,
         cold_l2=args.cold_l2 or args.all, contention_tokens=lists["--contention-tokens"], model=model,
         decode_batches=lists["--batches"], scan_k=scan_k, scan_warps=scan_warps, scan_tokens=lists["--scan-tokens"],
+        scan_paths=scan_paths, resource_targets=targets,
         det_topk=lists["--det-topk"], det_tokens=det_tokens, det_runs=args.det_runs,
         host_calls=args.host_calls or (2000 if on_gpu else 10), host_impls=host_impls,
         sweep_filters=tuple(args.sweep_filter), sweep_fresh_process=not args.no_fresh_process,

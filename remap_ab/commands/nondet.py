@@ -36,7 +36,7 @@ def add_arguments(p):
     p.add_argument("--invalid-ratio", type=float, default=0.3, help="fraction of -1 lanes (default 0.3)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="input seed (default 0)")
     add_device(p)
-    add_root(p, "the nondet/ artifacts, beside the sweep's runs")
+    add_root(p, "nondet/ artifacts, beside the sweep's runs")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="folder for the artifacts (default <root>/nondet/<time>-<device>)")
 

@@ -18,7 +18,9 @@ from remap_ab import options
 
 def add_arguments(p):
     p.add_argument("target", metavar="PATH-OR-CASE-ID", help="a report folder (or a file in it), or a 12-hex-digit case ID")
-    options.add_implementations(p, default_a=None, default_b=None)
+    options.add_implementations(p, default_a=None, default_b=None,
+                                default_text=("the report's A; old for a grid case without a report",
+                                              "the report's B; new for a grid case without a report"))
     options.add_device(p)
     options.add_root(p, "runs whose reports a case ID is looked up in")
     options.add_memcheck(p)
@@ -93,7 +95,7 @@ def main(args) -> int:
         print(f"  note: {line}")
     print(f"case {v.case_id}: {Status(v.status).value.upper()}")
     for m in v.failures:
-        print("  FAIL " + mismatch_line(m))
+        print(f"  {m.status.value.upper()} {mismatch_line(m)}")
     for i in v.info:
         print("  info " + i)
     if report is not None:

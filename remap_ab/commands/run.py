@@ -1,9 +1,12 @@
-"""Run one case through implementations A and B and the oracle, and print the verdict.
+"""Run one case through implementations A and B and the oracle, and print the verdict
+and the command that runs it again.
 
 The case is given by its configuration options; with --inputs, by a saved tensor file
 (a dict of int32 tensors named req_id, block_table, token_indices and optionally
-prefill_request_ids, prefill_starts). Exit status: 0 pass, 1 fail or error (or B's SPEC §1 signatures do not accept
-every call A's do: the header's api line), 2 bad input.
+prefill_request_ids, prefill_starts). --report DIR writes a failing case's report folder
+(diff.html, diff.md, inputs.pt, replay.sh, ...) under DIR. Exit status: 0 pass, 1 fail
+or error (or B's SPEC §1 signatures do not accept every call A's do: the header's api
+line), 2 bad input.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ def add_arguments(p):
     p.add_argument("--rejection", metavar="ID", action="append", default=None,
                    help="instead of a case, make a call that breaks a SPEC §6 precondition (an id of "
                         "remap_ab/rejections.toml, or 'all'): B must reject it where A does; repeatable")
+    p.add_argument("--report", metavar="DIR", default=None,
+                   help="if the case does not pass, write its report folder DIR/<case-id>/ (diff.html, diff.md, "
+                        "inputs.pt, outputs.pt, replay.sh); nothing is written for a passing case")
     add_memcheck(p)
     add_call_checks(p)
     add_bisect(p)
@@ -37,11 +43,14 @@ def add_arguments(p):
 
 def main(args) -> int:
     from remap_ab import api_compat, backend, registry
+    from remap_ab.options import checked_output_dir
     from remap_ab.runner import run_case
 
     if args.rejection:
         return _rejections(args)
     config = config_from_args(args)
+    if args.report is not None:
+        checked_output_dir(args.report, "--report")
     device = backend.select(args.device)
     inputs = _load_inputs(args.inputs) if args.inputs else None
     schedule = _schedule(args.schedule, device) if args.schedule else None
@@ -51,11 +60,20 @@ def main(args) -> int:
     ran = _schedule_name(args.schedule, device)
     loaded = {role: registry.get(name).source for role, name in (("a", args.a), ("b", args.b))}
     api = api_compat.check(args.a, args.b)
+    implementations = (registry.get(args.a), registry.get(args.b))
+    again = _again_command(args, config, device, implementations)
+    report_folder = None
+    if args.report is not None and not v.passed:
+        from remap_ab.report import write_case_report
+
+        report_folder = write_case_report(result, args.report, schedule=_schedule_pair(args.schedule, device),
+                                          implementations=implementations)
     if args.json:
         json.dump(
             {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran,
              "implementations": {k: src.to_dict() if src else None for k, src in loaded.items()}, "verdict": v.to_dict(),
-             "api": [d.to_dict() for d in api], "api_compatible": not api_compat.fails(api)},
+             "api": [d.to_dict() for d in api], "api_compatible": not api_compat.fails(api),
+             "run_again": again, "report": None if report_folder is None else str(report_folder)},
             sys.stdout, indent=2,
         )
         print()
@@ -68,11 +86,20 @@ def main(args) -> int:
         print(f"  schedule: {ran}")
         print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
         shas = result.inputs.sha256()
-        print("  inputs sha256: " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
+        print("  inputs sha256 (first 16 hex digits): " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
+        wrapper = "triton_convert_req_index_to_global_index" if config.mode == "convert" else "triton_filter_and_convert_dcp_index"
         for impl in (result.a, result.b):
-            t = f"{impl.seconds * 1e3:.1f} ms" if impl.error is None else "raised"
-            print(f"  {impl.name:>8}: {t}; order: {impl.contract.why}")
+            if impl.error is None:
+                print(f"  {impl.name:>8}: {impl.seconds * 1e3:.1f} ms; order: {impl.contract.why}")
+            else:  # it never returned: no time, no order to state
+                print(f"  {impl.name:>8}: raised in {wrapper}")
         print(v.describe())
+        if report_folder is not None:
+            print(f"report: {report_folder / 'diff.html'}")
+            print(f"replay: {json.loads((report_folder / 'verdict.json').read_text())['replay']}")
+        elif args.report is not None:
+            print("report: none written (the case passed)")
+        print(f"run again: {again}")
     if any(m.impl == "oracle" and m.message.startswith("internal:") for m in v.failures):
         return 3  # the oracle disagreeing with itself is a remap-ab bug, not the implementations'
     return 0 if v.passed and not api_compat.fails(api) else 1
@@ -97,6 +124,30 @@ def _rejections(args) -> int:
         for c, v in zip(cases, verdicts):
             print(f"rejection {c.id}: " + v.describe())
     return 0 if all(v.passed for v in verdicts) and not api_compat.fails(api) else 1
+
+
+def _again_command(args, config, device: str, implementations) -> str:
+    """The ``remap-ab run`` line that runs this very case again (the PYTHONPATH a custom
+    module needs included)."""
+    import shlex
+
+    from remap_ab.report import run_command
+
+    a, b = implementations
+    line = run_command(config, a, b, _schedule_pair(args.schedule, device))
+    extra = [f"--device {device}"]
+    if args.inputs:
+        extra.append(f"--inputs {shlex.quote(str(args.inputs))}")
+    if args.memcheck:
+        extra.append("--memcheck")
+    return " ".join([line, *extra])
+
+
+def _schedule_pair(spec, device: str):
+    if device != "cpu" or not spec:
+        return None
+    policy, _, seed = spec.partition(":")
+    return (policy, int(seed or 0))
 
 
 def _load_inputs(path: str):

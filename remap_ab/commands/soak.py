@@ -6,9 +6,15 @@ Every draw is new: K any multiple of BLOCK_N up to --max-topk (4096), T up to
 block-table kind, row layout and kind of negative id. Draws are seeded (--seed; printed
 when drawn at random), so the same seed draws the same cases in the same order.
 
-GPU: one worker process per visible GPU (or --workers), every --contend-every-th case
-under a contending side stream, the others in batches. CPU (the Triton interpreter,
-batched): one worker, T capped at 512 unless --max-tokens says otherwise.
+GPU: one worker per visible GPU (or --workers; several run as pool.py's worker
+processes, fed by this process's draws, a dead one replaced), every --contend-every-th case
+under a contending side stream, the others in batches. A new variant (K, BLOCK_N, W,
+DCP rank...) is a new Triton compile: one draw in --fresh-every brings one, the others
+re-draw the data of a recent one, and --compile-workers processes compile the coming
+variants ahead on the host's cores while the GPU judges the compiled ones. The summary
+says where the time went (judging, compiling and loading in the worker, waiting for the
+compile-ahead). CPU (the Triton interpreter, batched, which compiles nothing): one
+worker, every draw fresh, T capped at 512 unless --max-tokens says otherwise.
 
 Each case that does not pass is written as a normal case report under
 ROOT/soak/<time>/ with its replay command. Ctrl-C stops after the cases in flight and
@@ -42,18 +48,25 @@ def add_arguments(p):
     p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
+    from remap_ab.soak import CPU_MAX_TOKENS, GPU_MAX_TOKENS
+
     p.add_argument("--max-tokens", type=positive_int, default=None,
-                   help="largest T drawn (default 4096 on GPU; 4 on CPU, where the interpreter costs ~2 ms a program)")
+                   help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU)")
     p.add_argument("--max-topk", type=positive_int, default=4096,
                    help="largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default 4096)")
-    p.add_argument("--max-cases", type=positive_int, default=None, help="stop each worker after this many cases")
+    p.add_argument("--max-cases", type=positive_int, default=None,
+                   help="stop after this many cases per worker (the first ones drawn)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: one per visible GPU; 1 on CPU)")
     p.add_argument("--contend-every", type=non_negative_int, default=4,
                    help="GPU: run every Nth case under a contending side stream (0: never; default 4)")
     p.add_argument("--batch", type=positive_int, default=16, help="GPU: quiet cases judged per batch (default 16)")
-    p.add_argument("--max-restarts", type=non_negative_int, default=3,
-                   help="with several workers: how often a worker that died is replaced (default 3)")
+    p.add_argument("--fresh-every", type=positive_int, default=None,
+                   help="one draw in N is a fresh variant, the others re-draw the data of a recent one "
+                        "(default 4 on GPU, where a variant is a compile; 1 on CPU: every draw fresh)")
+    p.add_argument("--compile-workers", type=non_negative_int, default=None,
+                   help="GPU: processes compiling the coming variants ahead (default: the host's cores less one "
+                        "per GPU worker; 0: none, each variant compiles at its launch)")
     add_implementations(p)
     add_device(p)
     add_root(p)
@@ -68,9 +81,20 @@ def main(args) -> int:
     if args.max_topk < min(soak.BLOCK_NS):
         raise UsageError(f"--max-topk {args.max_topk}: K must allow at least one tile of {min(soak.BLOCK_NS)}; give 32 or more")
     max_tokens = args.max_tokens or (soak.GPU_MAX_TOKENS if on_gpu else soak.CPU_MAX_TOKENS)
+    if args.compile_workers and not on_gpu:
+        raise UsageError("--compile-workers is for a GPU soak (the interpreter compiles nothing); drop it")
+    fresh_every = args.fresh_every or (soak.GPU_FRESH_EVERY if on_gpu else 1)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if on_gpu else []
     workers = args.workers or (len(gpu_list) if on_gpu else 1)
+    if not on_gpu:
+        compile_workers = 0
+    elif args.compile_workers is not None:
+        compile_workers = args.compile_workers
+    else:
+        from remap_ab.precompile import default_workers
+
+        compile_workers = default_workers(workers)
     # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
     from remap_ab import registry
 
@@ -88,17 +112,21 @@ def main(args) -> int:
                   f"T capped at {max_tokens}" + ("" if args.max_tokens else " (--max-tokens to change)"))
     print(f"soak {args.a} vs {args.b} for {args.minutes:g} min, seed {seed}: {where}; "
           f"K up to {args.max_topk}, T up to {max_tokens}"
-          + (f", every {args.contend_every}th case under a contending side stream" if on_gpu and args.contend_every else ""),
+          + (f", every {args.contend_every}th case under a contending side stream" if on_gpu and args.contend_every else "")
+          + (f", one draw in {fresh_every} a fresh variant" if fresh_every > 1 else "")
+          + (f", {compile_workers} compile-ahead process(es)" if compile_workers else ""),
           flush=True)
     print(f"  repeat with: remap-ab soak --minutes {args.minutes:g} --seed {seed} --a {args.a} --b {args.b}"
-          f" --device {device}" + (f" --max-tokens {args.max_tokens}" if args.max_tokens else ""), flush=True)
+          f" --device {device}" + (f" --max-tokens {args.max_tokens}" if args.max_tokens else "")
+          + (f" --fresh-every {fresh_every}" if args.fresh_every else ""), flush=True)
 
     start = time.time()
     deadline = start + args.minutes * 60.0
     plans = [
         soak.WorkerPlan(worker=w, device=device, a=args.a, b=args.b, seed=seed, max_tokens=max_tokens,
                         max_topk=args.max_topk, folder=str(folder), deadline=deadline, max_cases=args.max_cases,
-                        contend_every=args.contend_every, batch=args.batch)
+                        contend_every=args.contend_every, batch=args.batch, fresh_every=fresh_every,
+                        compile_workers=compile_workers)
         for w in range(workers)
     ]
     tally = soak.Tally()
@@ -124,8 +152,15 @@ def main(args) -> int:
         if workers == 1:
             soak.run_inline(plans[0], tally, interrupted, progress)
         else:
-            envs = gpus.worker_environments(workers, device, gpu_list)
-            soak.run_processes(plans, envs, tally, interrupted, progress, say, args.max_restarts)
+            import dataclasses
+
+            from remap_ab.sweep import DEFAULT_CASE_TIMEOUT
+
+            # One draw stream for the pool, the same cases as --max-cases per worker.
+            total = None if args.max_cases is None else args.max_cases * workers
+            soak.run_pool(dataclasses.replace(plans[0], max_cases=total),
+                          gpus.worker_environments(workers, device, gpu_list), tally, interrupted, progress,
+                          DEFAULT_CASE_TIMEOUT)
     finally:
         signal.signal(signal.SIGINT, previous)
     progress()
@@ -149,9 +184,15 @@ def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
     print(f"soak summary ({why} after {_clock(elapsed)} of {_clock(args.minutes * 60)}; seed {seed}):")
     print(f"  {len(tally.records)} cases judged, {len(failures)} not passing")
     print(f"  throughput: {tally.rate_line(now) or 'no worker started'}")
+    if tally.times:
+        print(f"  time: {tally.total_times().line()}")
     print("  configurations drawn:")
     for line in soak.distribution_lines(tally.distribution()):
         print("  " + line)
+    if failures:
+        print("  failures by dimension (not passing/judged):")
+        for line in soak.failure_lines(tally.failures_by_dimension()):
+            print("  " + line)
     for rec in failures:
         print(f"  FAIL {rec.line}")
         if rec.report:

@@ -5,8 +5,10 @@ case that does not pass.
 Every device runs the whole grid by default: on 2 CPU cores (the Triton interpreter,
 batched) about 3.5 minutes; --max-tokens 3 keeps the 576 points with at most 3 token
 rows (under a minute).
+Ctrl-C (SIGINT) or SIGTERM stops the run: the cases in flight are dropped, and the
+summary of what ran and failed so far ends with the exact --resume command.
 Exit status: 0 every case passed, 1 some case did not (or the run is incomplete),
-2 bad input, 3 an internal error of remap-ab.
+2 bad input, 3 an internal error of remap-ab, 130 stopped by SIGINT, 143 by SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ def add_arguments(p):
     p.add_argument("--list", action="store_true",
                    help="print the configurations this sweep would run on this device (token cap applied; "
                         "a note on stderr says what was left out), one per line with its case ID")
-    options.add_implementations(p, default_a=None, default_b=None)
+    options.add_implementations(p, default_a=None, default_b=None,
+                                default_text=("old; with --resume, the run's own", "new; with --resume, the run's own"))
     options.add_device(p)
     p.add_argument(
         "--filter", action="append", default=[], metavar="NAME=V[,V...]",
         help="keep configurations whose grid dimension (path, k, tokens, invalid, oor, dcp, rank, flags, layout, "
-        "table, negatives, requests) or config field has one of the values; repeatable (all must hold)",
+        "table, negatives, requests) or config field has one of the values, or whose case ID is listed "
+        "(case=ID[,ID...], as results.csv shows them); repeatable (all must hold)",
     )
     p.add_argument("--max-tokens", type=options.positive_int, default=None, metavar="N",
                    help="skip grid points with more than N token rows (default: none; 3 keeps 576 of 1728)")
@@ -48,30 +52,36 @@ def add_arguments(p):
                    help="continue the run named by --run (default: the newest) without repeating a case")
     p.add_argument("--grid", default=None, metavar="NAME|FILE",
                    help="the grid: a shipped one by name (pr: remap_ab/grid.toml, the default; models: the index widths "
-                        "of the models that run this kernel, remap_ab/grids/models.toml) or a TOML file")
+                        "of the models that run this kernel, remap_ab/grids/models.toml; callers: exactly the calls the "
+                        "attention backends make, each named by its backend, remap_ab/grids/callers.toml) or a TOML file")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    p.add_argument("--junitxml", metavar="FILE", default=None,
+                   help="also write the run as JUnit XML: one testcase per selected case, the verdict line as "
+                        "the failure message, the replay command in its output; cases not run are skipped")
 
 
 def _list(args) -> int:
     from remap_ab import backend
     from remap_ab import grid as gridmod
-    from remap_ab.selection import cap_note, select
+    from remap_ab.rejections import sweep_points
+    from remap_ab.selection import cap_note, select_with_calls
 
     g = gridmod.load(args.grid)
     device = backend.default_device() if args.device == "auto" else args.device
-    pts = select(g, args.filter, args.max_tokens)
-    from remap_ab.rejections import sweep_points
-
-    calls = sweep_points(len(g.points()), grid=g)
-    sys.stdout.write("".join(p.line() + "\n" for p in [*pts, *calls]))
+    pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
+    # Line by line: one write of the whole list can land in the pipe complete before a
+    # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
+    for p in [*pts, *calls]:
+        sys.stdout.write(p.line() + "\n")
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
+    listed = f"{len(pts)} configuration" + ("" if len(pts) == 1 else "s")
+    rejections = f"{len(calls)} rejection call" + ("" if len(calls) == 1 else "s")
     if note:
-        print(f"listed {len(pts)} configurations and {len(calls)} rejection calls, what `sweep` runs on {device}; {note}",
-              file=sys.stderr)
+        print(f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}", file=sys.stderr)
     else:
-        print(f"listed {len(pts)} configurations: every one the filters select ({everything}; the grid has "
-              f"{len(g.points())}), and {len(calls)} rejection calls (rejections.toml): what `sweep` runs on {device}",
+        print(f"listed {listed}: every one the filters select ({everything}; the grid has "
+              f"{len(g.points())}), and {rejections} (rejections.toml): what `sweep` runs on {device}",
               file=sys.stderr)
     return 0
 
@@ -83,8 +93,10 @@ def main(args) -> int:
 
     if args.list:
         return _list(args)
-    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck):
-        raise UsageError("--resume continues a run with its own settings; drop --a/--b/--filter/--max-tokens/--grid/--memcheck")
+    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck
+                        or args.device != "auto"):
+        raise UsageError("--resume continues a run with its own settings; "
+                         "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck")
     opts = SweepOptions(
         a=args.a or "old",
         b=args.b or "new",
@@ -102,6 +114,8 @@ def main(args) -> int:
         memcheck=args.memcheck,
         call_checks=args.call_checks,
     )
+    if args.junitxml is not None:
+        options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)
     sweep.prepare()
     if sweep.already:
@@ -110,4 +124,11 @@ def main(args) -> int:
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
+    if args.junitxml is not None:
+        from remap_ab import junit
+
+        junit.write(args.junitxml, sweep.folder, sweep.points)
+        print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)
+    if summary["interrupted"]:
+        return summary["interrupted_status"]
     return 0 if summary["passed"] else 1

@@ -1,0 +1,214 @@
+"""The sweep's grid as pytest items: ``pytest --remap-grid [FILE]`` collects one item per
+grid case (and nothing else), so pytest's own machinery serves sweep cases: ``-k CASEID``,
+``--lf``, ``--junitxml``, and pytest-xdist's distribution (``-n N``, ``--tx``).
+
+Items do not run one case each. The first item of a batch judges it, and the batch is
+the items this process will run next (under xdist: the ones the controller has handed
+this worker and it has not run yet), up to ``--remap-grid-batch``, through the sweep's
+own engine (``recording.judge_and_record``: ``batch.run_batch``, then a report for each
+case that did not pass). Deselected items (``-k``, ``--lf``) are never judged.
+
+Registered by ``pytest_plugin`` when ``--remap-grid`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from remap_ab.errors import RemapABError
+
+CPU_BATCH = 16
+GPU_BATCH = 64
+
+
+def add_options(group) -> None:
+    group.addoption("--remap-grid", nargs="?", const="", default=None, metavar="FILE",
+                    help="collect one item per case of the sweep's grid (FILE, default the packaged grid.toml) "
+                         "instead of the test suite")
+    group.addoption("--remap-grid-filter", action="append", default=[], metavar="NAME=V[,V...]",
+                    help="keep grid cases as `remap-ab sweep --filter` does (repeatable; case=ID[,ID...] too)")
+    group.addoption("--remap-grid-max-tokens", type=int, default=None, metavar="N",
+                    help="keep grid cases with at most N token rows (as `sweep --max-tokens`)")
+    group.addoption("--remap-grid-batch", type=int, default=None, metavar="N",
+                    help=f"cases judged together (default {GPU_BATCH} on cuda, {CPU_BATCH} on cpu)")
+    group.addoption("--remap-grid-reports", default=None, metavar="DIR",
+                    help="where reports of failing cases go (default <rootdir>/reports/pytest-grid)")
+
+
+class GridCaseFailed(Exception):
+    """A grid case whose verdict is not pass (its results row)."""
+
+    def __init__(self, row: dict):
+        super().__init__(row.get("first_mismatch", ""))
+        self.row = row
+
+
+class GridCase(pytest.Item):
+    def __init__(self, *, point, **kwargs):
+        super().__init__(**kwargs)
+        self.point = point
+        self.case_id: str = point.case_id
+
+    def runtest(self) -> None:
+        judge = self.config.stash[_JUDGE]
+        row = judge.row(self)
+        # Which batch judged it (process and batch number, its size): in --junitxml too.
+        self.user_properties.append(("remap_ab_batch", judge.batch_of[self.case_id]))
+        if str(row["status"]) != "pass":
+            raise GridCaseFailed(row)
+
+    def repr_failure(self, excinfo, style=None):
+        if not isinstance(excinfo.value, GridCaseFailed):
+            return super().repr_failure(excinfo, style)
+        return self.config.stash[_JUDGE].explain(self, excinfo.value.row)
+
+    def reportinfo(self):
+        return self.path, None, f"grid case {self.case_id}"
+
+
+class GridCases(pytest.File):
+    """The grid file, collected as its selected cases (grid order)."""
+
+    def __init__(self, *, points, **kwargs):
+        super().__init__(**kwargs)
+        self.points = points
+
+    def collect(self):
+        for p in self.points:
+            labels = ",".join(f"{k}={v}" for k, v in p.labels)
+            yield GridCase.from_parent(self, name=f"{p.case_id}[{labels}]", point=p)
+
+
+class _Judge:
+    """Judges grid cases in batches for this process and remembers their rows."""
+
+    def __init__(self, config):
+        self.config = config
+        self.a = config.getoption("--remap-a")
+        self.b = config.getoption("--remap-b")
+        self.size = config.getoption("--remap-grid-batch")
+        reports = config.getoption("--remap-grid-reports")
+        self.folder = Path(reports) if reports else Path(config.rootpath) / "reports" / "pytest-grid"
+        self.rows: dict[str, dict] = {}
+        self.batch_of: dict[str, str] = {}  # case ID -> "pid:batch number/size"
+        self.batches = 0
+        self._positions: Optional[dict] = None
+        self.device = ""  # chosen where the first case runs (an xdist controller runs none)
+        self.batch = 0
+
+    def row(self, item: GridCase) -> dict:
+        if not self.device:
+            from remap_ab import backend
+
+            self.device = backend.select("auto")
+            self.batch = self.size or (GPU_BATCH if self.device == "cuda" else CPU_BATCH)
+        if item.case_id not in self.rows:
+            self._judge([item, *self._upcoming(item)])
+        return self.rows[item.case_id]
+
+    def _upcoming(self, item: GridCase) -> list:
+        """The grid items this process runs after ``item``, not yet judged, in order."""
+        items = item.session.items
+        worker = _xdist_worker(self.config)
+        if worker is not None:
+            # pytest-xdist's worker loop: the next item it took and the ones queued for it.
+            with worker.torun.lock() as queued:
+                indices = [worker.nextitem_index, *queued]
+            following = [items[i] for i in indices if isinstance(i, int)]
+        else:
+            if self._positions is None:
+                self._positions = {id(x): n for n, x in enumerate(items)}
+            following = items[self._positions.get(id(item), len(items)) + 1:]
+        out = []
+        for x in following:
+            if isinstance(x, GridCase) and x.case_id not in self.rows and x is not item:
+                out.append(x)
+                if len(out) >= self.batch - 1:
+                    break
+        return out
+
+    def _judge(self, batch: list) -> None:
+        from remap_ab.recording import judge_and_record
+
+        try:
+            rows = judge_and_record([x.point.config for x in batch], self.a, self.b, self.device, self.folder)
+        except RemapABError:
+            raise
+        except Exception:
+            if len(batch) == 1:
+                raise
+            for x in batch:  # as the sweep does: a batch that raised is judged case by case
+                if x.case_id not in self.rows:
+                    self._judge([x])
+            return
+        self.batches += 1
+        for r in rows:
+            self.rows[str(r["case_id"])] = r
+            self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self.batches}/{len(rows)}"
+
+    def explain(self, item: GridCase, row: dict) -> str:
+        import json
+
+        lines = [f"{str(row['status']).upper()} {row.get('first_mismatch', '')}"]
+        report = str(row.get("report") or "")
+        if report:
+            folder = self.folder / report
+            try:
+                replay = json.loads((folder / "verdict.json").read_text())["replay"]
+            except (OSError, ValueError, KeyError):
+                replay = ""
+            lines.append(f"report: {folder / 'diff.md'}")
+            if replay:
+                lines.append(f"replay: {replay}")
+        lines.append(f"run it alone: pytest --remap-grid --remap-a={self.a} --remap-b={self.b} -k {item.case_id}  "
+                     f"(or: remap-ab sweep --a {self.a} --b {self.b} --filter case={item.case_id})")
+        return "\n".join(lines)
+
+
+_JUDGE = pytest.StashKey[_Judge]()
+
+
+def _xdist_worker(config) -> Any:
+    """pytest-xdist's WorkerInteractor in a worker process (None elsewhere). Its queue of
+    item indices is not a public API; without it each item is judged as it comes."""
+    if not hasattr(config, "workerinput"):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+class GridPlugin:
+    def __init__(self, config):
+        from remap_ab import grid as gridmod
+        from remap_ab.selection import select
+
+        self.file = config.getoption("--remap-grid") or None
+        try:
+            self.grid = gridmod.load(self.file)
+            self.points = select(self.grid, config.getoption("--remap-grid-filter"),
+                                 config.getoption("--remap-grid-max-tokens"))
+        except RemapABError as exc:
+            raise pytest.UsageError(f"--remap-grid: {exc}") from None
+        config.stash[_JUDGE] = _Judge(config)
+        # What pytest collects is the grid file, and nothing else: the grid's cases are
+        # then ordinary collected items (counted, -k, --lf, xdist's node IDs).
+        self.path = (Path(self.file) if self.file else Path(gridmod.__file__).with_name("grid.toml")).resolve()
+        config.args[:] = [str(self.path)]
+
+    def pytest_collect_file(self, file_path, parent):
+        if file_path == self.path:
+            return GridCases.from_parent(parent, path=file_path, points=self.points)
+        return None
+
+    def pytest_report_header(self, config):
+        source = self.file or "remap_ab/grid.toml"
+        judge = config.stash[_JUDGE]
+        size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
+        return [f"remap-ab grid: {len(self.points)} cases of {source}, judged in batches of up to {size}; "
+                f"reports of failing cases under {judge.folder}"]

@@ -1,0 +1,210 @@
+"""Compile ahead (precompile.py): worker processes with no GPU compile the variants of
+coming cases for a GPU target into Triton's on-disk cache, so that the device process
+only loads them. Here the target is an H200's (sm_90), cross-compiled on whatever
+machine runs the tests: the cubins are real, the GPU never needed."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from remap_ab import precompile, soak
+from remap_ab.config import CaseConfig
+
+H200 = precompile.Target("cuda", 90, 32)
+
+
+def _finish(ahead, configs, timeout=240.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while not all(ahead.ready(c) for c in configs):
+        assert time.monotonic() < end, ahead.summary()
+        ahead.wait_any(timeout=1.0)
+
+
+def test_workers_cross_compile_each_variant_once_into_the_on_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    one = CaseConfig(mode="convert", tokens=3, topk=384, counts=True)
+    same_variant = one.replace(tokens=7, seed=5, invalid_ratio=0.9)  # other data, same kernels
+    other = CaseConfig(mode="dcp", tokens=2, topk=256, dcp_size=2, dcp_rank=1)
+    assert precompile.variant_key(one) == precompile.variant_key(same_variant) != precompile.variant_key(other)
+
+    ahead = precompile.Ahead("old", "new", H200, workers=2)
+    try:
+        for c in (one, same_variant, other):
+            ahead.submit(c)
+        assert len(ahead.pending) == 2  # the second case of a variant compiles nothing more
+        _finish(ahead, [one, same_variant, other])
+    finally:
+        ahead.close()
+    # Each variant: one kernel of old and one of new, compiled for sm_90.
+    assert (ahead.compiled, ahead.cached, ahead.failed) == (4, 0, 0), ahead.summary()
+    cubins = list((tmp_path / "cache").rglob("*.cubin"))
+    assert len(cubins) == 4 and all(c.stat().st_size > 0 for c in cubins)
+
+    again = precompile.Ahead("old", "new", H200, workers=1)  # a later soak on this host
+    try:
+        for c in (one, other):
+            again.submit(c)
+        _finish(again, [one, other])
+    finally:
+        again.close()
+    assert (again.compiled, again.cached) == (0, 4), again.summary()
+    assert "0 kernels compiled, 4 found in Triton's cache" in again.summary()
+
+
+def test_a_variant_that_cannot_compile_ahead_is_left_to_the_device(tmp_path, monkeypatch):
+    """An implementation whose wrapper needs a GPU to run at all: the compile worker
+    says so, the variant counts as ready (the device process compiles it at launch)."""
+    (tmp_path / "needs_cuda.py").write_text(
+        "import kernels_new as _k\n"
+        "def triton_convert_req_index_to_global_index(*a, **k):\n"
+        "    raise RuntimeError('this wrapper insists on cuda')\n"
+        "triton_filter_and_convert_dcp_index = _k.triton_filter_and_convert_dcp_index\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))  # the workers get this process's sys.path
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    config = CaseConfig(mode="convert", tokens=1, topk=128, counts=False)
+    ahead = precompile.Ahead("old", "needs_cuda", H200, workers=1)
+    try:
+        ahead.submit(config)
+        _finish(ahead, [config])
+    finally:
+        ahead.close()
+    assert ahead.failed == 1 and "this wrapper insists on cuda" in ahead.summary()
+
+
+class _FakeAhead:
+    """Ready after ``delay`` polls per variant; records what was submitted."""
+
+    def __init__(self, delay: int = 2):
+        self.delay = delay
+        self.polls: dict[tuple, int] = {}
+        self.submitted: list[tuple] = []
+
+    def submit(self, config):
+        key = precompile.variant_key(config)
+        if key not in self.polls:
+            self.polls[key] = 0
+            self.submitted.append(key)
+
+    def ready(self, config):
+        key = precompile.variant_key(config)
+        self.polls[key] += 1
+        return self.polls[key] > self.delay
+
+    def wait_any(self, timeout):
+        pass
+
+
+class _RecordingJudge:
+    def __init__(self):
+        self.batches, self.ones, self.done = [], [], 0
+
+    def one(self, d):
+        self.ones.append(d)
+        self.done += 1
+
+    def batch(self, quiet):
+        self.batches.append(list(quiet))
+        self.done += len(quiet)
+
+
+def test_the_schedule_judges_exactly_the_first_draws_with_same_variants_together():
+    plan = soak.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, max_tokens=64, max_topk=1024,
+                           folder="", deadline=float("inf"), max_cases=200, contend_every=4, batch=8,
+                           fresh_every=4, compile_workers=1)
+    stream = soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0, plan.fresh_every)
+    ahead, judge = _FakeAhead(), _RecordingJudge()
+    n = soak.run_ahead(plan, stream, judge, lambda: False, soak.WorkerTimes(), ahead)
+    first = list(itertools.islice(soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0,
+                                             plan.fresh_every), 200))
+    judged = judge.ones + [d for b in judge.batches for d in b]
+    assert n == 200 and sorted(d.config.case_id for d in judged) == sorted(d.config.case_id for d in first)
+    assert all(d.contended for d in judge.ones) and len(judge.ones) == 50
+    assert all(len(b) <= 8 for b in judge.batches)
+    # One draw in four is a fresh variant: about 50 compiles for 200 cases, not 200.
+    assert len(ahead.submitted) == len({precompile.variant_key(d.config) for d in first}) <= 60
+    # A batch holds its variants together: sorted by variant, so runs of one key.
+    for b in judge.batches:
+        keys = [precompile.variant_key(d.config) for d in b]
+        assert keys == sorted(keys)
+
+
+@pytest.mark.parametrize("fresh_every", [1, 4])
+def test_fresh_every_reuses_recent_variants_with_fresh_data(fresh_every):
+    drawn = list(itertools.islice(soak.draws(11, 0, 512, fresh_every=fresh_every), 400))
+    keys = [precompile.variant_key(d.config) for d in drawn]
+    assert len({d.config.case_id for d in drawn}) == 400  # every case is new
+    new = sum(1 for i, k in enumerate(keys) if k not in keys[:i])
+    if fresh_every == 1:
+        assert new > 350  # (a fresh draw may repeat a variant by chance)
+    else:
+        assert new <= 100 and all(k in keys[: i + 1] for i, k in enumerate(keys))
+        # the re-drawn data differs from the variant's first case
+        assert len({d.config.tokens for d in drawn}) > 50
+
+
+_PRELOAD_SCRIPT = r"""
+import json, os, sys
+from remap_ab import backend, precompile
+backend.select_compile_only()  # real Triton JIT functions, no GPU: an sm_90 target
+from triton.runtime import driver
+driver.set_active(precompile._TargetDriver(precompile.Target("cuda", 90, 32).gpu_target()))
+from triton.compiler.compiler import CompiledKernel
+loaded = []
+def _init_handles(self):  # the module load needs a GPU; like Triton's, it loads once
+    if not getattr(self, "_loaded", False):
+        self._loaded = True
+        loaded.append(self.name)
+CompiledKernel._init_handles = _init_handles
+from remap_ab import registry
+from remap_ab.config import CaseConfig
+from remap_ab.inputs import generate_inputs
+from remap_ab.layouts import LAYOUT_NAMES
+import kernels_new._remap as kn, kernels_old._remap as ko
+cases = [CaseConfig(mode="convert", tokens=t, num_reqs=r, topk=256, blocks_per_req=w, layout=layout, counts=True)
+         for layout in LAYOUT_NAMES for t, r, w in ((1, 1, 8), (5, 3, 8), (9, 4, 1))]
+cases += [CaseConfig(mode="dcp", tokens=7, num_reqs=3, topk=384, dcp_size=2, dcp_rank=1, layout=layout)
+          for layout in LAYOUT_NAMES]
+names = ("old", "new")
+precompile.Preload(cases, names, threads=2).wait()
+def entries():
+    return sum(len(fn.device_caches[0][0]) for fn in (kn._convert_req_index_to_global_index_kernel,
+                                                       ko._convert_req_index_to_global_index_kernel))
+preloaded = entries()
+unloaded = sum(not getattr(k, "_loaded", False) for fn in (kn._convert_req_index_to_global_index_kernel,
+               ko._convert_req_index_to_global_index_kernel) for k in fn.device_caches[0][0].values())
+# Now the real cases (more rows and requests than the stand-ins), in this thread, each
+# launch a warm-up that loads nothing: a key the preload missed would be a new entry.
+precompile._LOCAL.warm, precompile._LOCAL.load = True, False
+for c in cases:
+    inputs = generate_inputs(c, device="cpu")
+    for name in names:
+        registry.get(name)(c, inputs)
+print(json.dumps({"preloaded": preloaded, "after": entries(), "unloaded": unloaded}))
+"""
+
+
+def test_preloading_fills_the_jit_cache_under_the_keys_the_real_launches_use(tmp_path):
+    """``Preload`` loads a batch's variants in threads from stand-ins of two rows and
+    two requests; the real cases (1, 5 or 9 rows; 1, 3 or 4 requests; every layout)
+    must then find every kernel in the JIT's cache, or the stand-in was another
+    specialisation and the load would be paid at the launch anyway."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(repo), TRITON_CACHE_DIR=str(tmp_path / "cache"), CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _PRELOAD_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["preloaded"] > 8 and got["after"] == got["preloaded"], got
+    assert got["unloaded"] == 0  # and every one of them made ready on the device

@@ -1,0 +1,102 @@
+"""``pytest --remap-grid``: one pytest item per grid case, judged in batches behind the
+items, with pytest's -k, --lf, --junitxml and pytest-xdist (-n 2, --tx 2*popen) working on
+them. Each run is a real pytest subprocess of this checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+BADLANE = """
+import kernels_new as _k
+
+def _bump(r):
+    out = r[0] if isinstance(r, tuple) else r
+    out = out.clone()
+    if out.numel() and out[0, 0] >= 0:
+        out[0, 0] += 1
+    return (out, r[1]) if isinstance(r, tuple) else out
+
+def triton_convert_req_index_to_global_index(*a, **k):
+    return _bump(_k.triton_convert_req_index_to_global_index(*a, **k))
+
+def triton_filter_and_convert_dcp_index(*a, **k):
+    return _bump(_k.triton_filter_and_convert_dcp_index(*a, **k))
+"""
+# 8 cases; B changes lane (0, 0) when it is valid, which fails 3 of them.
+GRID = ["--remap-grid", "--remap-grid-max-tokens=1", "--remap-grid-filter=path=convert", "--remap-grid-filter=k=128",
+        "--remap-b=badlane_grid"]
+FAILING = {"4a4bd9116017", "3dfcdc0119b6", "ffbdafd0fb22"}
+
+
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    mods = tmp_path / "mods"
+    mods.mkdir(exist_ok=True)
+    (mods / "badlane_grid.py").write_text(BADLANE)
+    env = dict(os.environ, PYTHONPATH=f"{mods}{os.pathsep}{REPO}")
+    for k in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST"):
+        env.pop(k, None)
+    argv = [sys.executable, "-m", "pytest", *GRID, f"--remap-grid-reports={tmp_path / 'reports'}", "-q",
+            "-p", "no:randomly", *args]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _cases(xml_path: Path) -> dict:
+    root = ET.parse(xml_path).getroot()
+    return {str(c.get("name")).split("[")[0]: c for c in root.iter("testcase")}
+
+
+@pytest.mark.parametrize("dist", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]], ids=["n2", "tx-popen"])
+def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, dist):
+    xml_path = tmp_path / "grid.xml"
+    r = _pytest(tmp_path, *dist, f"--junitxml={xml_path}")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith("3 failed, 5 passed in "), r.stdout
+    cases = _cases(xml_path)
+    assert len(cases) == 8
+    assert {k for k, c in cases.items() if c.find("failure") is not None} == FAILING
+    for case_id in FAILING:
+        message = cases[case_id].find("failure").get("message")
+        lines = message.splitlines()
+        assert lines[0].startswith("FAIL [out] badlane_grid: output differs from the oracle at row 0, col 0 (")
+        assert lines[0].endswith("); 1 lane in 1 row differs")
+        assert lines[1] == f"report: {tmp_path / 'reports' / case_id / 'diff.md'}"
+        assert lines[2].startswith("replay: PYTHONPATH=") and lines[2].endswith(
+            f"remap-ab replay {(tmp_path / 'reports' / case_id).resolve()}")
+        assert lines[3].startswith(f"run it alone: pytest --remap-grid --remap-a=old --remap-b=badlane_grid -k {case_id}")
+    # Batches, not one case each: the 8 cases were judged in fewer batches than cases,
+    # and by both workers' processes.
+    batches = {c.find("properties/property[@name='remap_ab_batch']").get("value") for c in cases.values()}
+    processes = {b.split(":")[0] for b in batches}
+    assert len(batches) < 8 and any(not b.endswith("/1") for b in batches), batches
+    assert len(processes) == 2, batches
+
+
+def test_k_case_id_judges_only_that_case(tmp_path):
+    r = _pytest(tmp_path, "-p", "no:xdist", "-k", "3dfcdc0119b6")
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-1].startswith("1 failed, 7 deselected in "), r.stdout
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["3dfcdc0119b6"]
+
+
+def test_lf_reruns_the_failed_cases_only(tmp_path):
+    # This project's pytest settings turn the cache off (addopts); --lf needs it back.
+    cache = ["-o", "addopts=", "-o", f"cache_dir={tmp_path / 'cache'}", "-p", "no:xdist"]
+    first = _pytest(tmp_path, *cache)
+    assert first.stdout.splitlines()[-1].startswith("3 failed, 5 passed in "), first.stdout
+    again = _pytest(tmp_path, *cache, "--lf")
+    assert again.stdout.splitlines()[-1].startswith("3 failed, 5 deselected in "), again.stdout
+
+
+def test_a_filter_that_selects_nothing_is_a_usage_error(tmp_path):
+    r = _pytest(tmp_path, "-p", "no:xdist", "--remap-grid-filter=case=abcdef123456")
+    assert r.returncode == 4
+    assert ("ERROR: --remap-grid: --filter 'case=abcdef123456': no case of the grid has ID abcdef123456; "
+            "`remap-ab sweep --list` lists the grid's cases") in r.stderr

@@ -1,0 +1,132 @@
+"""A real sweep stopped by SIGINT (Ctrl-C: the whole process group) and by SIGTERM, in
+this process (-j 0) and with worker processes: it prints what ran and failed so far and
+the exact --resume command, exits 130 / 143, leaves no process and no warning behind,
+and the printed command finishes the run."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# 16 small cases; B sleeps in each call so that the run is still going when stopped.
+SELECT = ["--max-tokens", "1", "--filter", "path=convert", "--filter", "k=128,384"]
+SLOW = """
+import time
+import kernels_new as _k
+
+def triton_convert_req_index_to_global_index(*a, **k):
+    time.sleep(0.3)
+    return _k.triton_convert_req_index_to_global_index(*a, **k)
+
+def triton_filter_and_convert_dcp_index(*a, **k):
+    time.sleep(0.3)
+    return _k.triton_filter_and_convert_dcp_index(*a, **k)
+"""
+
+
+def _env(tmp_path: Path) -> dict:
+    (tmp_path / "mods").mkdir(exist_ok=True)
+    (tmp_path / "mods" / "slowimpl.py").write_text(SLOW)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'mods'}{os.pathsep}{REPO}")
+    env.pop("REMAP_AB_TRACEBACK", None)
+    return env
+
+
+def _selected() -> int:
+    """The 16 grid cases and every rejection call (each sweep makes them all)."""
+    from remap_ab import grid as gridmod
+    from remap_ab import rejections
+
+    g = gridmod.load()
+    return 16 + len(rejections.sweep_points(len(g.points()), grid=g))
+
+
+def _rows(folder: Path) -> int:
+    try:
+        return max(0, len((folder / "results.csv").read_text().splitlines()) - 1)
+    except OSError:
+        return 0
+
+
+def _alive_in_group(pgid: int) -> list:
+    """Processes of process group ``pgid`` that still run (zombies waiting for init to
+    reap them are gone already)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+def _remap_ab(command: str) -> list:
+    """The printed ``remap-ab ...`` command, run from this checkout."""
+    argv = shlex.split(command)
+    assert argv[0] == "remap-ab", command
+    return [sys.executable, "-m", "remap_ab", *argv[1:]]
+
+
+@pytest.mark.parametrize("signum, workers", [
+    (signal.SIGINT, "0"), (signal.SIGTERM, "0"), (signal.SIGINT, "2"), (signal.SIGTERM, "2"),
+], ids=["sigint-inline", "sigterm-inline", "sigint-workers", "sigterm-workers"])
+def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_path, signum, workers):
+    env = _env(tmp_path)
+    root = tmp_path / "runs"
+    folder = root / "r"
+    argv = [sys.executable, "-m", "remap_ab", "sweep", "--b", "slowimpl", *SELECT, "-j", workers,
+            "--device", "cpu", "--root", str(root), "--run", "r", "--no-progress"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while _rows(folder) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep finished before it could be stopped"
+    os.killpg(proc.pid, signum)  # as a terminal's Ctrl-C (or a supervisor) does: the workers get it too
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum, (out, err)
+
+    done = _rows(folder)
+    total = _selected()
+    assert 2 <= done < 16, out
+    name = signal.Signals(signum).name
+    lines = out.splitlines()
+    assert lines[0] == f"run r: old vs slowimpl (oracle checked) on cpu — {folder}"
+    assert lines[1] == (f"  cases: {done} run of {total} selected (1728 in the grid); filters: path=convert k=128,384; "
+                        f"{total - done} not run yet")
+    assert lines[2] == f"  stopped: interrupted by {name}; the cases in flight were dropped (a resume runs them)"
+    assert f"  verdicts: pass {done}, fail 0, error 0, crash 0, timeout 0" in lines
+    resume = f"remap-ab sweep --resume --run r --root {root}"
+    assert lines[-1] == f"  result: INCOMPLETE — {total - done} of {total} selected cases not run; resume with: {resume}"
+    # No traceback, no "leaked semaphore" or other warning, no line of an interrupted interpreter.
+    assert err == "", err
+    # Nothing left running in its process group (workers, the resource tracker).
+    wait = time.monotonic() + 10
+    while _alive_in_group(proc.pid) and time.monotonic() < wait:
+        time.sleep(0.2)
+    assert _alive_in_group(proc.pid) == []
+
+    command = re.search(r"resume with: (.*)$", out).group(1)
+    again = subprocess.run(_remap_ab(command) + ["--no-progress"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    assert again.stdout.splitlines()[-1] == "  result: PASS — every case passed"
+    assert f"resuming {folder}: {done} cases already done, {total - done} to run" in again.stderr
+    table = pd.read_csv(folder / "results.csv", dtype=str)
+    assert len(table) == total and table["case_id"].nunique() == total  # no case run twice, none missing

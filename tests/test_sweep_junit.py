@@ -1,0 +1,133 @@
+"""``sweep --junitxml`` read back with a JUnit parser (the standard library's ElementTree),
+and ``--filter case=ID[,ID...]`` re-running chosen cases of a run's table."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from remap_ab.cli import main as cli_main
+
+# B changes lane (0, 0) when it is valid: some cases of the selection fail, the rest pass.
+BADLANE = """
+import kernels_new as _k
+
+def _bump(r):
+    out = r[0] if isinstance(r, tuple) else r
+    out = out.clone()
+    if out.numel() and out[0, 0] >= 0:
+        out[0, 0] += 1
+    return (out, r[1]) if isinstance(r, tuple) else out
+
+def triton_convert_req_index_to_global_index(*a, **k):
+    return _bump(_k.triton_convert_req_index_to_global_index(*a, **k))
+
+def triton_filter_and_convert_dcp_index(*a, **k):
+    return _bump(_k.triton_filter_and_convert_dcp_index(*a, **k))
+"""
+SELECT = ["--max-tokens", "1", "--filter", "path=convert", "--filter", "k=128", "-j", "0", "--device", "cpu",
+          "--no-progress"]
+
+
+def _rejection_calls() -> int:
+    from remap_ab import grid as gridmod
+    from remap_ab import rejections
+
+    g = gridmod.load()
+    return len(rejections.sweep_points(len(g.points()), grid=g))
+
+
+@pytest.fixture
+def badlane(tmp_path, monkeypatch):
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "badlane_i23.py").write_text(BADLANE)
+    monkeypatch.syspath_prepend(str(mods))
+    return mods
+
+
+def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_command(tmp_path, badlane, capsys):
+    xml_path = tmp_path / "sweep.xml"
+    rc = cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
+                   "--junitxml", str(xml_path)])
+    assert rc == 1
+    calls = _rejection_calls()  # every sweep also makes the rejection calls: testcases too
+    assert capsys.readouterr().err.endswith(f"JUnit XML: {xml_path} ({8 + calls} testcases)\n")
+    folder = tmp_path / "runs" / "r"
+    table = pd.read_csv(folder / "results.csv", dtype=str, keep_default_na=False)
+
+    root = ET.parse(xml_path).getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    assert int(suite.get("tests")) == 8 + calls
+    assert len(suite.findall("testcase[@classname='remap-ab.sweep.rejection']")) == calls
+    cases = suite.findall("testcase[@classname='remap-ab.sweep.convert']")
+    assert len(cases) == 8
+    table = table[table["case_id"].isin([str(c.get("name")).split(" ")[0] for c in cases])]
+    failing = table[table["status"] == "fail"]
+    assert 0 < len(failing) < 8 and int(suite.get("failures")) == len(failing)
+    assert suite.get("errors") == "0" and suite.get("skipped") == "0"
+    by_id = {c.get("name").split(" ")[0]: c for c in cases}
+    assert set(by_id) == set(table["case_id"])
+    for row in table.to_dict("records"):
+        case = by_id[row["case_id"]]
+        assert case.get("classname") == "remap-ab.sweep.convert"
+        assert case.get("name").startswith(f"{row['case_id']} [path=convert k=128 tokens=1 ")
+        failure = case.find("failure")
+        if row["status"] == "pass":
+            assert failure is None and case.find("system-out") is None
+            continue
+        # The verdict line, word for word, as the failure message.
+        assert failure.get("message") == row["first_mismatch"] == failure.text
+        assert failure.get("message").startswith("[out] badlane_i23: output differs from the oracle at row 0, col 0 (")
+        assert failure.get("message").endswith("); 1 lane in 1 row differs")
+        out = case.find("system-out").text.splitlines()
+        assert out[0] == f"verdict: FAIL {row['first_mismatch']}"
+        assert out[1] == (f"replay: PYTHONPATH={badlane}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay "
+                          f"{(folder / row['case_id']).resolve()}")
+        assert out[2] == f"report: {folder / row['case_id'] / 'diff.html'}"
+        assert out[3] == f"run it alone: remap-ab sweep --a old --b badlane_i23 --device cpu --filter case={row['case_id']}"
+
+
+def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
+    from remap_ab import grid as gridmod
+    from remap_ab import junit
+
+    rc = cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"])
+    assert rc == 1
+    folder = tmp_path / "runs" / "r"
+    lines = (folder / "results.csv").read_text().splitlines(keepends=True)
+    (folder / "results.csv").write_text("".join(lines[:4]))  # 3 of 8 rows survive
+    g = gridmod.load()
+    points = g.select(gridmod.parse_filters(g, ["path=convert", "k=128"]), max_tokens=1)
+    root = junit.build(folder, points).getroot()
+    skipped = root.findall(".//skipped")
+    assert root.get("skipped") == "5" and len(skipped) == 5
+    assert skipped[0].get("message") == (
+        f"not run: the run is incomplete; resume with: remap-ab sweep --resume --run r --root {tmp_path / 'runs'}")
+
+
+def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane, capsys):
+    assert cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "all"]) == 1
+    table = pd.read_csv(tmp_path / "runs" / "all" / "results.csv", dtype=str, keep_default_na=False)
+    wanted = list(table[table["status"] == "fail"]["case_id"])[:2]
+    capsys.readouterr()
+    rc = cli_main(["sweep", "--b", "badlane_i23", "--filter", f"case={','.join(wanted)}", "-j", "0", "--device", "cpu",
+                   "--no-progress", "--root", str(tmp_path / "runs"), "--run", "again"])
+    assert rc == 1
+    again = pd.read_csv(tmp_path / "runs" / "again" / "results.csv", dtype=str, keep_default_na=False)
+    assert sorted(again["case_id"]) == sorted(wanted) and set(again["status"]) == {"fail"}
+    assert f"  cases: 2 run of 2 selected (1728 in the grid); filters: case={','.join(wanted)}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("case=xyz", "remap-ab sweep: error: --filter 'case=xyz': 'xyz' is not a case ID (12 hex digits, as "
+                 "`sweep --list` and a run's results.csv show them)\n"),
+    ("case=4a4bd9116017,abcdef123456", "remap-ab sweep: error: --filter 'case=4a4bd9116017,abcdef123456': no case of "
+                                       "the grid has ID abcdef123456; `remap-ab sweep --list` lists the grid's cases\n"),
+])
+def test_filter_case_refuses_what_is_no_case_of_the_grid(spec, message, capsys):
+    assert cli_main(["sweep", "--list", "--filter", spec]) == 2
+    assert capsys.readouterr().err == message
