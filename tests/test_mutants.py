@@ -137,8 +137,8 @@ def test_mutant_changes_an_output_on_its_witness_case(m, mutant_root):
     w, _ = M.find_witness(m, DEVICE, declared_only=not (m.needs_gpu and DEVICE == "cuda"))
     if m.equivalent:
         assert w is None, f"{m.id} is declared equivalent but changes an output: {w.line()}"
-    elif m.observable == "memcheck":
-        assert w is None, f"{m.id} must change no output (only a memory check may see it): {w.line()}"
+    elif m.observable in ("memcheck", "call"):
+        assert w is None, f"{m.id} must change no output (only a memory or call check may see it): {w.line()}"
     else:
         assert w is not None, f"{m.id}: its witness case shows no difference from the real kernel"
 
@@ -216,7 +216,7 @@ def test_plan_runs_what_can_kill_and_says_why_the_rest_does_not():
     cpu = plan(racy, "cpu")
     assert cpu.run == ("race",) and "needs a GPU" in cpu.skipped["properties"]
     assert plan(racy, "cuda").run == ("race", "sweep", "properties")
-    assert plan(racy, "cpu", full=True).run == ("race", "memcheck", "rejects", "sweep", "properties")
+    assert plan(racy, "cpu", full=True).run == ("race", "call", "memcheck", "rejects", "sweep", "properties")
     unchecked = plan(M.get("req_id_length_unchecked"), "cpu")
     assert unchecked.run == ("rejects",) and "only a call SPEC §6 rejects" in unchecked.skipped["sweep"]
     assert plan(oob, "cpu").run == ("memcheck",) and "outputs unchanged" in plan(oob, "cpu").skipped["sweep"]
