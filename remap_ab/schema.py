@@ -119,6 +119,8 @@ def problem(error: dict, model: type[BaseModel]) -> str:
         return f"{field}is not a known field"
     value = error.get("input")
     shown = json.dumps(value, default=repr)[:40] if not isinstance(value, str) else repr(value)[:40]
+    if error["loc"][-1:] == ("[key]",):  # a mapping's key, not its value
+        return f"field {_path(error['loc'][:-2])!r} has the key {shown}, expected {_expected(error, model)}"
     return f"{field}is {type(value).__name__} {shown}, expected {_expected(error, model)}"
 
 
@@ -338,3 +340,58 @@ class RejectionCallData(Strict):
     args: dict[str, typing.Union[bool, int]] = {}
     tensors: dict[str, TensorChangeData] = {}
     spec_rejects: bool = True
+
+
+# Grid files (grid.py): the file's shape, each axis entry's, each width's. What the
+# entries mean together (labels, `over`, rotations taken modulo a field) stays in grid.py.
+
+
+def _config_field(value: str) -> str:
+    from remap_ab.config import CONFIG_FIELDS
+
+    if value not in CONFIG_FIELDS:
+        raise ValueError("the name of a configuration field")
+    return value
+
+
+ConfigField = typing.Annotated[str, AfterValidator(_config_field)]
+Name = typing.Annotated[str, Field(min_length=1)]
+
+
+class WidthEntry(Strict):
+    k: int = Field(ge=1)
+    block_n: list[typing.Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    rejected_block_n: list[typing.Annotated[int, Field(ge=1)]] = []
+    source: Words
+
+
+class GridRejectionsData(Strict):
+    over: list[str] = []
+    fields: dict[ConfigField, Any] = {}
+    doc: str = ""
+
+
+class GridData(Strict):
+    version: int = 1
+    defaults: dict[ConfigField, Any] = {}
+    dimension: list[dict[str, Any]] = []
+    rotate: list[dict[str, Any]] = []
+    width: list[WidthEntry] = []
+    rejections: Optional[GridRejectionsData] = None
+
+
+class DimensionEntry(Strict):
+    name: Name
+    doc: str = ""
+    field: Optional[ConfigField] = None
+    values: list[Any] = Field(default=None, min_length=1)
+    from_: Optional[typing.Literal["widths"]] = Field(default=None, alias="from")
+
+
+class RotateEntry(Strict):
+    name: Name
+    doc: str = ""
+    field: Optional[ConfigField] = None
+    values: list[Any] = Field(min_length=1)
+    over: list[str] = []
+    modulo: Optional[ConfigField] = None
