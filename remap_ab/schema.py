@@ -12,6 +12,7 @@ caller's error class (``ReportError``, ``ConfigError``, ``MutantError``) with th
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -125,14 +126,15 @@ def problem(error: dict, model: type[BaseModel]) -> str:
 
 
 def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], remedy: str = "",
-         context: Optional[dict] = None) -> M:
+         context: Optional[dict] = None, describe: Optional[typing.Callable[[dict], str]] = None) -> M:
     """``data`` checked against ``model``; ``error(f"{where} {problem}{remedy}")`` for its
-    first problem. ``context`` reaches the model's validators."""
+    first problem (``describe(error)`` instead, where a caller words it itself).
+    ``context`` reaches the model's validators."""
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise error(f"{where} {problem(dict(first), model)}{remedy}") from None
+        first = dict(exc.errors(include_url=False)[0])
+        raise error(describe(first) if describe else f"{where} {problem(first, model)}{remedy}") from None
 
 
 # --------------------------------------------------------------------------- the shapes
@@ -395,3 +397,30 @@ class RotateEntry(Strict):
     values: list[Any] = Field(min_length=1)
     over: list[str] = []
     modulo: Optional[ConfigField] = None
+
+
+
+# CaseConfig.from_dict (config.py): the command line's and saved JSON's strings
+# converted ("3", "true", "0.3"), never a bool for a number, never NaN or infinity.
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("not a bool")
+    return value
+
+
+class _Lax(BaseModel):
+    model_config = ConfigDict(strict=False, extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+@functools.lru_cache(maxsize=1)
+def config_input() -> type[BaseModel]:
+    """CaseConfig's fields as a lax model: what ``from_dict`` converts."""
+    from remap_ab.config import FIELD_TYPES
+
+    fields: dict[str, Any] = {}
+    for name, kind in FIELD_TYPES.items():
+        annotation: Any = typing.Annotated[kind, BeforeValidator(_no_bool)] if kind in (int, float) else kind
+        fields[name] = (annotation, Field(default=None))
+    return create_model("ConfigInput", __base__=_Lax, **fields)
