@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from remap_ab.errors import BackendError, InternalError
+from remap_ab.errors import BackendError
 
 _chosen: str | None = None
 
@@ -28,21 +28,14 @@ def default_device() -> str:
     return "cuda" if cuda_available() else "cpu"
 
 
-# Kernels compiled for a named target, never launched (cross-compilation: resources).
-COMPILE_ONLY = "compile"
-
-
 def select(device: str | None = None) -> str:
-    """Fix this process's device ("cpu" or "cuda", or ``COMPILE_ONLY``: kernels imported
-    compiled, for cross-compilation, and never run); later calls must agree."""
+    """Fix this process's device ("cpu" or "cuda"); later calls must agree. A process
+    that only compiles (``select_compile_only``) counts as "cuda"."""
     global _chosen
     if _chosen is not None and device == _chosen:
         return _chosen
     wanted = default_device() if device in (None, "auto") else device
-    if wanted == COMPILE_ONLY:
-        if os.environ.get("TRITON_INTERPRET") == "1":
-            raise InternalError("cross-compilation needs the kernels compiled, but TRITON_INTERPRET=1 is set in this process")
-    elif wanted not in ("cpu", "cuda"):
+    if wanted not in ("cpu", "cuda"):
         raise BackendError(f"device {device!r} is not one of cpu, cuda, auto")
     if wanted == "cuda" and not cuda_available():
         raise BackendError("--device cuda was asked for but torch sees no CUDA device; use --device cpu (the Triton interpreter)")
@@ -81,8 +74,9 @@ def _require_interpreter_before_import() -> None:
 
 
 def select_compile_only() -> None:
-    """A compile-ahead worker (precompile.py): real Triton kernels, compiled for a GPU
-    this process never opens; no interpreter, nothing launched."""
+    """A compile-ahead worker (precompile.py) or a cross-compiling one (bench/
+    cross_compile.py): real Triton kernels, compiled for a GPU this process never
+    opens; no interpreter, nothing launched."""
     global _chosen
     if _chosen not in (None, "cuda"):
         raise BackendError(f"this process already runs kernels on {_chosen}; a compile worker needs a process of its own")

@@ -118,8 +118,10 @@ def _main(argv) -> int:
 def _run(name: str, args) -> int:
     """The command's status; every error but an unloadable implementation file (which
     ``--bisect`` maps on its own) already printed and turned into its status."""
+    from remap_ab.interrupts import terminate_as_interrupt
     from remap_ab.options import resolve_implementations
 
+    terminate_as_interrupt()  # SIGTERM unwinds like Ctrl-C: clean-ups run, no process or semaphore left
     try:
         _choose_backend_early()
         resolve_implementations(args)
@@ -133,9 +135,10 @@ def _run(name: str, args) -> int:
         _maybe_traceback()
         print(f"{name}: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"{name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (interrupts.Interrupted)
+        status = getattr(exc, "exit_status", 130)
+        print(f"{name}: interrupted by {'SIGTERM' if status == 143 else 'Ctrl-C'}", file=sys.stderr)
+        return status
     except Exception as exc:  # a remap-ab bug: one line, never a wall of traceback unless asked
         _maybe_traceback()
         print(

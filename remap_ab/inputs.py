@@ -108,8 +108,10 @@ class CaseInputs:
 def tensor_sha256(t: torch.Tensor) -> str:
     """Hash of dtype, shape and bytes: equal hashes mean identical tensors."""
     host = t.detach().to("cpu").contiguous()
-    # reshape(-1): a size-1 dimension may carry any stride and still be contiguous.
-    return _sha256(host, host.reshape(-1).view(torch.uint8).numpy().data if host.numel() else None)
+    # A size-1 dimension may carry any stride and still be "contiguous" (a strided req_id
+    # of one row), and reshape(-1) keeps that stride: view the same elements with stride 1.
+    flat = host.as_strided((host.numel(),), (1,))
+    return _sha256(host, flat.view(torch.uint8).numpy().data if host.numel() else None)
 
 
 def _sha256(t: torch.Tensor, data) -> str:

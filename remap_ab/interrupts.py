@@ -17,9 +17,9 @@ from typing import Any, Optional
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Interrupted(BaseException):
-    """The run was stopped by a signal (BaseException, like KeyboardInterrupt: no
-    ``except Exception`` that records a failed case may swallow it)."""
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by a signal: a KeyboardInterrupt, so that whatever handles
+    Ctrl-C (and no ``except Exception`` that records a failed case) handles SIGTERM too."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -73,3 +73,21 @@ class Interrupts:
             self._depth -= 1
         if self._depth == 0:
             self._raise()
+
+
+def terminate_as_interrupt() -> None:
+    """From now on SIGTERM raises ``Interrupted`` (exit status 143) in the main thread,
+    once, instead of ending the process on the spot (no clean-up, no atexit: worker
+    processes and semaphores left behind). The command line calls it for every command."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    fired: list[int] = []
+
+    def on_term(signum: int, _frame) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, on_term)

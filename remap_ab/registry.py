@@ -148,7 +148,7 @@ def resolve(name: str, repo: Optional[str] = None) -> str:
     exist."""
     if not isinstance(name, str):
         raise ImplementationError(f"implementation name {name!r} is not a string")
-    spec = sources.parse(name, repo)
+    spec = None if name in BUILTIN else sources.parse(name, repo)
     return name if spec is None else spec.canonical
 
 

@@ -216,7 +216,7 @@ def format_summary(s: dict, show: int = 10) -> str:
     if rejections_line(s):
         lines.append(rejections_line(s))
     if s.get("memcheck"):
-        lines.append("  memcheck: every case's loads and stores were checked")
+        lines.append("  memcheck: every case run had its loads and stores checked")
     lines.append(
         "  verdicts: " + ", ".join(f"{k} {v}" for k, v in c.items())
         + (f"; compacted order differs (allowed) in {s['order_differs']} passing cases" if s["order_differs"] else "")

@@ -243,3 +243,18 @@ def test_memory_bound_says_which_limit(monkeypatch):
     monkeypatch.setattr(inputs_module, "available_bytes", lambda device: (1 << 20, "available host memory"))
     with pytest.raises(ResourceError, match="only 1.0 MiB of available host memory"):
         run_case(CaseConfig(topk=2048, tokens=8))
+
+
+def test_sha256_of_a_one_row_strided_tensor_is_that_of_its_copy():
+    """A size-1 dimension with a stride other than 1 (a strided req_id of one token row,
+    the `mixed` memory layout) hashes like its contiguous copy instead of raising."""
+    import torch
+
+    from remap_ab.inputs import tensor_sha256
+
+    base = torch.arange(9, dtype=torch.int32)
+    one = base[3::3][:1]  # shape (1,), stride (3,)
+    assert one.stride() == (3,) and one.is_contiguous()
+    assert tensor_sha256(one) == tensor_sha256(one.clone())
+    wide = torch.arange(12, dtype=torch.int32).reshape(3, 4)[:, :1].t()  # (1, 3) with strides (1, 4)
+    assert tensor_sha256(wide) == tensor_sha256(wide.contiguous().clone())

@@ -33,7 +33,7 @@ def triton_filter_and_convert_dcp_index(*a, **k):
 # 8 cases; B changes lane (0, 0) when it is valid, which fails 3 of them.
 GRID = ["--remap-grid", "--remap-grid-max-tokens=1", "--remap-grid-filter=path=convert", "--remap-grid-filter=k=128",
         "--remap-b=badlane_grid"]
-FAILING = {"4a4bd9116017", "3dfcdc0119b6", "ffbdafd0fb22"}
+FIRST = "4a4bd9116017"  # the grid's first case: its lane (0, 0) is valid, so it fails
 
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -61,8 +61,10 @@ def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, dist):
     assert r.stdout.splitlines()[-1].startswith("3 failed, 5 passed in "), r.stdout
     cases = _cases(xml_path)
     assert len(cases) == 8
-    assert {k for k, c in cases.items() if c.find("failure") is not None} == FAILING
-    for case_id in FAILING:
+    failing = {k for k, c in cases.items() if c.find("failure") is not None}
+    assert len(failing) == 3 and FIRST in failing
+    assert {p.name for p in (tmp_path / "reports").iterdir()} == failing  # a report for each, no other
+    for case_id in failing:
         message = cases[case_id].find("failure").get("message")
         lines = message.splitlines()
         assert lines[0].startswith("FAIL [out] badlane_grid: output differs from the oracle at row 0, col 0 (")
@@ -80,10 +82,10 @@ def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, dist):
 
 
 def test_k_case_id_judges_only_that_case(tmp_path):
-    r = _pytest(tmp_path, "-p", "no:xdist", "-k", "3dfcdc0119b6")
+    r = _pytest(tmp_path, "-p", "no:xdist", "-k", FIRST)
     assert r.returncode == 1
     assert r.stdout.splitlines()[-1].startswith("1 failed, 7 deselected in "), r.stdout
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["3dfcdc0119b6"]
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [FIRST]
 
 
 def test_lf_reruns_the_failed_cases_only(tmp_path):

@@ -120,3 +120,47 @@ def test_a_known_spill_is_reported_but_not_failed():
     assert cross_compile.regressions(rows, ["*:dcp-compact:16384"]) == []
     assert len(cross_compile.known_regressions(rows, ["sm_90:*:*"])) == 1
     assert len(cross_compile.regressions(rows, ["sm_90:counts:16384"])) == 1  # another path: still a regression
+
+
+@pytest.mark.gpu
+def test_cross_compiled_figures_equal_the_loaded_kernels_on_this_gpu():
+    """On the GPU: each variant cross-compiled for the device's own target has the
+    registers, spills and shared memory the driver reports for the kernel the wrapper
+    really launched (the binding is the launch's)."""
+    import torch
+    from triton.runtime import jit
+
+    from remap_ab.config import CaseConfig
+    from remap_ab.inputs import generate_inputs
+
+    major, minor = torch.cuda.get_device_capability()
+    target = {(8, 0): "sm_80", (9, 0): "sm_90", (10, 0): "sm_100", (12, 0): "sm_120"}.get((major, minor))
+    if target is None:
+        pytest.skip(f"no resources target for compute capability {major}.{minor}")
+    paths, topks = ("counts", "nocounts", "dcp-compact"), (384, 2048)
+    cross = {(r["side"], r["path"], r["topk"]): r for r in cross_compile.run("old", "new", [target], paths, topks, (128,), 2)}
+    launched: list = []
+    original = jit.JITFunction.run
+
+    def run(self, *args, **kwargs):
+        compiled = original(self, *args, **kwargs)
+        launched.append(compiled)
+        return compiled
+
+    jit.JITFunction.run = run
+    try:
+        for side, impl in (("A", "old"), ("B", "new")):
+            for path in paths:
+                for k in topks:
+                    config = CaseConfig(topk=k, block_n=128, tokens=cross_compile.TOKENS, **cross_compile.PATHS[path])
+                    launched.clear()
+                    registry.get(impl)(config, generate_inputs(config, device="cuda"))
+                    facts = resources.compiled_facts(launched[-1])
+                    row = cross[(side, path, k)]
+                    where = f"{impl} {path} K={k}"
+                    assert facts["n_regs"] == row["regs"], where
+                    assert (facts["n_spills"] or 0) > 0 if row["spills"] else (facts["n_spills"] or 0) == 0, where
+                    assert facts["shared"] == row["shared_bytes"], where
+                    assert facts["num_warps"] == row["num_warps"], where
+    finally:
+        jit.JITFunction.run = original

@@ -146,7 +146,7 @@ def _sweep(repo, root, a, b, *extra) -> int:
                      "--filter", "invalid=0.3", *extra])
 
 
-def test_sweep_and_replay_of_two_revisions(repo, tmp_path, capsys):
+def test_sweep_and_replay_of_two_revisions(repo, tmp_path, capsys, monkeypatch):
     # A branch that moves after the sweep: the replay must still read the commit swept.
     git(repo, "branch", "-f", "feature", "broken")
     assert _sweep(repo, tmp_path / "ok", f"undo:{FILE}", f"fixed:{FILE}", "-j", "1") == 0
@@ -158,7 +158,9 @@ def test_sweep_and_replay_of_two_revisions(repo, tmp_path, capsys):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["implementations"]["b"]["commit"] == sha
     assert json.loads((run / "run.json").read_text())["b"] == f"feature@{sha[:12]}:{FILE}"
-    report = next(p for p in run.iterdir() if p.is_dir())
+    reports = [p for p in sorted(run.iterdir()) if p.is_dir()]
+    assert reports and not [p for p in reports if p.name.startswith(".")]  # every report written whole
+    report = reports[0]
     meta = json.loads((report / "verdict.json").read_text())
     assert meta["b"]["source"]["commit"] == sha and meta["verdict"]["failures"][0]["impl"] == meta["b"]["name"]
     diff = (report / "diff.md").read_text()
@@ -171,11 +173,8 @@ def test_sweep_and_replay_of_two_revisions(repo, tmp_path, capsys):
     from shlex import split
 
     argv = split(" ".join(command))
-    os.chdir(tmp_path)  # anywhere: the replay names its repository
-    try:
-        assert cli_main(argv) == 1
-    finally:
-        os.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)  # anywhere: the replay names its repository
+    assert cli_main(argv) == 1
     out = capsys.readouterr().out
     assert "reproduced: yes" in out
     # Without the pins, replay reads what the report recorded too.

@@ -130,3 +130,24 @@ def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_
     assert f"resuming {folder}: {done} cases already done, {total - done} to run" in again.stderr
     table = pd.read_csv(folder / "results.csv", dtype=str)
     assert len(table) == total and table["case_id"].nunique() == total  # no case run twice, none missing
+
+
+def test_sigterm_stops_any_command_in_one_line_with_143(tmp_path):
+    # Not only the sweep: every command unwinds on SIGTERM as on Ctrl-C (clean-ups run).
+    env = _env(tmp_path)
+    marker = tmp_path / "started"
+    (tmp_path / "mods" / "sleepyimpl.py").write_text(
+        f"import pathlib, time\n"
+        f"def triton_convert_req_index_to_global_index(*a, **k):\n"
+        f"    pathlib.Path({str(marker)!r}).touch()\n    time.sleep(60)\n"
+        f"triton_filter_and_convert_dcp_index = triton_convert_req_index_to_global_index\n")
+    proc = subprocess.Popen([sys.executable, "-m", "remap_ab", "run", "--b", "sleepyimpl", "--tokens", "1",
+                             "--topk", "128", "--device", "cpu"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert err == "remap-ab run: interrupted by SIGTERM\n"

@@ -479,7 +479,7 @@ def test_memcheck_runs_every_case_through_its_device_check(monkeypatch):
 def test_sweep_memcheck_end_to_end(tmp_path, capsys):
     assert cli_main(["sweep", *TWO, "--memcheck", "-j", "0", "--root", str(tmp_path), "--run", "m", "--no-progress"]) == 0
     assert json.loads((tmp_path / "m" / "run.json").read_text())["memcheck"] is True
-    assert "memcheck: every case's loads and stores were checked" in capsys.readouterr().out
+    assert "memcheck: every case run had its loads and stores checked" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ one-way flow

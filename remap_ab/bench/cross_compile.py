@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import time
 from collections.abc import Sequence
@@ -94,10 +93,9 @@ def tasks_for(a: str, b: str, targets: Sequence[str], paths: Sequence[str], topk
 
 def _compile_only_process() -> None:
     # Triton decides interpreter-or-compiler when a kernel module is imported.
-    os.environ.pop("TRITON_INTERPRET", None)
     from remap_ab import backend
 
-    backend.select(backend.COMPILE_ONLY)
+    backend.select_compile_only()
 
 
 @contextlib.contextmanager
