@@ -230,16 +230,26 @@ class CaseConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CaseConfig:
+        """A configuration from plain values, strings converted ("3", "true", "0.3"):
+        schema.config_input, CaseConfig's fields as a lax model. A field that is no
+        valid value of its type is one ConfigError naming it."""
+        from remap_ab import schema
+
         names = {f.name: f for f in fields(cls)}
         unknown = sorted(set(data) - set(names))
         if unknown:
             raise ConfigError(
                 f"unknown configuration field(s) {', '.join(unknown)}; known fields: {', '.join(names)}"
             )
-        coerced = {}
-        for name, value in data.items():
-            coerced[name] = _coerce(name, FIELD_TYPES[name], value)
-        return cls(**coerced)
+        plain = {name: _plain(value) for name, value in data.items()}
+        converted = schema.load(schema.config_input(), plain, where="configuration", error=ConfigError,
+                                describe=_not_valid)
+        return cls(**converted.model_dump(exclude_unset=True))
+
+
+def _not_valid(error: dict) -> str:
+    name = str(error["loc"][0])
+    return f"{name}={error.get('input')!r} is not a valid {FIELD_TYPES[name].__name__}"
 
 
 def field_help(name: str) -> str:
@@ -288,43 +298,6 @@ def _plain(value: Any) -> Any:
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         return value.item()
     return value
-
-
-def _coerce(name: str, kind: type, value: Any) -> Any:
-    type_name = kind.__name__
-    value = _plain(value)
-    try:
-        if kind is bool:
-            if isinstance(value, str):
-                lowered = value.strip().lower()
-                if lowered in ("1", "true", "yes", "on"):
-                    return True
-                if lowered in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError(value)
-            if isinstance(value, (int, float)) and value in (0, 1):
-                return bool(value)
-            raise ValueError(value)
-        if kind is int:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError(value)
-            if isinstance(value, str):
-                return int(value.strip())
-            return int(value)
-        if kind is float:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            result = float(value)
-            if result != result or result in (float("inf"), float("-inf")):
-                raise ValueError(value)
-            return result
-        if not isinstance(value, str):
-            raise ValueError(value)
-        return value
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} is not a valid {type_name}") from None
 
 
 def case_id(config: CaseConfig) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from remap_ab.config import CONFIG_FIELDS, CaseConfig
 from remap_ab.errors import ConfigError
@@ -308,38 +308,17 @@ def _parse_value(source: str, key: str, raw, field_name: Optional[str]) -> Value
     return Value(str(label), tuple(fields_.items()))
 
 
-def _int_list(source: str, key: str, raw, least: int) -> tuple:
-    if not isinstance(raw, list) or not all(_is_int(v) and v >= least for v in raw):
-        raise ConfigError(f"grid file {source}: {key} must be a list of integers >= {least} (got {raw!r})")
-    return tuple(raw)
-
-
 def _widths(source: str, entries) -> tuple:
-    if not isinstance(entries, list):
-        raise ConfigError(f"grid file {source}: `width` must be an array of tables ([[width]])")
+    """The [[width]] entries (their shape checked by schema.WidthEntry): each BLOCK_N in
+    the right list, each K once."""
     out = []
     for i, e in enumerate(entries):
-        key = f"[[width]] #{i + 1}"
-        if not isinstance(e, dict):
-            raise ConfigError(f"grid file {source}: {key} must be a table with k, block_n, rejected_block_n, source")
-        unknown = sorted(set(e) - {"k", "block_n", "rejected_block_n", "source"})
-        if unknown:
-            raise ConfigError(f"grid file {source}: {key} has unknown key(s) {', '.join(unknown)}")
-        k = e.get("k")
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ConfigError(f"grid file {source}: {key}: `k` must be a positive integer (got {k!r})")
-        accepted = _int_list(source, f"{key} (k={k}) block_n", e.get("block_n"), 1)
-        rejected = _int_list(source, f"{key} (k={k}) rejected_block_n", e.get("rejected_block_n", []), 1)
-        if not accepted:
-            raise ConfigError(f"grid file {source}: {key} (k={k}): `block_n` lists no accepted BLOCK_N")
-        bad = [b for b in accepted if k % b] + [b for b in rejected if not k % b]
+        key = f"[[width]] #{i + 1} (k={e.k})"
+        bad = [b for b in e.block_n if e.k % b] + [b for b in e.rejected_block_n if not e.k % b]
         if bad:
-            raise ConfigError(f"grid file {source}: {key} (k={k}): BLOCK_N {bad[0]} is in the wrong list "
+            raise ConfigError(f"grid file {source}: {key}: BLOCK_N {bad[0]} is in the wrong list "
                               f"(block_n must divide k, rejected_block_n must not)")
-        text = e.get("source")
-        if not isinstance(text, str) or not text.strip():
-            raise ConfigError(f"grid file {source}: {key} (k={k}): `source` must say where the width comes from")
-        out.append(ModelWidth(k, accepted, rejected, " ".join(text.split())))
+        out.append(ModelWidth(e.k, tuple(e.block_n), tuple(e.rejected_block_n), " ".join(e.source.split())))
     if len({w.k for w in out}) != len(out):
         raise ConfigError(f"grid file {source}: a width appears twice in [[width]]")
     return tuple(out)
@@ -353,71 +332,47 @@ def _width_values(widths: tuple) -> list:
 def _rejection_spec(source: str, raw, dim_names: set) -> Optional[RejectionSpec]:
     if raw is None:
         return None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"grid file {source}: `rejections` must be a table ([rejections])")
-    over = raw.get("over", [])
-    if not isinstance(over, list) or not all(isinstance(o, str) and o in dim_names for o in over):
-        raise ConfigError(f"grid file {source}: [rejections] `over` must list dimensions (got {over!r})")
-    fields_ = raw.get("fields", {})
-    if not isinstance(fields_, dict) or set(fields_) - set(CONFIG_FIELDS):
-        raise ConfigError(f"grid file {source}: [rejections] `fields` must be a table of configuration fields")
-    return RejectionSpec(tuple(over), tuple(fields_.items()), " ".join(str(raw.get("doc", "")).split()))
+    bad = [o for o in raw.over if o not in dim_names]
+    if bad:
+        raise ConfigError(f"grid file {source}: [rejections] `over` must list dimensions (got {raw.over!r})")
+    return RejectionSpec(tuple(raw.over), tuple(raw.fields.items()), " ".join(raw.doc.split()))
 
 
-def _axis(source: str, section: str, i: int, entry, rotation: bool, widths: tuple = ()) -> Axis:
-    where = f"[[{section}]] #{i + 1}"
-    if not isinstance(entry, dict):
-        raise ConfigError(f"grid file {source}: {where} must be a table ([[{section}]] with name and values)")
+def _axis(source: str, section: str, i: int, entry: dict, rotation: bool, widths: tuple = ()) -> Axis:
+    from remap_ab import schema
+
     name = entry.get("name")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"grid file {source}: {where}: `name` must be a non-empty string")
-    key = f"{section} {name!r}"
-    if "from" in entry:
-        if rotation or entry["from"] != "widths" or "values" in entry:
-            raise ConfigError(f'grid file {source}: {key}: `from` must be "widths", on a dimension without `values`')
+    key = f"{section} {name!r}" if isinstance(name, str) and name else f"[[{section}]] #{i + 1}"
+    e: Any = schema.load(schema.RotateEntry if rotation else schema.DimensionEntry, entry,
+                         where=f"grid file {source}: {key}", error=ConfigError)
+    values = e.values
+    if not rotation and e.from_ is not None:
+        if values is not None:
+            raise ConfigError(f'grid file {source}: {key}: `from = "widths"` replaces `values`; give one of them')
         if not widths:
             raise ConfigError(f'grid file {source}: {key}: `from = "widths"` needs [[width]] entries')
-        entry = {**entry, "values": _width_values(widths)}
-    values = entry.get("values")
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"grid file {source}: {key}: `values` must be a non-empty list (got {type(values).__name__})")
-    field_name = entry.get("field")
-    if field_name is not None and (not isinstance(field_name, str) or field_name not in CONFIG_FIELDS):
-        raise ConfigError(f"grid file {source}: {key}: `field` must name a configuration field (got {field_name!r})")
-    if "doc" in entry and not isinstance(entry["doc"], str):
-        raise ConfigError(f"grid file {source}: {key}: `doc` must be a string")
-    over: tuple = ()
-    modulo = None
-    if rotation:
-        raw_over = entry.get("over", [])
-        if not isinstance(raw_over, list) or not all(isinstance(o, str) for o in raw_over):
-            raise ConfigError(f"grid file {source}: {key}: `over` must be a list of dimension names")
-        over = tuple(raw_over)
-        modulo = entry.get("modulo")
-        if modulo is not None and (not isinstance(modulo, str) or modulo not in CONFIG_FIELDS):
-            raise ConfigError(f"grid file {source}: {key}: `modulo` must name a configuration field (got {modulo!r})")
+        values = _width_values(widths)
+    if values is None:
+        raise ConfigError(f"grid file {source}: {key} field 'values' is missing")
+    field_name = e.field
+    over: tuple = tuple(e.over) if rotation else ()
+    modulo = e.modulo if rotation else None
     parsed = tuple(_parse_value(source, key, v, field_name) for v in values)
     labels = [v.label for v in parsed]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"grid file {source}: {key} has duplicate labels")
-    return Axis(name=name, doc=" ".join(str(entry.get("doc", "")).split()), values=parsed, over=over, modulo=modulo)
+    return Axis(name=e.name, doc=" ".join(e.doc.split()), values=parsed, over=over, modulo=modulo)
 
 
 def parse(data: dict, source: str = "") -> Grid:
     """A Grid from the TOML's data; ConfigError naming the file and the key of the
-    first thing of the wrong shape or type."""
-    version = data.get("version", 1)
-    if not _is_int(version):
-        raise ConfigError(f"grid file {source}: `version` must be an integer (got {version!r})")
-    sections = {}
-    for section in ("dimension", "rotate"):
-        entries = data.get(section, [])
-        if not isinstance(entries, list):
-            raise ConfigError(f"grid file {source}: `{section}` must be an array of tables ([[{section}]])")
-        sections[section] = entries
-    widths = _widths(source, data.get("width", []))
-    dims = [_axis(source, "dimension", i, d, False, widths) for i, d in enumerate(sections["dimension"])]
-    rots = [_axis(source, "rotate", i, r, True) for i, r in enumerate(sections["rotate"])]
+    first thing of the wrong shape or type (schema.GridData and its entries)."""
+    from remap_ab import schema
+
+    g = schema.load(schema.GridData, data, where=f"grid file {source}", error=ConfigError)
+    widths = _widths(source, g.width)
+    dims = [_axis(source, "dimension", i, d, False, widths) for i, d in enumerate(g.dimension)]
+    rots = [_axis(source, "rotate", i, r, True) for i, r in enumerate(g.rotate)]
     if not dims:
         raise ConfigError(f"grid file {source}: no [[dimension]]; a grid needs at least one")
     names = [a.name for a in dims + rots]
@@ -428,15 +383,8 @@ def parse(data: dict, source: str = "") -> Grid:
         bad = [o for o in r.over if o not in dim_names]
         if bad or not r.over:
             raise ConfigError(f"grid file {source}: rotate {r.name!r}: `over` must list dimensions (got {list(r.over)})")
-    raw_defaults = data.get("defaults", {})
-    if not isinstance(raw_defaults, dict):
-        raise ConfigError(f"grid file {source}: `defaults` must be a table ([defaults]), not {type(raw_defaults).__name__}")
-    defaults = dict(raw_defaults)
-    unknown = sorted(set(defaults) - set(CONFIG_FIELDS))
-    if unknown:
-        raise ConfigError(f"grid file {source}: unknown default field(s) {', '.join(unknown)}")
-    rejections = _rejection_spec(source, data.get("rejections"), dim_names)
-    return Grid(version, defaults, dims, rots, source, widths, rejections)
+    rejections = _rejection_spec(source, g.rejections, dim_names)
+    return Grid(g.version, dict(g.defaults), dims, rots, source, widths, rejections)
 
 
 def shipped() -> dict:

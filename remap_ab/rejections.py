@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab.config import CONFIG_FIELDS, CaseConfig
+from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
 
 REJECTIONS_FILE = "rejections.toml"
@@ -141,41 +141,26 @@ def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
 
 
 def parse(data: dict, source: str = REJECTIONS_FILE) -> tuple[RejectionCase, ...]:
-    def bad(where: str, message: str) -> ConfigError:
-        return ConfigError(f"rejections file {source}: {where}: {message}")
+    """The calls of a parsed rejections file (schema.RejectionsData, then each call's
+    schema.RejectionCallData); ConfigError naming the file, the call and the field."""
+    from remap_ab import schema
 
-    base = data.get("base", {})
-    if not isinstance(base, dict) or set(base) - set(CONFIG_FIELDS):
-        raise bad("[base]", f"must be a table of configuration fields ({', '.join(CONFIG_FIELDS)})")
-    calls = data.get("call")
-    if not isinstance(calls, list) or not calls:
-        raise bad("[[call]]", "there must be at least one call")
+    top = schema.load(schema.RejectionsData, data, where=f"rejections file {source}", error=ConfigError)
     out, seen = [], set()
-    for i, entry in enumerate(calls):
-        where = f"[[call]] #{i + 1}"
-        if not isinstance(entry, dict):
-            raise bad(where, "must be a table")
-        unknown = set(entry) - {"id", "precondition", "what", "base", "args", "tensors", "spec_rejects"}
-        if unknown:
-            raise bad(where, f"unknown key(s) {', '.join(sorted(unknown))}")
-        for key in ("id", "precondition"):
-            if not isinstance(entry.get(key), str) or not entry[key]:
-                raise bad(where, f"`{key}` must be a non-empty string")
-        where = f"call {entry['id']!r}"
-        if entry["id"] in seen:
-            raise bad(where, "the id repeats")
-        seen.add(entry["id"])
-        for key, kind in (("what", str), ("base", dict), ("args", dict), ("tensors", dict), ("spec_rejects", bool)):
-            if key in entry and not isinstance(entry[key], kind):
-                raise bad(where, f"`{key}` must be a {'table' if kind is dict else kind.__name__}")
-        if not all(isinstance(v, dict) for v in entry.get("tensors", {}).values()):
-            raise bad(where, "each `tensors` entry must be a table of changes")
+    for i, entry in enumerate(top.call):
+        name = entry.get("id")
+        where = f"rejections file {source}: " + (f"call {name!r}" if isinstance(name, str) and name else f"[[call]] #{i + 1}")
+        call = schema.load(schema.RejectionCallData, entry, where=where, error=ConfigError)
+        if call.id in seen:
+            raise ConfigError(f"{where}: the id repeats")
+        seen.add(call.id)
+        tensors = {arg: change.model_dump(exclude_unset=True) for arg, change in call.tensors.items()}
         try:
-            config = CaseConfig.from_dict({**base, **entry.get("base", {})})
-            out.append(make(entry["id"], entry["precondition"], config, entry.get("args"), entry.get("tensors"),
-                            what=entry.get("what", ""), spec_rejects=entry.get("spec_rejects", True)))
+            config = CaseConfig.from_dict({**top.base, **call.base})
+            out.append(make(call.id, call.precondition, config, call.args, tensors, what=call.what,
+                            spec_rejects=call.spec_rejects))
         except ConfigError as exc:
-            raise bad(where, " ".join(str(exc).split())) from None
+            raise ConfigError(f"{where}: {' '.join(str(exc).split())}") from None
     return tuple(out)
 
 

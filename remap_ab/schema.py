@@ -12,6 +12,7 @@ caller's error class (``ReportError``, ``ConfigError``, ``MutantError``) with th
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -96,8 +97,12 @@ def _expected(error: dict, model: type[BaseModel]) -> str:
         return f"a number {word} {bound}"
     if kind == "string_too_short":
         return "a non-empty string"
-    if kind in ("too_short", "too_long"):
-        return f"a list of {ctx.get('min_length', ctx.get('max_length', '?'))} items"
+    if kind == "too_short":
+        n = ctx.get("min_length", "?")
+        return f"at least {n} item{'' if n == 1 else 's'}"
+    if kind == "too_long":
+        n = ctx.get("max_length", "?")
+        return f"at most {n} item{'' if n == 1 else 's'}"
     if kind == "value_error":
         return str(ctx.get("error", error["msg"]))
     words = _WORDS.get(kind, error["msg"].lower())
@@ -115,24 +120,27 @@ def problem(error: dict, model: type[BaseModel]) -> str:
         return f"{field}is not a known field"
     value = error.get("input")
     shown = json.dumps(value, default=repr)[:40] if not isinstance(value, str) else repr(value)[:40]
+    if error["loc"][-1:] == ("[key]",):  # a mapping's key, not its value
+        return f"field {_path(error['loc'][:-2])!r} has the key {shown}, expected {_expected(error, model)}"
     return f"{field}is {type(value).__name__} {shown}, expected {_expected(error, model)}"
 
 
 def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], remedy: str = "",
-         context: Optional[dict] = None) -> M:
+         context: Optional[dict] = None, describe: Optional[typing.Callable[[dict], str]] = None) -> M:
     """``data`` checked against ``model``; ``error(f"{where} {problem}{remedy}")`` for its
-    first problem. ``context`` reaches the model's validators."""
+    first problem (``describe(error)`` instead, where a caller words it itself).
+    ``context`` reaches the model's validators."""
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise error(f"{where} {problem(dict(first), model)}{remedy}") from None
+        first = dict(exc.errors(include_url=False)[0])
+        raise error(describe(first) if describe else f"{where} {problem(first, model)}{remedy}") from None
 
 
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).
 
-from pydantic import BeforeValidator, Field, create_model  # noqa: E402
+from pydantic import AfterValidator, BeforeValidator, Field, create_model  # noqa: E402
 
 from remap_ab.status import Check, Status  # noqa: E402
 
@@ -266,3 +274,153 @@ def _config_fields() -> type[BaseModel]:
 class ConfigFile(Open):
     case_id: str
     config: _config_fields()  # type: ignore[valid-type]  # a model built from CaseConfig's fields
+
+
+# The mutant catalogue (mutants/catalogue.py): the file's shape, then each entry's.
+
+
+def _identifier(value: str) -> str:
+    if not value.isidentifier():
+        raise ValueError("a Python identifier (it names package mutant_<id>)")
+    return value
+
+
+def _words(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a non-empty string")
+    return value
+
+
+Words = typing.Annotated[str, AfterValidator(_words)]
+
+
+class CatalogueData(Strict):
+    version: typing.Literal[1]
+    bases: dict[str, dict[str, Any]] = {}
+    mutant: list[dict[str, Any]] = Field(min_length=1)
+
+
+class EditData(Strict):
+    old: str = Field(min_length=1)
+    new: str
+
+
+class MutantEntry(Strict):
+    id: typing.Annotated[str, AfterValidator(_identifier)]
+    target: typing.Literal["old", "new"]
+    area: Words
+    description: Words
+    witness: dict[str, Any]
+    edit: list[EditData] = Field(min_length=1)
+    equivalent: Optional[Words] = None
+    needs_gpu: Optional[Words] = None
+    observable: typing.Literal["output", "memcheck", "call", "rejection"] = "output"
+
+
+# Rejection calls (rejections.toml): the file's shape, then each call's.
+
+
+class RejectionsData(Strict):
+    version: typing.Literal[1] = 1
+    base: dict[str, Any] = {}
+    call: list[dict[str, Any]] = Field(min_length=1)
+
+
+class TensorChangeData(Strict):
+    rows: int = _ABSENT
+    columns: int = _ABSENT
+    dtype: str = _ABSENT
+    missing: bool = _ABSENT
+    strided: bool = _ABSENT
+
+
+class RejectionCallData(Strict):
+    id: Words
+    precondition: Words
+    what: str = ""
+    base: dict[str, Any] = {}
+    args: dict[str, typing.Union[bool, int]] = {}
+    tensors: dict[str, TensorChangeData] = {}
+    spec_rejects: bool = True
+
+
+# Grid files (grid.py): the file's shape, each axis entry's, each width's. What the
+# entries mean together (labels, `over`, rotations taken modulo a field) stays in grid.py.
+
+
+def _config_field(value: str) -> str:
+    from remap_ab.config import CONFIG_FIELDS
+
+    if value not in CONFIG_FIELDS:
+        raise ValueError("the name of a configuration field")
+    return value
+
+
+ConfigField = typing.Annotated[str, AfterValidator(_config_field)]
+Name = typing.Annotated[str, Field(min_length=1)]
+
+
+class WidthEntry(Strict):
+    k: int = Field(ge=1)
+    block_n: list[typing.Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    rejected_block_n: list[typing.Annotated[int, Field(ge=1)]] = []
+    source: Words
+
+
+class GridRejectionsData(Strict):
+    over: list[str] = []
+    fields: dict[ConfigField, Any] = {}
+    doc: str = ""
+
+
+class GridData(Strict):
+    version: int = 1
+    defaults: dict[ConfigField, Any] = {}
+    dimension: list[dict[str, Any]] = []
+    rotate: list[dict[str, Any]] = []
+    width: list[WidthEntry] = []
+    rejections: Optional[GridRejectionsData] = None
+
+
+class DimensionEntry(Strict):
+    name: Name
+    doc: str = ""
+    field: Optional[ConfigField] = None
+    values: list[Any] = Field(default=None, min_length=1)
+    from_: Optional[typing.Literal["widths"]] = Field(default=None, alias="from")
+
+
+class RotateEntry(Strict):
+    name: Name
+    doc: str = ""
+    field: Optional[ConfigField] = None
+    values: list[Any] = Field(min_length=1)
+    over: list[str] = []
+    modulo: Optional[ConfigField] = None
+
+
+
+# CaseConfig.from_dict (config.py): the command line's and saved JSON's strings
+# converted ("3", "true", "0.3"), never a bool for a number, never NaN or infinity.
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("not a bool")
+    return value
+
+
+class _Lax(BaseModel):
+    model_config = ConfigDict(strict=False, extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+@functools.lru_cache(maxsize=1)
+def config_input() -> type[BaseModel]:
+    """CaseConfig's fields as a lax model: what ``from_dict`` converts."""
+    from remap_ab.config import FIELD_TYPES
+
+    fields: dict[str, Any] = {}
+    for name, kind in FIELD_TYPES.items():
+        annotation: Any = typing.Annotated[kind, BeforeValidator(_no_bool)] if kind in (int, float) else kind
+        fields[name] = (annotation, Field(default=None))
+    return create_model("ConfigInput", __base__=_Lax, **fields)

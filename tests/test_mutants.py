@@ -74,17 +74,17 @@ def _doc(*entries):
 @pytest.mark.parametrize(
     "doc, message",
     [
-        (_doc(_entry(colour="red")), "unknown colour"),
-        (_doc(_entry(target="newer")), "target 'newer' is not one of old, new"),
-        (_doc(_entry(id="not an id")), "must be a Python identifier"),
+        (_doc(_entry(colour="red")), "mutant x field 'colour' is not a known field"),
+        (_doc(_entry(target="newer")), "field 'target' is str 'newer', expected one of old, new"),
+        (_doc(_entry(id="not an id")), r"mutant #1 field 'id' is str 'not an id', expected a Python identifier"),
         (_doc(_entry(), _entry()), "appears twice"),
-        (_doc(_entry(edit=[])), "at least one"),
-        (_doc(_entry(edit=[{"old": "a"}])), "exactly the string fields old and new"),
+        (_doc(_entry(edit=[])), "field 'edit' is list \\[\\], expected at least 1 item"),
+        (_doc(_entry(edit=[{"old": "a"}])), r"field 'edit\[0\].new' is missing"),
         (_doc(_entry(witness={"base": "nope"})), "witness base 'nope'"),
         (_doc(_entry(witness={"base": "convert", "tokens": "three"})), "witness is not a valid case"),
-        (_doc(_entry(observable="eyes")), "observable 'eyes'"),
-        (_doc(_entry(needs_gpu="")), "needs_gpu must be a non-empty string"),
-        ({"version": 2, "mutant": [_entry()]}, "version must be 1"),
+        (_doc(_entry(observable="eyes")), "field 'observable' is str 'eyes', expected one of output, memcheck"),
+        (_doc(_entry(needs_gpu="")), "field 'needs_gpu' is str '', expected a non-empty string"),
+        ({"version": 2, "mutant": [_entry()]}, "catalogue.toml field 'version' is int 2, expected one of 1"),
     ],
 )
 def test_a_malformed_catalogue_entry_is_named(doc, message):
@@ -137,8 +137,8 @@ def test_mutant_changes_an_output_on_its_witness_case(m, mutant_root):
     w, _ = M.find_witness(m, DEVICE, declared_only=not (m.needs_gpu and DEVICE == "cuda"))
     if m.equivalent:
         assert w is None, f"{m.id} is declared equivalent but changes an output: {w.line()}"
-    elif m.observable == "memcheck":
-        assert w is None, f"{m.id} must change no output (only a memory check may see it): {w.line()}"
+    elif m.observable in ("memcheck", "call"):
+        assert w is None, f"{m.id} must change no output (only a memory or call check may see it): {w.line()}"
     else:
         assert w is not None, f"{m.id}: its witness case shows no difference from the real kernel"
 
@@ -216,7 +216,7 @@ def test_plan_runs_what_can_kill_and_says_why_the_rest_does_not():
     cpu = plan(racy, "cpu")
     assert cpu.run == ("race",) and "needs a GPU" in cpu.skipped["properties"]
     assert plan(racy, "cuda").run == ("race", "sweep", "properties")
-    assert plan(racy, "cpu", full=True).run == ("race", "memcheck", "rejects", "sweep", "properties")
+    assert plan(racy, "cpu", full=True).run == ("race", "call", "memcheck", "rejects", "sweep", "properties")
     unchecked = plan(M.get("req_id_length_unchecked"), "cpu")
     assert unchecked.run == ("rejects",) and "only a call SPEC §6 rejects" in unchecked.skipped["sweep"]
     assert plan(oob, "cpu").run == ("memcheck",) and "outputs unchanged" in plan(oob, "cpu").skipped["sweep"]

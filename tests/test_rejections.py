@@ -161,9 +161,10 @@ def test_a_grid_point_a_wrapper_rejects_becomes_a_rejection_case():
 
 @pytest.mark.parametrize("doc, message", [
     ({"call": [{"id": "x", "precondition": "p", "args": {"BLOCK_M": 3}}]}, "'BLOCK_M' is not a scalar argument of"),
-    ({"call": [{"id": "x", "precondition": "p", "tensors": {"req_id": {"rows": "1"}}}]}, "rows = '1' is not a int"),
+    ({"call": [{"id": "x", "precondition": "p", "tensors": {"req_id": {"rows": "1"}}}]},
+     "call 'x' field 'tensors.req_id.rows' is str '1', expected an integer"),
     ({"call": [{"id": "x", "precondition": "p"}]}, "changes nothing"),
-    ({"call": [{"id": "x", "precondition": "p", "args": {"BLOCK_N": 3}, "colour": 1}]}, "unknown key(s) colour"),
+    ({"call": [{"id": "x", "precondition": "p", "args": {"BLOCK_N": 3}, "colour": 1}]}, "call 'x' field 'colour' is not a known field"),
     ({"call": [{"id": "x", "precondition": "p", "base": {"topk": 100}, "args": {"BLOCK_N": 3}}]}, "call 'x': topk=100"),
 ])
 def test_a_malformed_rejections_file_is_one_line_naming_the_call(doc, message):

@@ -226,17 +226,20 @@ K_DIM = '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = [128]\n'
 
 
 @pytest.mark.parametrize("text, words", [
-    ('version = "abc"\n' + K_DIM, "`version` must be an integer"),
-    (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = 5\n', "dimension 'k': `values` must be a non-empty list"),
-    (GRID_HEAD + 'dimension = 5\n', "`dimension` must be an array of tables"),
-    (GRID_HEAD + 'dimension = [5]\n', "[[dimension]] #1 must be a table"),
-    (GRID_HEAD + 'defaults = "x"\n' + K_DIM, "`defaults` must be a table"),
+    ('version = "abc"\n' + K_DIM, "field 'version' is str 'abc', expected an integer"),
+    (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = 5\n', "dimension 'k' field 'values' is int 5, expected a list"),
+    (GRID_HEAD + 'dimension = 5\n', "field 'dimension' is int 5, expected a list"),
+    (GRID_HEAD + 'dimension = [5]\n', "field 'dimension[0]' is int 5, expected an object"),
+    (GRID_HEAD + 'defaults = "x"\n' + K_DIM, "field 'defaults' is str 'x', expected an object"),
     (GRID_HEAD + '[defaults]\ndcp_size = 0\n' + K_DIM
      + '[[rotate]]\nname = "rank"\nover = ["k"]\nfield = "dcp_rank"\nvalues = [0, 1]\nmodulo = "dcp_size"\n',
      "rotate 'rank': `modulo` field dcp_size is 0"),
     (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = ["abc"]\n', "topk='abc'"),
     (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "invalid_ratio"\nvalues = ["abc"]\n', "invalid_ratio"),
-    (GRID_HEAD + '[[dimension]]\nname = 3\nvalues = [1]\n', "`name` must be a non-empty string"),
+    (GRID_HEAD + '[[dimension]]\nname = 3\nvalues = [1]\n', "[[dimension]] #1 field 'name' is int 3, expected a string"),
+    (GRID_HEAD + '[[dimension]]\nname = "k"\nfeild = "topk"\nvalues = [1]\n', "dimension 'k' field 'feild' is not a known field"),
+    (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = []\n', "field 'values' is list [], expected at least 1 item"),
+    (GRID_HEAD + '[defaults]\ntokenz = 3\n' + K_DIM, "field 'defaults' has the key 'tokenz', expected the name of a configuration field"),
 ])
 def test_wrong_typed_grid_files_are_one_line_errors(tmp_path, capsys, text, words):
     path = tmp_path / "bad.toml"

@@ -21,8 +21,6 @@ from remap_ab.errors import ConfigError, MutantError
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
 OBSERVABLE = ("output", "memcheck", "call", "rejection")
-_REQUIRED = ("id", "target", "area", "description", "witness", "edit")
-_OPTIONAL = ("equivalent", "needs_gpu", "observable")
 
 
 @dataclass(frozen=True)
@@ -83,62 +81,34 @@ class Mutant:
 
 
 def parse(data: dict[str, Any]) -> tuple[Mutant, ...]:
-    """Check the parsed TOML and build the mutants; MutantError names what is wrong."""
-    if data.get("version") != 1:
-        raise MutantError(f"{CATALOGUE_FILE}: version must be 1, got {data.get('version')!r}")
-    bases = data.get("bases", {})
-    if not isinstance(bases, dict) or not all(isinstance(b, dict) for b in bases.values()):
-        raise MutantError(f"{CATALOGUE_FILE}: [bases] must hold tables of CaseConfig fields")
-    entries = data.get("mutant")
-    if not isinstance(entries, list) or not entries:
-        raise MutantError(f"{CATALOGUE_FILE}: no [[mutant]] entries")
+    """Check the parsed TOML (schema.CatalogueData, then each entry's
+    schema.MutantEntry) and build the mutants; MutantError names what is wrong."""
+    from remap_ab import schema
+
+    top = schema.load(schema.CatalogueData, data, where=CATALOGUE_FILE, error=MutantError)
     mutants, seen = [], set()
-    for n, entry in enumerate(entries, 1):
-        mutants.append(_mutant(entry, n, bases))
+    for n, entry in enumerate(top.mutant, 1):
+        mutants.append(_mutant(entry, n, top.bases))
         if mutants[-1].id in seen:
             raise MutantError(f"{CATALOGUE_FILE}: mutant id {mutants[-1].id!r} appears twice")
         seen.add(mutants[-1].id)
     return tuple(mutants)
 
 
-def _mutant(entry: Any, n: int, bases: dict) -> Mutant:
-    where = f"{CATALOGUE_FILE}: mutant #{n}"
-    if not isinstance(entry, dict):
-        raise MutantError(f"{where} is not a table")
+def _mutant(entry: dict, n: int, bases: dict) -> Mutant:
+    from remap_ab import schema
+
     mid = entry.get("id")
-    if not isinstance(mid, str) or not mid.isidentifier():
-        raise MutantError(f"{where}: id {mid!r} must be a Python identifier (it names package mutant_<id>)")
-    where = f"{CATALOGUE_FILE}: mutant {mid}"
-    missing = [k for k in _REQUIRED if k not in entry]
-    unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
-    if missing or unknown:
-        what = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])
-        raise MutantError(f"{where}: {'; '.join(what)} (fields: {', '.join(_REQUIRED + _OPTIONAL)})")
-    for key in ("area", "description") + tuple(k for k in ("equivalent", "needs_gpu") if k in entry):
-        if not isinstance(entry[key], str) or not entry[key].strip():
-            raise MutantError(f"{where}: {key} must be a non-empty string")
-    if entry["target"] not in TARGETS:
-        raise MutantError(f"{where}: target {entry['target']!r} is not one of {', '.join(TARGETS)}")
-    observable = entry.get("observable", "output")
-    if observable not in OBSERVABLE:
-        raise MutantError(f"{where}: observable {observable!r} is not one of {', '.join(OBSERVABLE)}")
-    edits = entry["edit"]
-    if not isinstance(edits, list) or not edits:
-        raise MutantError(f"{where}: needs at least one [[mutant.edit]]")
-    pairs = []
-    for i, e in enumerate(edits, 1):
-        if not isinstance(e, dict) or set(e) != {"old", "new"} or not all(isinstance(v, str) for v in e.values()):
-            raise MutantError(f"{where}: edit {i} must have exactly the string fields old and new")
-        if not e["old"]:
-            raise MutantError(f"{where}: edit {i} has an empty old text")
-        pairs.append((e["old"], e["new"]))
-    if observable == "rejection":
-        witness = _rejection_witness(entry["witness"], where)
+    named = isinstance(mid, str) and mid.isidentifier()
+    where = f"{CATALOGUE_FILE}: mutant {mid}" if named else f"{CATALOGUE_FILE}: mutant #{n}"
+    e = schema.load(schema.MutantEntry, entry, where=where, error=MutantError)
+    if e.observable == "rejection":
+        witness = _rejection_witness(e.witness, where)
     else:
-        witness = _witness(entry["witness"], bases, where)
+        witness = _witness(e.witness, bases, where)
     return Mutant(
-        mid, entry["target"], entry["area"], entry["description"], tuple(pairs), witness,
-        equivalent=entry.get("equivalent"), needs_gpu=entry.get("needs_gpu"), observable=observable,
+        e.id, e.target, e.area, e.description, tuple((edit.old, edit.new) for edit in e.edit), witness,
+        equivalent=e.equivalent, needs_gpu=e.needs_gpu, observable=e.observable,
     )
 
 
