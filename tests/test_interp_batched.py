@@ -47,6 +47,9 @@ def _catalogue():
 def _run(impl, config, inputs, mode, policy, seed=7, private=None):
     # One private copy for both modes: a mutant that reads past a tensor must find the
     # same bytes there in each (a fresh copy per call would sit at another address).
+    if private is not None:  # as given: a mutant that writes its inputs changed them last run
+        for name, t in private.cases[0].tensors().items():
+            t.copy_(getattr(inputs, name))
     with ib.using(mode):
         before = dict(ib.stats)
         out = runner.run_implementation(
