@@ -28,11 +28,11 @@ TWO = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off", "--fi
        "--filter", "path=convert,convert-counts"]
 
 HANGING = '''
-"""The oracle, but the plain convert never returns (a kernel that hangs) once it has
-accepted a call: it rejects the sweep's rejection calls as the oracle does."""
+"""kernels_old, but the plain convert never returns (a kernel that hangs) once it has
+accepted a call: the sweep's rejection calls are rejected as old rejects them."""
 import time
-from remap_ab.oracle import triton_convert_req_index_to_global_index as _checked
-from remap_ab.oracle import triton_filter_and_convert_dcp_index  # noqa: F401
+from kernels_old import triton_convert_req_index_to_global_index as _checked
+from kernels_old import triton_filter_and_convert_dcp_index  # noqa: F401
 
 
 def triton_convert_req_index_to_global_index(*args, **kwargs):
