@@ -386,7 +386,7 @@ class DimensionEntry(Strict):
     name: Name
     doc: str = ""
     field: Optional[ConfigField] = None
-    values: list[Any] = Field(default=None, min_length=1)
+    values: Optional[list[Any]] = Field(default=None, min_length=1)  # or `from = "widths"`
     from_: Optional[typing.Literal["widths"]] = Field(default=None, alias="from")
 
 
