@@ -89,8 +89,6 @@ def _placed(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: in
 
 def apply(name: str, inputs: CaseInputs) -> CaseInputs:
     """``inputs``' values in layout ``name`` (``contiguous``: a contiguous copy)."""
-    from remap_ab.inputs import CaseInputs
-
     layout = LAYOUTS[name]
     placed = {}
     fillers = {**_FILLER, **dict(layout.fillers)}
@@ -105,7 +103,7 @@ def apply(name: str, inputs: CaseInputs) -> CaseInputs:
             placed[field_name] = _placed(t, 0, 1, layout.req_step, layout.offset, filler, spare)
         else:  # prefill tensors: the wrapper requires them contiguous
             placed[field_name] = _placed(t, 0, 1, 1, layout.offset, filler, spare)
-    return CaseInputs(**placed)
+    return type(inputs)(**placed)  # CaseInputs, without importing inputs.py (it imports config, which imports this)
 
 
 def describe(t: torch.Tensor) -> str:
