@@ -242,7 +242,7 @@ class CaseConfig:
                 f"unknown configuration field(s) {', '.join(unknown)}; known fields: {', '.join(names)}"
             )
         plain = {name: _plain(value) for name, value in data.items()}
-        converted = schema.load(schema.config_input(), plain, where="configuration", error=ConfigError,
+        converted = schema.load(schema.config_input(tuple(FIELD_TYPES.items())), plain, where="configuration", error=ConfigError,
                                 describe=_not_valid)
         return cls(**converted.model_dump(exclude_unset=True))
 

@@ -335,6 +335,8 @@ def _rejection_spec(source: str, raw, dim_names: set) -> Optional[RejectionSpec]
     bad = [o for o in raw.over if o not in dim_names]
     if bad:
         raise ConfigError(f"grid file {source}: [rejections] `over` must list dimensions (got {raw.over!r})")
+    if set(raw.fields) - set(CONFIG_FIELDS):
+        raise ConfigError(f"grid file {source}: [rejections] `fields` must be a table of configuration fields")
     return RejectionSpec(tuple(raw.over), tuple(raw.fields.items()), " ".join(raw.doc.split()))
 
 
@@ -357,6 +359,9 @@ def _axis(source: str, section: str, i: int, entry: dict, rotation: bool, widths
     field_name = e.field
     over: tuple = tuple(e.over) if rotation else ()
     modulo = e.modulo if rotation else None
+    for what, named in (("field", field_name), ("modulo", modulo)):
+        if named is not None and named not in CONFIG_FIELDS:
+            raise ConfigError(f"grid file {source}: {key}: `{what}` must name a configuration field (got {named!r})")
     parsed = tuple(_parse_value(source, key, v, field_name) for v in values)
     labels = [v.label for v in parsed]
     if len(set(labels)) != len(labels):
@@ -383,6 +388,9 @@ def parse(data: dict, source: str = "") -> Grid:
         bad = [o for o in r.over if o not in dim_names]
         if bad or not r.over:
             raise ConfigError(f"grid file {source}: rotate {r.name!r}: `over` must list dimensions (got {list(r.over)})")
+    unknown = sorted(set(g.defaults) - set(CONFIG_FIELDS))
+    if unknown:
+        raise ConfigError(f"grid file {source}: unknown default field(s) {', '.join(unknown)}")
     rejections = _rejection_spec(source, g.rejections, dim_names)
     return Grid(g.version, dict(g.defaults), dims, rots, source, widths, rejections)
 

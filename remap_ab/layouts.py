@@ -17,13 +17,12 @@ Output buffers are not part of a layout: the SPEC §1 API has no ``out=`` parame
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config.py imports this table: no torch at import time
     import torch
 
-# inputs.CaseInputs; not imported here (inputs imports config, which imports this table).
-_Inputs = Any
+    from remap_ab.inputs import CaseInputs
 
 
 @dataclass(frozen=True)
@@ -88,9 +87,8 @@ def _placed(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: in
     return view
 
 
-def apply(name: str, inputs: _Inputs) -> _Inputs:
-    """``inputs``' values (an ``inputs.CaseInputs``) in layout ``name`` (``contiguous``:
-    a contiguous copy), as a new CaseInputs."""
+def apply(name: str, inputs: CaseInputs) -> CaseInputs:
+    """``inputs``' values in layout ``name`` (``contiguous``: a contiguous copy)."""
     layout = LAYOUTS[name]
     placed = {}
     fillers = {**_FILLER, **dict(layout.fillers)}
@@ -105,7 +103,7 @@ def apply(name: str, inputs: _Inputs) -> _Inputs:
             placed[field_name] = _placed(t, 0, 1, layout.req_step, layout.offset, filler, spare)
         else:  # prefill tensors: the wrapper requires them contiguous
             placed[field_name] = _placed(t, 0, 1, 1, layout.offset, filler, spare)
-    return type(inputs)(**placed)
+    return type(inputs)(**placed)  # CaseInputs, without importing inputs.py (it imports config, which imports this)
 
 
 def describe(t: torch.Tensor) -> str:

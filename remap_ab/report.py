@@ -558,7 +558,7 @@ def load_report(path) -> Report:
     import torch
 
     from remap_ab import schema
-    from remap_ab.config import CaseConfig
+    from remap_ab.config import FIELD_TYPES, CaseConfig
     from remap_ab.errors import ConfigError
     from remap_ab.inputs import CaseInputs, hash_inputs
 
@@ -572,7 +572,8 @@ def load_report(path) -> Report:
             raise ReportError(f"report {folder} is incomplete: {name} is missing")
     corrupt = "; the report is corrupt (write it again)"
     cdata = _read_json(folder, "config.json")
-    schema.load(schema.ConfigFile, cdata, where=f"report {folder}: config.json", error=ReportError, remedy=corrupt)
+    schema.load(schema.config_file(tuple(FIELD_TYPES.items())), cdata, where=f"report {folder}: config.json",
+                error=ReportError, remedy=corrupt)
     case_id, fields = cdata["case_id"], cdata["config"]
     try:
         config = CaseConfig.from_dict(fields)

@@ -259,21 +259,14 @@ class VerdictFile(Open):
     verdict: ReportVerdictData
 
 
-def _config_fields() -> type[BaseModel]:
-    """CaseConfig's fields with their types (a float field may hold an int); unknown
-    fields are left to CaseConfig.from_dict, which names them."""
-    import dataclasses
-
-    from remap_ab.config import FIELD_TYPES, CaseConfig
-
-    defaults = {f.name: f.default for f in dataclasses.fields(CaseConfig)}
-    fields: dict[str, Any] = {name: (kind, Field(default=defaults[name])) for name, kind in FIELD_TYPES.items()}
-    return create_model("ConfigFields", __base__=Open, **fields)
-
-
-class ConfigFile(Open):
-    case_id: str
-    config: _config_fields()  # type: ignore[valid-type]  # a model built from CaseConfig's fields
+@functools.lru_cache(maxsize=4)
+def config_file(field_types: tuple) -> type[BaseModel]:
+    """config.json: ``case_id`` and ``config``, CaseConfig's fields with their types
+    (``field_types``: ``((name, type), ...)``, config.FIELD_TYPES; a float field may hold
+    an int). Unknown fields are left to CaseConfig.from_dict, which names them."""
+    fields: dict[str, Any] = {name: (kind, Field(default=None)) for name, kind in field_types}
+    config_fields = create_model("strs", __base__=Open, **fields)
+    return create_model("ConfigFile", __base__=Open, case_id=(str, ...), config=(config_fields, ...))
 
 
 # The mutant catalogue (mutants/catalogue.py): the file's shape, then each entry's.
@@ -345,18 +338,10 @@ class RejectionCallData(Strict):
 
 
 # Grid files (grid.py): the file's shape, each axis entry's, each width's. What the
-# entries mean together (labels, `over`, rotations taken modulo a field) stays in grid.py.
+# entries mean together (configuration field names, labels, `over`, rotations taken
+# modulo a field) stays in grid.py.
 
 
-def _config_field(value: str) -> str:
-    from remap_ab.config import CONFIG_FIELDS
-
-    if value not in CONFIG_FIELDS:
-        raise ValueError("the name of a configuration field")
-    return value
-
-
-ConfigField = typing.Annotated[str, AfterValidator(_config_field)]
 Name = typing.Annotated[str, Field(min_length=1)]
 
 
@@ -369,13 +354,13 @@ class WidthEntry(Strict):
 
 class GridRejectionsData(Strict):
     over: list[str] = []
-    fields: dict[ConfigField, Any] = {}
+    fields: dict[str, Any] = {}
     doc: str = ""
 
 
 class GridData(Strict):
     version: int = 1
-    defaults: dict[ConfigField, Any] = {}
+    defaults: dict[str, Any] = {}
     dimension: list[dict[str, Any]] = []
     rotate: list[dict[str, Any]] = []
     width: list[WidthEntry] = []
@@ -385,18 +370,18 @@ class GridData(Strict):
 class DimensionEntry(Strict):
     name: Name
     doc: str = ""
-    field: Optional[ConfigField] = None
-    values: list[Any] = Field(default=None, min_length=1)
+    field: Optional[str] = None
+    values: Optional[list[Any]] = Field(default=None, min_length=1)  # or `from = "widths"`
     from_: Optional[typing.Literal["widths"]] = Field(default=None, alias="from")
 
 
 class RotateEntry(Strict):
     name: Name
     doc: str = ""
-    field: Optional[ConfigField] = None
+    field: Optional[str] = None
     values: list[Any] = Field(min_length=1)
     over: list[str] = []
-    modulo: Optional[ConfigField] = None
+    modulo: Optional[str] = None
 
 
 
@@ -414,13 +399,12 @@ class _Lax(BaseModel):
     model_config = ConfigDict(strict=False, extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-@functools.lru_cache(maxsize=1)
-def config_input() -> type[BaseModel]:
-    """CaseConfig's fields as a lax model: what ``from_dict`` converts."""
-    from remap_ab.config import FIELD_TYPES
-
+@functools.lru_cache(maxsize=4)
+def config_input(field_types: tuple) -> type[BaseModel]:
+    """CaseConfig's fields (``((name, type), ...)``, config.FIELD_TYPES) as a lax model:
+    what ``from_dict`` converts."""
     fields: dict[str, Any] = {}
-    for name, kind in FIELD_TYPES.items():
+    for name, kind in field_types:
         annotation: Any = typing.Annotated[kind, BeforeValidator(_no_bool)] if kind in (int, float) else kind
         fields[name] = (annotation, Field(default=None))
     return create_model("ConfigInput", __base__=_Lax, **fields)

@@ -65,7 +65,12 @@ def _import_graph() -> dict:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+                       for stmt in block.body for n in ast.walk(stmt)}  # imports for annotations only: no dependency
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 deps |= {a.name for a in node.names if a.name in modules}
             elif isinstance(node, ast.ImportFrom):

@@ -243,7 +243,7 @@ K_DIM = '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = [128]\n'
     (GRID_HEAD + '[[dimension]]\nname = 3\nvalues = [1]\n', "[[dimension]] #1 field 'name' is int 3, expected a string"),
     (GRID_HEAD + '[[dimension]]\nname = "k"\nfeild = "topk"\nvalues = [1]\n', "dimension 'k' field 'feild' is not a known field"),
     (GRID_HEAD + '[[dimension]]\nname = "k"\nfield = "topk"\nvalues = []\n', "field 'values' is list [], expected at least 1 item"),
-    (GRID_HEAD + '[defaults]\ntokenz = 3\n' + K_DIM, "field 'defaults' has the key 'tokenz', expected the name of a configuration field"),
+    (GRID_HEAD + '[defaults]\ntokenz = 3\n' + K_DIM, "unknown default field(s) tokenz"),
 ])
 def test_wrong_typed_grid_files_are_one_line_errors(tmp_path, capsys, text, words):
     path = tmp_path / "bad.toml"
