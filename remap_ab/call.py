@@ -150,10 +150,15 @@ class PrivateInputs:
                 views[name] = view
             self.cases.append(CaseInputs(**views))
             self._regions.append(regions)
+        # What any_changed compares: each cloned storage once (not once per case that
+        # views it), and each view-by-view copy.
+        self._compared = [(_bytes_of(o), _bytes_of(c)) for o, c in whole.values()]
+        self._compared += [(o, c) for regions in self._regions for _, o, c, _, lo in regions
+                           if o.untyped_storage().data_ptr() not in whole]
 
     def any_changed(self) -> torch.Tensor:
         """A 0-dim bool on the device: did any copied element change? (No host sync.)"""
-        flags = [(o != c).any() for regions in self._regions for _, o, c, _, _ in regions]
+        flags = [(o != c).any() for o, c in self._compared]
         if not flags:
             return torch.zeros((), dtype=torch.bool)
         return torch.stack(flags).any()

@@ -55,7 +55,7 @@ def test_tail_overwritten(broken_impl):
 def test_single_tile_order_broken(broken_impl):
     # Swap two prefix entries: same set, count and tail; only the order is wrong, and
     # the new kernel promises column order at K=2048.
-    impl = broken_impl(patch="out = out.clone(); out[0, [0, 1]] = out[0, [1, 0]]")
+    impl = broken_impl(patch="out = out.clone(); out[0, :2] = out[0, :2].flip(0).clone()")
     config = CaseConfig(dcp_size=4, topk=2048, tokens=2, invalid_ratio=0.1)
     v = run_case(config, "old", impl).verdict
     assert [m.check for m in v.failures] == ["order"]
@@ -65,7 +65,7 @@ def test_single_tile_order_broken(broken_impl):
 def test_tiled_order_must_be_a_segment_permutation(broken_impl):
     # At K=384 the tiled order is free up to whole tile segments; swapping two lanes
     # inside the first segment is not one of the admissible orders.
-    impl = broken_impl(patch="out = out.clone(); out[0, [0, 1]] = out[0, [1, 0]]")
+    impl = broken_impl(patch="out = out.clone(); out[0, :2] = out[0, :2].flip(0).clone()")
     config = CaseConfig(dcp_size=2, topk=384, tokens=2, invalid_ratio=0.1)
     v = run_case(config, "old", impl).verdict
     assert [m.check for m in v.failures] == ["order"]

@@ -162,7 +162,8 @@ def test_witness_inputs_are_made_on_the_device_the_kernels_run_on(monkeypatch):
 
 # --------------------------------------------------------------------------- the race check
 
-RACY = [m for m in CATALOGUE if m.needs_gpu]
+# The call-check mutants also need a GPU, but no race shows them: the call checks kill them.
+RACY = [m for m in CATALOGUE if m.needs_gpu and m.observable == "output"]
 
 
 @pytest.mark.parametrize("m", RACY, ids=by_id)

@@ -1,0 +1,174 @@
+"""The call primitive (remap_ab/call.py) and the layouts (remap_ab/layouts.py): each
+check fed an implementation that breaks it, and the blame on the one that did."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from remap_ab import backend, layouts
+from remap_ab.batch import run_batch
+from remap_ab.call import PrivateInputs
+from remap_ab.config import CaseConfig
+from remap_ab.inputs import generate_inputs
+from remap_ab.runner import run_case
+from remap_ab.status import Check
+
+DEVICE = backend.default_device()
+
+IN_PLACE = '''
+"""An 'in-place' convert: its result is copied into token_indices, which it returns."""
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw):
+    r = k.triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw)
+    out = r[0] if isinstance(r, tuple) else r
+    token_indices.copy_(out)
+    return (token_indices, r[1]) if isinstance(r, tuple) else token_indices
+'''
+
+SLACK_WRITER = '''
+"""Right in its outputs, but it scribbles into the buffer slack after token_indices' first row."""
+import torch
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw):
+    r = k.triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw)
+    token_indices.as_strided((1,), (1,), token_indices.storage_offset() + token_indices.shape[1]).fill_(-7)
+    return r
+'''
+
+STRIDE_IGNORER = '''
+"""Reads token_indices as if its rows were K elements apart (no .contiguous())."""
+import torch
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw):
+    t, w = token_indices.shape
+    raw = torch.empty(0, dtype=token_indices.dtype, device=token_indices.device).set_(
+        token_indices.untyped_storage(), token_indices.storage_offset(), (t, w), (w, 1))
+    return k.triton_convert_req_index_to_global_index(req_id, block_table, raw, **kw)
+'''
+
+CONVERT = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, num_reqs=2, blocks_per_req=16, block_size=16)
+
+
+def _checks(verdict, impl: str) -> set:
+    return {m.check for m in verdict.failures if m.impl == impl}
+
+
+@pytest.mark.parametrize("a_is_bad", [False, True], ids=["bad-as-b", "bad-as-a"])
+def test_an_implementation_that_writes_its_inputs_is_blamed_and_the_other_is_not(broken_impl, a_is_bad):
+    bad = broken_impl(IN_PLACE)
+    a, b = (bad, "old") if a_is_bad else ("old", bad)
+    v = run_case(CONVERT, a, b, device=DEVICE).verdict
+    assert _checks(v, bad) >= {Check.INPUTS_WRITTEN, Check.ALIASED}
+    assert _checks(v, "old") == set()  # its own copy of the inputs: nothing reached it
+    written = next(m for m in v.failures if m.check == Check.INPUTS_WRITTEN)
+    assert f"{bad} wrote into its input token_indices:" in written.message and "the first at [" in written.message
+
+
+def test_the_batch_engine_finds_the_write_too(broken_impl):
+    bad = broken_impl(IN_PLACE)
+    (outcome,) = run_batch([CONVERT], "old", bad, DEVICE)
+    assert _checks(outcome.verdict, bad) >= {Check.INPUTS_WRITTEN, Check.ALIASED}
+    assert _checks(outcome.verdict, "old") == set()
+
+
+def test_a_write_into_a_strided_views_slack_is_found(broken_impl):
+    bad = broken_impl(SLACK_WRITER)
+    v = run_case(CONVERT.replace(layout="token_rows"), "old", bad, device=DEVICE).verdict
+    (m,) = [m for m in v.failures if m.impl == bad]
+    assert m.check == Check.INPUTS_WRITTEN and "slack between its elements" in m.message and "-> -7" in m.message
+
+
+@pytest.mark.parametrize("name", layouts.LAYOUT_NAMES)
+def test_every_layout_holds_the_cases_values(name):
+    config = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, prefill_fraction=0.5, layout=name)
+    placed = generate_inputs(config, device=DEVICE)
+    plain = generate_inputs(config.replace(layout="contiguous"), device=DEVICE)
+    layout = layouts.LAYOUTS[name]
+    for field, t in plain.tensors().items():
+        assert torch.equal(getattr(placed, field), t), field
+    assert placed.token_indices.stride() == (256 * layout.token_col_step + layout.token_row_pad, layout.token_col_step)
+    assert placed.req_id.stride() == (layout.req_step,) and placed.req_id.storage_offset() == layout.offset
+    assert placed.prefill_request_ids is not None and placed.prefill_request_ids.is_contiguous()  # §6 asserts it
+    assert run_case(config, "old", "new", device=DEVICE).verdict.passed
+
+
+def test_a_stride_ignoring_implementation_passes_contiguous_inputs_and_fails_strided_ones(broken_impl):
+    bad = broken_impl(STRIDE_IGNORER)
+    assert run_case(CONVERT, "old", bad, device=DEVICE).verdict.passed
+    for name in ("token_rows", "token_cols", "mixed"):
+        v = run_case(CONVERT.replace(layout=name), "old", bad, device=DEVICE).verdict
+        assert Check.OUT in _checks(v, bad) and _checks(v, "old") == set(), name
+
+
+def test_private_inputs_keep_the_layout_and_compare_every_byte():
+    x = generate_inputs(CONVERT.replace(layout="mixed"), device=DEVICE)
+    own = PrivateInputs([x])
+    copy = own.cases[0]
+    for field, t in x.tensors().items():
+        c = getattr(copy, field)
+        assert c.stride() == t.stride() and c.storage_offset() == t.storage_offset() and torch.equal(c, t)
+        assert c.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+    assert not bool(own.any_changed()) and own.writes(0, "x") == []
+    copy.block_table[1, 2] += 1
+    assert bool(own.any_changed())
+    (finding,) = own.writes(0, "x")
+    assert finding.check == Check.INPUTS_WRITTEN and "block_table" in finding.message and "[1, 2]" in finding.message
+
+
+# ----------------------------------------------------------------------------- on CUDA
+
+HOST_SYNC = '''
+"""A debug check left in: the counts read back to the host."""
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(*a, **kw):
+    out, counts = k.triton_convert_req_index_to_global_index(*a, **kw)
+    assert int(counts.sum()) >= 0
+    return out, counts
+'''
+
+PRIVATE_STREAM = '''
+"""Launches on a stream of its own and returns without making the caller's stream wait."""
+import torch
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(*a, **kw):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        return k.triton_convert_req_index_to_global_index(*a, **kw)
+'''
+
+
+@pytest.mark.gpu
+def test_a_host_sync_fails_sync_and_graph_and_blames_its_side(broken_impl):
+    bad = broken_impl(HOST_SYNC)
+    v = run_case(CONVERT, "old", bad, device="cuda").verdict
+    assert {Check.SYNC, Check.GRAPH} <= _checks(v, bad) and _checks(v, "old") == set()
+
+
+@pytest.mark.gpu
+def test_a_private_stream_fails_the_stream_check(broken_impl):
+    bad = broken_impl(PRIVATE_STREAM)
+    v = run_case(CONVERT.replace(tokens=64, topk=2048, blocks_per_req=256), "old", bad, device="cuda").verdict
+    assert Check.STREAM in _checks(v, bad) and _checks(v, "old") == set()
+
+
+@pytest.mark.gpu
+def test_the_real_kernels_pass_every_call_check():
+    v = run_case(CONVERT, "old", "new", device="cuda").verdict
+    assert v.passed and any("checked on the GPU as vLLM calls it: graph, stream, sync" in i for i in v.info)
