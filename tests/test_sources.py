@@ -24,14 +24,17 @@ from pathlib import Path
 
 import pytest
 
+from remap_ab import backend, registry, sources
 from remap_ab import grid as gridmod
-from remap_ab import registry, sources
 from remap_ab.cli import main as cli_main
 from remap_ab.mutants.generate import kernel_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "vllm/v1/attention/backends/mla/sparse_utils.py"
-SMALL = ["--tokens", "2", "--topk", "256", "--device", "cpu"]
+# The machine's device: a pytest worker on a GPU machine runs its kernels on CUDA, and
+# the backend is fixed once per process, so an in-process CPU run there is refused.
+DEVICE = backend.default_device()
+SMALL = ["--tokens", "2", "--topk", "256", "--device", DEVICE]
 BUG = ("val = base * BLOCK_SIZE + off\n", "val = base * BLOCK_SIZE + off + 1\n")
 VLLM_IMPORT = "from vllm.triton_utils import tl, triton\n"
 
@@ -303,10 +306,11 @@ def test_models_grid_rejections_are_rejected_by_both_kernels():
         assert config.topk % block_n != 0
         kinds = []
         for name in ("old", "new"):
-            inputs = generate_inputs(config, device="cpu")
-            _call(registry.get(name).module, config, inputs, config.block_n)  # the base case is accepted
+            module = registry.get(name).module  # fixes this process's backend
+            inputs = generate_inputs(config, device=backend.current())
+            _call(module, config, inputs, config.block_n)  # the base case is accepted
             with pytest.raises(Exception) as caught:
-                _call(registry.get(name).module, config, inputs, block_n)
+                _call(module, config, inputs, block_n)
             kinds.append(type(caught.value))
         assert kinds[0] is kinds[1] is AssertionError
 
