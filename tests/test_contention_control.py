@@ -1,14 +1,15 @@
 """The contention control (remap_ab/bench/contention_control.py): derived from the old
 kernel with its atomics replaced, it must give the old kernel's outputs (counts equal;
-compaction in column order, one of the orders the old kernel may give) on the CPU
-interpreter, and the bench's gate must refuse a control that does not."""
+compaction in column order, one of the orders the old kernel may give) on the device
+the kernels run on (the interpreter here, the GPU on a CUDA machine), and the bench's
+gate must refuse a control that does not."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from remap_ab import registry
+from remap_ab import backend, registry
 from remap_ab.bench import contention, contention_control
 from remap_ab.bench.measure import gate, wrapper_variant
 from remap_ab.config import CaseConfig
@@ -22,6 +23,13 @@ CASES = {
     "dcp-no-counts": CaseConfig(mode="dcp", topk=256, block_n=64, tokens=2, dcp_size=2, dcp_rank=0, compact=True,
                                 counts=False, interleave=4, seed=3),
 }
+
+
+def _inputs(config: CaseConfig):
+    """The case's inputs on the device this process runs kernels on: the control is
+    launched as the bench launches it, so a CPU tensor cannot reach a CUDA kernel."""
+    device = backend.select(backend.default_device())
+    return generate_inputs(config, device)
 
 
 def test_control_source_replaces_both_atomics_and_nothing_else():
@@ -47,7 +55,7 @@ def test_control_source_refuses_a_kernel_without_the_atomics():
 @pytest.mark.parametrize("name", list(CASES))
 def test_control_gives_the_old_kernels_outputs(name):
     config = CASES[name]
-    inputs = generate_inputs(config)
+    inputs = _inputs(config)
     old = registry.get("old")
     control = contention_control.control_variant(config, inputs, config.block_n)
     out, counts = control.outputs(control.call(inputs))
@@ -56,9 +64,16 @@ def test_control_gives_the_old_kernels_outputs(name):
         assert torch.equal(counts, ref_counts)
     else:
         assert counts is None
-    # The interpreter runs a row's tiles in order, so the old atomic hands out slots in
-    # tile order too: the outputs are equal, lane for lane.
-    assert torch.equal(out, ref_out)
+    if config.compacts and out.device.type == "cuda":
+        # On a GPU the old atomic hands out slots in the order the tiles arrive: each
+        # row holds the same lanes, perhaps in another order (the gate below holds the
+        # control to column order and the old kernel to its contract).
+        assert torch.equal(out.sort(dim=1).values, ref_out.sort(dim=1).values)
+    else:
+        # The interpreter runs a row's tiles in order, so the old atomic hands out
+        # slots in tile order too: the outputs are equal, lane for lane (and without
+        # compaction there is no order to differ, on any device).
+        assert torch.equal(out, ref_out)
     # And the bench's gate passes both, the control held to column order.
     assert control.contract.ordered
     assert gate(config, inputs, [wrapper_variant(old, config), control]) is None
@@ -66,26 +81,28 @@ def test_control_gives_the_old_kernels_outputs(name):
 
 def test_gate_refuses_a_control_whose_offsets_are_wrong(monkeypatch):
     config = CASES["dcp"]
-    inputs = generate_inputs(config)
+    inputs = _inputs(config)
     monkeypatch.setattr(contention_control, "tile_offsets", lambda c, x, bn: torch.zeros(
-        (x.token_indices.shape[0], c.topk // bn), dtype=torch.int32))
+        (x.token_indices.shape[0], c.topk // bn), dtype=torch.int32, device=x.token_indices.device))
     control = contention_control.control_variant(config, inputs, config.block_n)
     why = gate(config, inputs, [wrapper_variant(registry.get("old"), config), control])
-    assert why is not None and "refusing to time" in why
+    # Refused for the counts it gets wrong, not for a launch that raised.
+    assert why is not None and "refusing to time" in why and "[counts] 4 tiles, control: valid count differs" in why
 
 
 def test_gate_refuses_a_control_that_does_not_sum_its_slots():
     config = CASES["counts"]
-    inputs = generate_inputs(config)
+    inputs = _inputs(config)
     control = contention_control.control_variant(config, inputs, config.block_n)
     broken = contention_control.TimedVariant(control.name, control.call, control.contract, control.grid, control.warps,
                                              finish=lambda r: (r[0], r[1][:, -1].contiguous()))
-    assert gate(config, inputs, [wrapper_variant(registry.get("old"), config), broken]) is not None
+    why = gate(config, inputs, [wrapper_variant(registry.get("old"), config), broken])
+    assert why is not None and "[counts] 4 tiles, control: valid count differs" in why
 
 
 def test_contention_variants_put_each_control_beside_its_atomic_kernel():
     config = CaseConfig(mode="convert", topk=512, tokens=1, counts=True)
-    inputs = generate_inputs(config)
+    inputs = _inputs(config)
     names = [v.name for v in contention.variants(config, (128, 256), registry.get("old"), registry.get("new"), inputs)]
     assert names == ["4 tiles", "4 tiles, control", "2 tiles", "2 tiles, control", "1 tile (new)"]
 

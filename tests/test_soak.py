@@ -202,11 +202,14 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     '''))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO)]))
     monkeypatch.syspath_prepend(str(tmp_path))
-    code = _soak(tmp_path, "--seed", "4", "--max-cases", "3", "--workers", "2", "--batch", "2", "--b", "brk_die")
+    # --fresh-every 1: every draw a fresh variant on any device (a GPU soak's default
+    # re-draws some variants' data), so the draws below are the soak's.
+    code = _soak(tmp_path, "--seed", "4", "--max-cases", "3", "--workers", "2", "--batch", "2", "--b", "brk_die",
+                 "--fresh-every", "1")
     captured = capsys.readouterr()
     assert code == 1
     data = _soak_json(tmp_path)
-    first = list(itertools.islice(soak.draws(4, 0, 4, 256), 6))  # the first 3 x 2 draws
+    first = list(itertools.islice(soak.draws(4, 0, 4, 256, fresh_every=1), 6))  # the first 3 x 2 draws
     dcp = {d.config.case_id for d in first if d.config.mode == "dcp"}
     assert 0 < len(dcp) < 6
     crashes = [f for f in data["failures"] if f["status"] == "crash"]
