@@ -52,9 +52,25 @@ def mods(tmp_path, monkeypatch):
     return folder
 
 
-def test_an_error_verdict_says_what_was_raised_and_where_and_nothing_of_rows_lanes_or_order(mods, capsys):
-    assert cli_main(["run", "--b", "raiser_msg", "--tokens", "2", "--device", "cpu"]) == 1
-    lines = capsys.readouterr().out.splitlines()
+def _env(*extra: Path) -> dict:
+    """This process's environment with ``extra`` and this checkout first on PYTHONPATH
+    (the caller's entries kept behind them: they may hold the installed packages)."""
+    entries = (*map(str, extra), str(REPO), os.environ.get("PYTHONPATH", ""))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(e for e in entries if e))
+
+
+def _cpu(args: list, *extra: Path) -> tuple[int, list]:
+    """``remap-ab ARGS`` in a process of its own: --device cpu fixes that process's
+    Triton backend, which this one may already have fixed on cuda. -> (rc, stdout lines)"""
+    r = subprocess.run([sys.executable, "-m", "remap_ab", *args], cwd=REPO, env=_env(*extra), capture_output=True,
+                       text=True, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, r.stdout.splitlines()
+
+
+def test_an_error_verdict_says_what_was_raised_and_where_and_nothing_of_rows_lanes_or_order(mods):
+    rc, lines = _cpu(["run", "--b", "raiser_msg", "--tokens", "2", "--device", "cpu"], mods)
+    assert rc == 1, lines
     assert lines[0] == "case 5c4f80ea0755  (old vs raiser_msg, oracle checked, on cpu)"
     sha = next(n for n, line in enumerate(lines) if line.startswith("  inputs sha256"))
     assert re.fullmatch(r"  inputs sha256 \(first 16 hex digits\): req_id=[0-9a-f]{16}, block_table=[0-9a-f]{16}, "
@@ -69,10 +85,10 @@ def test_an_error_verdict_says_what_was_raised_and_where_and_nothing_of_rows_lan
     ]
 
 
-def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mods, tmp_path, capsys):
+def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mods, tmp_path):
     out_dir = tmp_path / "rep"
-    assert cli_main(["run", "--b", "countoff_msg", "--tokens", "3", "--device", "cpu", "--report", str(out_dir)]) == 1
-    lines = capsys.readouterr().out.splitlines()
+    rc, lines = _cpu(["run", "--b", "countoff_msg", "--tokens", "3", "--device", "cpu", "--report", str(out_dir)], mods)
+    assert rc == 1, lines
     case = "3f36bca5787e"
     folder = out_dir / case
     assert lines[-5:] == [
@@ -89,24 +105,26 @@ def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mo
     md = (folder / "diff.md").read_text()
     assert "1 row whose count differs" in md and "lane in" not in md
     # A passing case writes nothing, and says so.
-    assert cli_main(["run", "--tokens", "1", "--topk", "128", "--device", "cpu", "--report", str(tmp_path / "none")]) == 0
-    out = capsys.readouterr().out.splitlines()
+    rc, out = _cpu(["run", "--tokens", "1", "--topk", "128", "--device", "cpu", "--report", str(tmp_path / "none")])
+    assert rc == 0, out
     assert out[-2:] == ["report: none written (the case passed)",
                         "run again: remap-ab run --a old --b new --tokens 1 --topk 128 --device cpu"]
     assert list((tmp_path / "none").iterdir()) == []
 
 
-def test_a_finished_run_has_no_running_entry_and_unsplit_memcheck_phases_say_so(tmp_path, capsys):
+def test_a_finished_run_has_no_running_entry_and_unsplit_memcheck_phases_say_so(tmp_path):
     root = tmp_path / "runs"
     argv = ["sweep", "--filter", "path=convert", "--filter", "k=128", "--filter", "tokens=1", "--filter", "invalid=0",
             "--filter", "oor=off", "-j", "0", "--device", "cpu", "--root", str(root), "--no-progress"]
-    assert cli_main([*argv, "--run", "plain"]) == 0
+    rc, lines = _cpu([*argv, "--run", "plain"])
+    assert rc == 0, lines
     assert json.loads((root / "plain" / "summary.json").read_text())["running"] == ""
-    out = capsys.readouterr().out
+    out = "\n".join(lines) + "\n"
     assert re.search(r"; phases summed over workers: gen \d+\.\d\d s, kernels \d+\.\d\d s, compare \d+\.\d\d s, "
                      r"write \d+\.\d\d s\n", out), out
-    assert cli_main([*argv, "--run", "checked", "--memcheck"]) == 0
-    out = capsys.readouterr().out
+    rc, lines = _cpu([*argv, "--run", "checked", "--memcheck"])
+    assert rc == 0, lines
+    out = "\n".join(lines) + "\n"
     assert json.loads((root / "checked" / "summary.json").read_text())["running"] == ""
     assert re.search(r"; phases not split \(--memcheck on the CPU times each case whole\): \d+\.\d\d s of case time "
                      r"summed over workers\n", out), out
@@ -150,7 +168,7 @@ def test_resume_refuses_a_device_it_would_ignore(tmp_path, capsys):
 
 
 def test_list_whose_reader_leaves_exits_141_quietly():
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = _env()
     p = subprocess.Popen([sys.executable, "-m", "remap_ab", "sweep", "--list"], cwd=REPO, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdout is not None and p.stderr is not None

@@ -40,7 +40,8 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     mods = tmp_path / "mods"
     mods.mkdir(exist_ok=True)
     (mods / "badlane_grid.py").write_text(BADLANE)
-    env = dict(os.environ, PYTHONPATH=f"{mods}{os.pathsep}{REPO}")
+    # The caller's PYTHONPATH stays behind this checkout (it may hold the installed packages).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(mods), str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     for k in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST"):
         env.pop(k, None)
     argv = [sys.executable, "-m", "pytest", *GRID, f"--remap-grid-reports={tmp_path / 'reports'}", "-q",

@@ -367,10 +367,23 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner, "run_case", spy)
+    device = backend.current()  # the session's: a process's Triton backend is fixed (cpu is refused after cuda)
+    sanitized = []
+    if device == "cuda":
+        # What is checked here is replay's --memcheck reaching run_case and each call's
+        # memcheck; compute-sanitizer itself (a child that can stall starting CUDA on a
+        # loaded GPU) is test_sanitizer.py's. On the CPU the interpreter's check runs.
+        from remap_ab import memcheck, sanitizer
+
+        def stand_in(impl_name, config, inputs, timeout_s=0.0):
+            sanitized.append(impl_name)
+            return memcheck.MemcheckReport(impl_name, source="compute-sanitizer", detail="stand-in: not run")
+
+        monkeypatch.setattr(sanitizer, "check_case", stand_in)
     folder = write_case_report(_result(CFG.replace(tokens=1, topk=128)), tmp_path)
-    # The session's device: a process's Triton backend is fixed (cpu would be refused on a GPU machine).
-    assert cli_main(["replay", str(folder), "--device", backend.current(), "--memcheck"]) == 0
+    assert cli_main(["replay", str(folder), "--device", device, "--memcheck"]) == 0
     assert seen.get("memcheck") is True and "with memcheck" in capsys.readouterr().out
+    assert sanitized == (["old", "new"] if device == "cuda" else [])
 
 
 # --- a real broken implementation on a custom path -----------------------------------

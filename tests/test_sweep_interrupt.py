@@ -38,7 +38,9 @@ def triton_filter_and_convert_dcp_index(*a, **k):
 def _env(tmp_path: Path) -> dict:
     (tmp_path / "mods").mkdir(exist_ok=True)
     (tmp_path / "mods" / "slowimpl.py").write_text(SLOW)
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'mods'}{os.pathsep}{REPO}")
+    # The caller's PYTHONPATH stays behind this checkout (it may hold the installed packages).
+    path = (str(tmp_path / "mods"), str(REPO), os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
     env.pop("REMAP_AB_TRACEBACK", None)
     return env
 

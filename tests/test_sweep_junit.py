@@ -3,12 +3,18 @@ and ``--filter case=ID[,ID...]`` re-running chosen cases of a run's table."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from remap_ab.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
 
 # B changes lane (0, 0) when it is valid: some cases of the selection fail, the rest pass.
 BADLANE = """
@@ -48,13 +54,25 @@ def badlane(tmp_path, monkeypatch):
     return mods
 
 
-def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_command(tmp_path, badlane, capsys):
+def _cpu_sweep(args: list, mods: Path) -> subprocess.CompletedProcess:
+    """``remap-ab sweep ARGS`` (--device cpu) in a process of its own: the device fixes a
+    process's Triton backend, and this one may already run kernels on cuda. ``mods`` and
+    this checkout go first on PYTHONPATH, the caller's entries behind them."""
+    entries = (str(mods), str(REPO), os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(e for e in entries if e))
+    r = subprocess.run([sys.executable, "-m", "remap_ab", "sweep", *args], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_command(tmp_path, badlane):
     xml_path = tmp_path / "sweep.xml"
-    rc = cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
-                   "--junitxml", str(xml_path)])
-    assert rc == 1
+    r = _cpu_sweep(["--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
+                    "--junitxml", str(xml_path)], badlane)
+    assert r.returncode == 1, r.stdout + r.stderr
     calls = _rejection_calls()  # every sweep also makes the rejection calls: testcases too
-    assert capsys.readouterr().err.endswith(f"JUnit XML: {xml_path} ({8 + calls} testcases)\n")
+    assert r.stderr.endswith(f"JUnit XML: {xml_path} ({8 + calls} testcases)\n"), r.stderr
     folder = tmp_path / "runs" / "r"
     table = pd.read_csv(folder / "results.csv", dtype=str, keep_default_na=False)
 
@@ -95,8 +113,8 @@ def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
     from remap_ab import grid as gridmod
     from remap_ab import junit
 
-    rc = cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"])
-    assert rc == 1
+    r = _cpu_sweep(["--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"], badlane)
+    assert r.returncode == 1, r.stdout + r.stderr
     folder = tmp_path / "runs" / "r"
     lines = (folder / "results.csv").read_text().splitlines(keepends=True)
     (folder / "results.csv").write_text("".join(lines[:4]))  # 3 of 8 rows survive
@@ -109,17 +127,17 @@ def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
         f"not run: the run is incomplete; resume with: remap-ab sweep --resume --run r --root {tmp_path / 'runs'}")
 
 
-def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane, capsys):
-    assert cli_main(["sweep", "--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "all"]) == 1
+def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane):
+    r = _cpu_sweep(["--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "all"], badlane)
+    assert r.returncode == 1, r.stdout + r.stderr
     table = pd.read_csv(tmp_path / "runs" / "all" / "results.csv", dtype=str, keep_default_na=False)
     wanted = list(table[table["status"] == "fail"]["case_id"])[:2]
-    capsys.readouterr()
-    rc = cli_main(["sweep", "--b", "badlane_i23", "--filter", f"case={','.join(wanted)}", "-j", "0", "--device", "cpu",
-                   "--no-progress", "--root", str(tmp_path / "runs"), "--run", "again"])
-    assert rc == 1
+    r = _cpu_sweep(["--b", "badlane_i23", "--filter", f"case={','.join(wanted)}", "-j", "0", "--device", "cpu",
+                    "--no-progress", "--root", str(tmp_path / "runs"), "--run", "again"], badlane)
+    assert r.returncode == 1, r.stdout + r.stderr
     again = pd.read_csv(tmp_path / "runs" / "again" / "results.csv", dtype=str, keep_default_na=False)
     assert sorted(again["case_id"]) == sorted(wanted) and set(again["status"]) == {"fail"}
-    assert f"  cases: 2 run of 2 selected (1728 in the grid); filters: case={','.join(wanted)}\n" in capsys.readouterr().out
+    assert f"  cases: 2 run of 2 selected (1728 in the grid); filters: case={','.join(wanted)}\n" in r.stdout
 
 
 @pytest.mark.parametrize("spec, message", [

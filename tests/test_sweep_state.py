@@ -22,6 +22,7 @@ from remap_ab import backend
 from remap_ab.cli import main as cli_main
 from remap_ab.rejections import load as rejection_calls
 
+REPO = Path(__file__).resolve().parents[1]
 CALLS = len(rejection_calls())  # every sweep also makes SPEC §6's violating calls: rows of their own
 
 TWO = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off", "--filter", "invalid=0",
@@ -59,9 +60,11 @@ def _cli(args, cwd, extra_path=None, timeout=240):
 
 @pytest.fixture(scope="module")
 def done_run(tmp_path_factory):
-    """A finished two-case run (old vs new, in this process): its folder."""
+    """A finished two-case run (old vs new, on the session's device, -j 0 in a process of
+    its own: no state an earlier test left in this one reaches its kernels): its folder."""
     root = tmp_path_factory.mktemp("state")
-    assert cli_main(["sweep", *TWO, "-j", "0", "--root", str(root), "--run", "two", "--no-progress"]) == 0
+    r = _cli(["sweep", *TWO, "-j", "0", "--root", str(root), "--run", "two", "--no-progress"], REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
     return root / "two"
 
 
@@ -92,8 +95,8 @@ def test_report_of_an_incomplete_run_is_never_pass(done_run, tmp_path, capsys):
     command = result.split("resume with: ")[1]
     assert command == f"remap-ab sweep --resume --run copy --root {shlex.quote(str(tmp_path))}"
     # The printed command really resumes it: afterwards the run is complete and passes.
-    assert cli_main([*shlex.split(command)[1:], "--no-progress"]) == 0
-    capsys.readouterr()
+    r = _cli([*shlex.split(command)[1:], "--no-progress"], REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
     assert cli_main(["report", str(run), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["complete"] and s["missing"] == 0 and s["cases"] == 2 + CALLS and s["passed"]
