@@ -383,7 +383,7 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
     folder = write_case_report(_result(CFG.replace(tokens=1, topk=128)), tmp_path)
     assert cli_main(["replay", str(folder), "--device", device, "--memcheck"]) == 0
     assert seen.get("memcheck") is True and "with memcheck" in capsys.readouterr().out
-    assert sanitized == (["old", "new"] if device == "cuda" else [])
+    assert set(sanitized) == ({"old", "new"} if device == "cuda" else set())  # on cuda each side reached the sanitizer
 
 
 # --- a real broken implementation on a custom path -----------------------------------
