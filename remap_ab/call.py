@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from typing import TYPE_CHECKING, Optional
 
 import torch
@@ -306,7 +307,9 @@ def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, fin
     if not check:
         return impl(config, inputs)
     previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
+    with warnings.catch_warnings():  # torch says the mode is a prototype on every switch
+        warnings.simplefilter("ignore", UserWarning)
+        torch.cuda.set_sync_debug_mode("error")
     try:
         return impl(config, inputs)
     except RuntimeError as exc:
@@ -318,7 +321,9 @@ def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, fin
             f"inside CUDA graphs, where a host sync fails the capture",
         ))
     finally:
-        torch.cuda.set_sync_debug_mode(previous)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            torch.cuda.set_sync_debug_mode(previous)
     return impl(config, inputs)
 
 

@@ -300,8 +300,10 @@ class Loads:
 # --------------------------------------------------------------------------- preloading
 
 # Threads loading the variants of a batch from Triton's on-disk cache while its inputs
-# are generated (run_batch); 0: none, each variant loads at its first launch.
-PRELOAD_THREADS = int(os.environ.get("REMAP_AB_PRELOAD_THREADS", "4"))
+# are generated (run_batch); 0 (the default): none, each variant loads at its first
+# launch. Off by default: on the H200 four threads made the first sweep of a process
+# slower, not faster (docs/measured/h200-2026-12-01).
+PRELOAD_THREADS = int(os.environ.get("REMAP_AB_PRELOAD_THREADS", "0"))
 _LOCAL = threading.local()
 _PRELOADED: dict = {}  # (names, variant key) -> the Future of its load
 _SWITCH = threading.Lock()
