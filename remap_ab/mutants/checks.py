@@ -151,16 +151,8 @@ def run_call(m: Mutant, device: str) -> CheckResult:
     config = m.witness_config()
     a, b = m.sides
     verdict = runner.run_case(config, a, b, device=device, production=device == "cuda").verdict
-    res = CheckResult("call", Outcome.SURVIVED, seconds=time.perf_counter() - start, examples_total=1)
     found = [f for f in verdict.failures if f.check in CALL_CHECKS]
-    mine = [f for f in found if f.impl == m.package]
-    if found and not mine:
-        res.status = Outcome.BROKEN
-        res.detail = f"the real {m.original} kernel fails a call check on {config.case_id}: {found[0].line()}"
-    elif mine:
-        res.status, res.killer, res.detail = Outcome.KILLED, config.case_id, mine[0].line()
-        res.killers, res.examples = [config.case_id], 1
-    return res
+    return _witness_judged(m, "call", config, found, [f for f in found if f.impl == m.package], start)
 
 
 def run_memcheck(m: Mutant, device: str) -> CheckResult:
@@ -175,15 +167,20 @@ def run_memcheck(m: Mutant, device: str) -> CheckResult:
         verdict = runner.run_case(config, a, b, device=device, memcheck=True).verdict
     except RemapABError as exc:  # e.g. the sanitizer cannot run on this machine
         return not_run("memcheck", f"not run: memcheck unavailable ({exc})")
-    res = CheckResult("memcheck", Outcome.SURVIVED, seconds=time.perf_counter() - start, examples_total=1)
     found = [f for f in verdict.failures if f.check == Check.MEMCHECK]
     # Attributed by elimination: a finding that does not name the real kernel on the
     # other side is the mutant's (however memcheck labels the implementation).
     real_side = a if b == m.package else b
-    mine = [f for f in found if f.impl != real_side]
+    return _witness_judged(m, "memcheck", config, found, [f for f in found if f.impl != real_side], start)
+
+
+def _witness_judged(m: Mutant, check: str, config, found: list, mine: list, start: float) -> CheckResult:
+    """A check of the witness case: killed by the mutant's own failure (``mine``);
+    broken when only the real kernel fails it (``found`` without ``mine``)."""
+    res = CheckResult(check, Outcome.SURVIVED, seconds=time.perf_counter() - start, examples_total=1)
     if found and not mine:
         res.status = Outcome.BROKEN
-        res.detail = f"the real {m.original} kernel fails memcheck on {config.case_id}: {found[0].line()}"
+        res.detail = f"the real {m.original} kernel fails the {check} check on {config.case_id}: {found[0].line()}"
     elif mine:
         res.status, res.killer, res.detail = Outcome.KILLED, config.case_id, mine[0].line()
         res.killers, res.examples = [config.case_id], 1
