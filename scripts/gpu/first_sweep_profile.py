@@ -1,0 +1,95 @@
+"""Where the first sweep of a fresh GPU process spends its time (issues 20 and 22).
+
+Run in a fresh process with a warm Triton cache (one sweep before it):
+    python3 scripts/gpu/first_sweep_profile.py ROOT [--cprofile N] [--call-checks off|sample]
+Prints the sweep's phases, then every JIT launch split into "a variant new to this
+process" and "a variant already loaded", with the seconds of each and the time spent
+in Triton's compile-from-cache and module load; with --cprofile N, the N functions of
+most own time (a second, profiled sweep would be warm: this one is the first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import time
+from collections import Counter
+
+sys.path.insert(0, ".")
+
+import triton.compiler.compiler as tcc  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
+
+counts: Counter = Counter()
+seconds: Counter = Counter()
+
+
+def timed(label, fn):
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            counts[label] += 1
+            seconds[label] += time.perf_counter() - t
+    return wrapper
+
+
+launch = JITFunction.run
+
+
+def run(self, *args, grid, warmup, **kwargs):
+    before = sum(len(c[0]) for c in self.device_caches.values())
+    t = time.perf_counter()
+    try:
+        return launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+    finally:
+        new = sum(len(c[0]) for c in self.device_caches.values()) > before
+        label = f"launch, {'new' if new else 'known'} variant: {self.__name__}"
+        counts[label] += 1
+        seconds[label] += time.perf_counter() - t
+
+
+JITFunction.run = run
+tcc.CompiledKernel._init_handles = timed("  CompiledKernel._init_handles (module load)", tcc.CompiledKernel._init_handles)
+tcc.CompiledKernel.__init__ = timed("  CompiledKernel.__init__ (read from the cache)", tcc.CompiledKernel.__init__)
+compile_ = timed("  triton.compile (key, cache lookup)", tcc.compile)
+tcc.compile = compile_
+import triton  # noqa: E402
+import triton.runtime.jit as tjit  # noqa: E402
+
+triton.compile = compile_
+if hasattr(tjit, "compile"):
+    tjit.compile = compile_
+
+from remap_ab.sweep import Sweep, SweepOptions  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("root")
+p.add_argument("--cprofile", type=int, default=0)
+p.add_argument("--call-checks", default="sample")
+o = p.parse_args()
+sweep = Sweep(SweepOptions(workers=0, root=o.root, run=f"profile-{time.time_ns()}", progress=False,
+                           call_checks=o.call_checks))
+sweep.prepare()
+prof = cProfile.Profile() if o.cprofile else None
+t0 = time.perf_counter()
+if prof:
+    prof.enable()
+sweep.run()
+if prof:
+    prof.disable()
+wall = time.perf_counter() - t0
+runs = sorted((p for p in __import__("pathlib").Path(o.root).glob("profile-*/run.json")), key=lambda p: p.stat().st_mtime)
+m = json.load(open(runs[-1]))["last_session"]
+print(f"first sweep{' (cProfiled)' if prof else ''}: {wall:.2f} s here, in-process {m['wall_seconds']:.2f} s: "
+      + ", ".join(f"{k} {v:.2f}" for k, v in m["phase_seconds"].items()))
+for label in sorted(counts, key=lambda k: -seconds[k]):
+    print(f"  {seconds[label]:7.2f} s  {counts[label]:6d}x  {1e3 * seconds[label] / counts[label]:7.3f} ms each  {label}")
+if prof:
+    s = pstats.Stats(prof)
+    s.sort_stats("tottime").print_stats(o.cprofile)
+    s.sort_stats("cumulative").print_stats(o.cprofile)
