@@ -108,71 +108,85 @@ def _extent(t: torch.Tensor) -> tuple[int, int]:
 class PrivateInputs:
     """One implementation's own copy of a batch of cases' inputs, in their layouts.
 
-    Each distinct storage the cases use is cloned once when the cases use most of it
+    Each distinct storage the cases use is copied whole when the cases use most of it
     (the batch's flat buffers; a layout's dedicated buffer with its slack), so the
     copies keep the originals' strides and offsets; a storage the cases use little of
     (one case of a larger batch) is copied view by view. The originals are never
     given to anyone, so comparing a copy with its original after the call shows
-    every byte the implementation wrote, slack between strided rows included."""
+    every byte the implementation wrote, slack between strided rows included. All the
+    copying is one ``_foreach_copy_`` and the comparison one ``cat`` per side: on a
+    GPU a batch costs a few launches, not a few per tensor."""
 
     def __init__(self, inputs: list[CaseInputs]):
+        named = [list(x.tensors().items()) for x in inputs]
         used: dict[int, int] = {}
         users: dict[int, set] = {}
-        for i, x in enumerate(inputs):
-            for t in x.tensors().values():
+        for i, items in enumerate(named):
+            for _, t in items:
                 key = t.untyped_storage().data_ptr()
                 lo, hi = _extent(t)
                 used[key] = used.get(key, 0) + (hi - lo) * t.element_size()
                 users.setdefault(key, set()).add(i)
-        whole: dict[int, tuple] = {}  # storage address -> (original storage, its clone)
-        # Per case: (name, original region, copied region, the copy's view, storage index of region[0]).
-        self._regions: list[list[tuple]] = []
+        whole: dict[int, tuple] = {}  # storage address -> (original storage, its copy)
+        typed: dict[tuple, torch.Tensor] = {}  # (storage address, dtype) -> the copy's storage as that dtype
+        # Byte views compared by any_changed, original and copy: each whole storage once
+        # (not once per case that views it), and each view-by-view copy.
+        self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # Per case: (name, original view, copy view, what to compare for writes()).
+        self._entries: list[list[tuple]] = []
         self.cases: list[CaseInputs] = []
-        for x in inputs:
-            views, regions = {}, []
-            for name, t in x.tensors().items():
+        for items in named:
+            views, entries = {}, []
+            for name, t in items:
                 storage = t.untyped_storage()
                 key = storage.data_ptr()
                 if used[key] * 2 >= storage.nbytes():
                     if key not in whole:
-                        whole[key] = (storage, storage.clone())
-                    original, copy = whole[key]
-                    view = torch.empty(0, dtype=t.dtype, device=t.device).set_(copy, t.storage_offset(), t.shape, t.stride())
+                        copy = torch.UntypedStorage(storage.nbytes(), device=storage.device)
+                        whole[key] = (storage, copy)
+                        self._pairs.append((_bytes_of(storage), _bytes_of(copy)))
+                    base = typed.get((key, t.dtype))
+                    if base is None:
+                        base = typed[(key, t.dtype)] = _typed(whole[key][1], t.dtype)
+                    view = base.as_strided(t.shape, t.stride(), t.storage_offset())
                     # A storage of this case alone is compared whole (its slack too); a shared one, this view's part.
                     lo, hi = (0, storage.nbytes() // t.element_size()) if len(users[key]) == 1 else _extent(t)
-                    regions.append((name, _bytes_of(original).view(t.dtype)[lo:hi], _bytes_of(copy).view(t.dtype)[lo:hi],
-                                    view, lo))
+                    entries.append((name, t, view, (lo, hi, 0)))
                 else:
                     lo, hi = _extent(t)
-                    flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, lo, (hi - lo,), (1,))
-                    copy_flat = flat.clone()
-                    view = copy_flat.as_strided(t.shape, t.stride(), t.storage_offset() - lo)
-                    regions.append((name, flat, copy_flat, view, lo))
+                    size = t.element_size()
+                    region = _bytes_of(storage)[lo * size : hi * size]
+                    copy = torch.UntypedStorage(region.numel(), device=storage.device)
+                    self._pairs.append((region, _bytes_of(copy)))
+                    view = _typed(copy, t.dtype).as_strided(t.shape, t.stride(), t.storage_offset() - lo)
+                    entries.append((name, t, view, (0, hi - lo, lo)))
                 views[name] = view
             self.cases.append(CaseInputs(**views))
-            self._regions.append(regions)
-        # What any_changed compares: each cloned storage once (not once per case that
-        # views it), and each view-by-view copy.
-        self._compared = [(_bytes_of(o), _bytes_of(c)) for o, c in whole.values()]
-        self._compared += [(o, c) for regions in self._regions for _, o, c, _, lo in regions
-                           if o.untyped_storage().data_ptr() not in whole]
+            self._entries.append(entries)
+        if self._pairs:
+            torch._foreach_copy_([c for _, c in self._pairs], [o for o, _ in self._pairs])
 
     def any_changed(self) -> torch.Tensor:
         """A 0-dim bool on the device: did any copied element change? (No host sync.)"""
-        flags = [(o != c).any() for o, c in self._compared]
-        if not flags:
+        if not self._pairs:
             return torch.zeros((), dtype=torch.bool)
-        return torch.stack(flags).any()
+        if len(self._pairs) == 1:
+            (o, c), = self._pairs
+            return (o != c).any()
+        return (torch.cat([o for o, _ in self._pairs]) != torch.cat([c for _, c in self._pairs])).any()
 
     def writes(self, index: int, impl: str) -> list[CallFinding]:
         """What case ``index``'s call changed in its inputs, one finding per tensor."""
         found = []
-        for name, original, copy, view, base in self._regions[index]:
+        for name, t, view, (lo, hi, base) in self._entries[index]:
+            # Element lo..hi of the copy's storage against the same elements of the original's.
+            original = _typed(t.untyped_storage(), t.dtype)[base + lo : base + hi]
+            copy = _typed(view.untyped_storage(), t.dtype)[lo:hi]
             changed = torch.nonzero(original != copy).flatten()
             if changed.numel() == 0:
                 continue
             at = int(changed[0])
-            where = _element_name(view, base + at - view.storage_offset())
+            where = _element_name(view, lo + at - view.storage_offset())
             found.append(CallFinding(
                 Check.INPUTS_WRITTEN,
                 f"{impl} wrote into its input {name}: {changed.numel()} of its elements changed, the first at {where} "
@@ -183,10 +197,15 @@ class PrivateInputs:
     def storages(self, index: int) -> dict[str, tuple[int, int]]:
         """Case ``index``'s input tensors: name -> [first byte, one past the last) of their storage."""
         out = {}
-        for name, _, _, view, _ in self._regions[index]:
+        for name, _, view, _ in self._entries[index]:
             s = view.untyped_storage()
             out[name] = (s.data_ptr(), s.data_ptr() + s.nbytes())
         return out
+
+
+def _typed(storage, dtype: torch.dtype) -> torch.Tensor:
+    """``storage`` as a flat tensor of ``dtype``."""
+    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage)
 
 
 def _element_name(view: torch.Tensor, rel: int) -> str:
@@ -399,6 +418,25 @@ def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
     return generate_inputs(config.replace(seed=config.seed + 1), device=device)
 
 
+def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
+    """``fn()`` captured into ``graph`` on ``stream``. Not ``torch.cuda.graph``: that
+    empties the caching allocator before each capture (and may collect garbage), so
+    every sampled case would make the sweep's next allocations cudaMalloc again.
+    "thread_local": a call this thread makes that a capture forbids fails it; the
+    sweep's own hashing threads, copying on other streams meanwhile, do not."""
+    with torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            result = fn()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the capture is invalid already: end it, keep fn's error
+                graph.capture_end()
+            raise
+        graph.capture_end()
+    torch.cuda.current_stream(stream.device).wait_stream(stream)
+    return result
+
+
 def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
     dev = inputs.device
     static = PrivateInputs([inputs]).cases[0]
@@ -409,9 +447,7 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
         with poisoned_empty():
             with torch.cuda.stream(side):
                 impl(config, static)  # warm-up: compiles and caches outside the capture
-            torch.cuda.current_stream(dev).wait_stream(side)
-            with torch.cuda.graph(graph):
-                captured, captured_counts = impl(config, static)
+            captured, captured_counts = _captured(graph, side, lambda: impl(config, static))
     except Exception as exc:
         torch.cuda.synchronize(dev)
         return [CallFinding(Check.GRAPH, f"{impl.name} cannot be captured in a CUDA graph: {exception_line(exc)[:240]}; "

@@ -44,15 +44,20 @@ LAYOUTS: dict[str, Layout] = {
     layout.name: layout
     for layout in (
         Layout("contiguous", "every input contiguous at offset 0 (what remap-ab made before layouts)"),
-        Layout("token_rows", "token_indices rows 40 elements wider than K (a row slice of a wider buffer)",
-               token_row_pad=40),
+        # Each layout alone keeps 16-byte alignment (pads and offsets of whole 16-byte
+        # units), so it compiles the variant a contiguous case does; "mixed" breaks it
+        # (Triton specialises on it), so every path and K also meets unaligned rows and
+        # pointers without a variant per layout to load.
+        Layout("token_rows", "token_indices rows 48 elements wider than K (a row slice of a wider buffer)",
+               token_row_pad=48),
         Layout("token_cols", "token_indices a column-strided view (every other column of a [T, 2K] buffer)",
                token_col_step=2),
-        Layout("table_slice", "block_table the first W columns of a table 24 columns wider", table_col_pad=24),
+        Layout("table_slice", "block_table the first W columns of a table 32 columns wider", table_col_pad=32),
         Layout("req_strided", "req_id every third element of a buffer", req_step=3),
-        Layout("offset", "every input contiguous but 5 elements into its storage", offset=5),
-        Layout("mixed", "all of the above at once", token_row_pad=8, token_col_step=2, table_col_pad=24,
-               req_step=3, offset=5),
+        Layout("offset", "every input contiguous but 4 elements (16 bytes) into its storage", offset=4),
+        Layout("mixed", "all of the above at once, with row strides and offsets that break 16-byte alignment "
+               "(rows 8 wider, a table 24 wider, 5 elements in)", token_row_pad=8, token_col_step=2,
+               table_col_pad=24, req_step=3, offset=5),
         # The attention backends' persistent buffers (issue 24): what lies past each view
         # is what the caller's buffer holds there.
         Layout("persistent", "as the attention backends pass them: token_indices the first T rows of a buffer the "
