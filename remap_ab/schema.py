@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import functools
 import json
+import tomllib
 import types
 import typing
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -136,6 +137,28 @@ def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], re
         first = dict(exc.errors(include_url=False)[0])
         raise error(describe(first) if describe else f"{where} {problem(first, model)}{remedy}") from None
 
+
+
+class Readable(Protocol):
+    """A file to read: a ``pathlib.Path`` or a packaged resource (``importlib.resources``)."""
+
+    def read_text(self, encoding: Optional[str] = None) -> str: ...
+
+
+def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[str, Any]:
+    """The parsed TOML of ``file``; ``error`` with one line when it cannot be read
+    (``cannot read <what>: <reason>``) or is not TOML (``<what> is not valid TOML: ...``).
+    ``what`` names the file for a person (``grid file remap_ab/grid.toml``)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} is not valid TOML: byte {exc.start} is not UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{what} is not valid TOML: {exc}") from None
 
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).
