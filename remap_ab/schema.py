@@ -12,6 +12,7 @@ caller's error class (``ReportError``, ``ConfigError``, ``MutantError``) with th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import tomllib
@@ -165,6 +166,7 @@ def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[s
 
 from pydantic import AfterValidator, BeforeValidator, Field, create_model  # noqa: E402
 
+from remap_ab.sources import Source  # noqa: E402
 from remap_ab.status import Check, Status  # noqa: E402
 
 _WORD = Field(strict=False)
@@ -237,20 +239,23 @@ class RunMeta(Open):
 # A report folder's JSON files (report.py's load_report).
 
 
-class SourceData(Strict):
-    kind: str
-    path: str
-    sha256: str
-    repo: Optional[str] = None
-    rev: Optional[str] = None
-    commit: Optional[str] = None
+def _model_of(cls: type) -> type[Strict]:
+    """A Strict model with the fields of the dataclass ``cls``: its types and defaults."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {
+        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
+    }
+    return create_model(f"{cls.__name__}Data", __base__=Strict, **fields)
+
+
+SourceData = _model_of(Source)  # sources.Source as recorded (its to_dict)
 
 
 class ImplementationData(Open):
     name: str
     module: Optional[str] = None
     path_entry: Optional[str] = None
-    source: Optional[SourceData] = None
+    source: Optional[SourceData] = None  # type: ignore[valid-type]
 
 
 class ReportVerdictData(Open):
