@@ -17,7 +17,7 @@ import json
 import sys
 
 import pytest
-from conftest import forget_mutant_packages
+from conftest import importable_mutants
 
 from remap_ab import backend
 from remap_ab import mutants as M
@@ -37,14 +37,8 @@ def by_id(m):
 @pytest.fixture(scope="module")
 def mutant_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("mutants")
-    for m in CATALOGUE:
-        M.materialize(m, root)
-    forget_mutant_packages()  # another module's (or stretch's) build of the same names
-    sys.path.insert(0, str(root))
-    importlib.invalidate_caches()
-    yield root
-    sys.path.remove(str(root))
-    forget_mutant_packages()
+    with importable_mutants(root, CATALOGUE):
+        yield root
 
 
 # --------------------------------------------------------------------------- the catalogue as data
