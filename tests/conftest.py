@@ -10,7 +10,8 @@
   temporary folder on sys.path, for tests that feed remap-ab a broken kernel
   (``broken_impl_module``: the same, for a module-scoped fixture); ``badlane``: the
   one wrong in lane (0, 0) that the sweep and pytest-grid tests run in subprocesses.
-- ``importable_mutants``: catalogue mutants built as packages on sys.path for a block.
+- ``importable_mutants``: catalogue mutants built as packages on sys.path for a block;
+  ``by_id``: their test ids.
 """
 
 from __future__ import annotations
@@ -170,6 +171,11 @@ def forget_mutant_packages() -> None:
     for name in [n for n in sys.modules if n.startswith("mutant_")]:
         del sys.modules[name]
         registry.forget(name)
+
+
+def by_id(item) -> str:
+    """A parametrised test's id: the item's ``id`` (a catalogue mutant, a rejection call)."""
+    return item.id
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import json
 import sys
 
 import pytest
-from conftest import importable_mutants
+from conftest import by_id, importable_mutants
 
 from remap_ab import backend
 from remap_ab import mutants as M
@@ -28,10 +28,6 @@ from remap_ab.status import Check, Outcome
 
 CATALOGUE = M.select()
 DEVICE = backend.current()
-
-
-def by_id(m):
-    return m.id
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 import torch
-from conftest import importable_mutants
+from conftest import by_id, importable_mutants
 
 from remap_ab import backend, registry, rejections
 from remap_ab.cli import main as cli_main
@@ -26,10 +26,6 @@ from remap_ab.status import Check, Status
 
 CALLS = rejections.load()
 DEVICE = backend.current()
-
-
-def by_id(c):
-    return c.id
 
 
 @pytest.fixture(scope="module")
