@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import json
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -415,25 +414,19 @@ def _is_name(text: str) -> bool:
 def load(path: Optional[str] = None) -> Grid:
     """The grid ``path`` names: None or ``pr`` (the packaged ``remap_ab/grid.toml``),
     the NAME of another shipped grid (``remap_ab/grids/NAME.toml``), or a file."""
+    from remap_ab import schema
+
     grids = shipped()
-    try:
-        if path is None or (path in grids and not Path(path).is_file()):
-            name = path or DEFAULT_GRID
-            text = grids[name].read_text()
-            source = GRID_FILE if name == DEFAULT_GRID else f"{GRIDS_FOLDER}/{name}.toml"
-        elif _is_name(path) and not Path(path).exists():
-            raise ConfigError(f"--grid {path}: no shipped grid of that name and no such file; shipped grids: "
-                              f"{', '.join(grids)} (or give a TOML file)")
-        else:
-            text = Path(path).read_text()
-            source = str(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot read grid file {path or GRID_FILE}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"grid file {source} is not valid TOML: {exc}") from None
-    return parse(data, source)
+    file: schema.Readable
+    if path is None or (path in grids and not Path(path).is_file()):
+        name = path or DEFAULT_GRID
+        file, source = grids[name], GRID_FILE if name == DEFAULT_GRID else f"{GRIDS_FOLDER}/{name}.toml"
+    elif _is_name(path) and not Path(path).exists():
+        raise ConfigError(f"--grid {path}: no shipped grid of that name and no such file; shipped grids: "
+                          f"{', '.join(grids)} (or give a TOML file)")
+    else:
+        file, source = Path(path), str(path)
+    return parse(schema.read_toml(file, what=f"grid file {source}", error=ConfigError), source)
 
 
 def parse_filters(grid: Grid, specs: Iterable[str]) -> dict:

@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import json
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -126,18 +125,14 @@ def make(id: str, precondition: str, base: CaseConfig, args: Mapping | None = No
 @lru_cache(maxsize=4)
 def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
     """Every call of ``path`` (default: the packaged ``rejections.toml``)."""
-    try:
-        if path is None:
-            text, source = resources.files("remap_ab").joinpath(REJECTIONS_FILE).read_text(), REJECTIONS_FILE
-        else:
-            text, source = Path(path).read_text(), str(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot read rejections file {path or REJECTIONS_FILE}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"rejections file {source} is not valid TOML: {exc}") from None
-    return parse(data, source)
+    from remap_ab import schema
+
+    file: schema.Readable
+    if path is None:
+        file, source = resources.files("remap_ab").joinpath(REJECTIONS_FILE), REJECTIONS_FILE
+    else:
+        file, source = Path(path), str(path)
+    return parse(schema.read_toml(file, what=f"rejections file {source}", error=ConfigError), source)
 
 
 def parse(data: dict, source: str = REJECTIONS_FILE) -> tuple[RejectionCase, ...]:

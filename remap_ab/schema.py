@@ -12,11 +12,13 @@ caller's error class (``ReportError``, ``ConfigError``, ``MutantError``) with th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import tomllib
 import types
 import typing
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -137,11 +139,34 @@ def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], re
         raise error(describe(first) if describe else f"{where} {problem(first, model)}{remedy}") from None
 
 
+
+class Readable(Protocol):
+    """A file to read: a ``pathlib.Path`` or a packaged resource (``importlib.resources``)."""
+
+    def read_text(self, encoding: Optional[str] = None) -> str: ...
+
+
+def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[str, Any]:
+    """The parsed TOML of ``file``; ``error`` with one line when it cannot be read
+    (``cannot read <what>: <reason>``) or is not TOML (``<what> is not valid TOML: ...``).
+    ``what`` names the file for a person (``grid file remap_ab/grid.toml``)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} is not valid TOML: byte {exc.start} is not UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{what} is not valid TOML: {exc}") from None
+
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).
 
 from pydantic import AfterValidator, BeforeValidator, Field, create_model  # noqa: E402
 
+from remap_ab.sources import Source  # noqa: E402
 from remap_ab.status import Check, Status  # noqa: E402
 
 _WORD = Field(strict=False)
@@ -214,20 +239,23 @@ class RunMeta(Open):
 # A report folder's JSON files (report.py's load_report).
 
 
-class SourceData(Strict):
-    kind: str
-    path: str
-    sha256: str
-    repo: Optional[str] = None
-    rev: Optional[str] = None
-    commit: Optional[str] = None
+def _model_of(cls: type) -> type[Strict]:
+    """A Strict model with the fields of the dataclass ``cls``: its types and defaults."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {
+        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
+    }
+    return create_model(f"{cls.__name__}Data", __base__=Strict, **fields)
+
+
+SourceData = _model_of(Source)  # sources.Source as recorded (its to_dict)
 
 
 class ImplementationData(Open):
     name: str
     module: Optional[str] = None
     path_entry: Optional[str] = None
-    source: Optional[SourceData] = None
+    source: Optional[SourceData] = None  # type: ignore[valid-type]
 
 
 class ReportVerdictData(Open):

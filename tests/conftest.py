@@ -8,11 +8,15 @@
   the same mapping here, so pytest always tests the strategies it runs beside.
 - ``broken_impl``: the one fixture that writes an implementation module into a
   temporary folder on sys.path, for tests that feed remap-ab a broken kernel
-  (``broken_impl_module``: the same, for a module-scoped fixture).
+  (``broken_impl_module``: the same, for a module-scoped fixture); ``badlane``: the
+  one wrong in lane (0, 0) that the sweep and pytest-grid tests run in subprocesses.
+- ``importable_mutants``: catalogue mutants built as packages on sys.path for a block;
+  ``by_id``: their test ids.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.util
@@ -20,6 +24,7 @@ import itertools
 import os
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,22 +51,23 @@ if not any(isinstance(f, _CheckoutStrategies) for f in sys.meta_path):
     sys.meta_path.insert(0, _CheckoutStrategies())
 
 
-# A wrapper around a real implementation whose ``_break(out, counts, compact)`` spoils
-# its result: compact says whether the call compacted (DCP wrapper, size > 1).
+# A wrapper around a real implementation whose ``_break(out, counts, compact, in_place)``
+# spoils its result: compact says whether the call compacted, in_place whether it
+# filtered without compacting (both: the DCP wrapper, size > 1).
 _PATCH_TEMPLATE = '''
 import torch
 import {base} as _real
 if hasattr(_real, "_remap_tiling"):  # the same launch shape, so the same order contract
     _remap_tiling = _real._remap_tiling
 
-def _break(out, counts, compact):
+def _break(out, counts, compact, in_place):
 {body}
     return out, counts
 
 def triton_convert_req_index_to_global_index(*args, **kwargs):
     res = _real.triton_convert_req_index_to_global_index(*args, **kwargs)
     out, counts = res if isinstance(res, tuple) else (res, None)
-    out, counts = _break(out, counts, False)
+    out, counts = _break(out, counts, False, False)
     return (out, counts) if counts is not None else out
 
 def triton_filter_and_convert_dcp_index(*args, **kwargs):
@@ -69,7 +75,7 @@ def triton_filter_and_convert_dcp_index(*args, **kwargs):
     out, counts = res if isinstance(res, tuple) else (res, None)
     size = args[3] if len(args) > 3 else kwargs["dcp_size"]
     compact = kwargs.get("compact_valid_to_front", True) and size > 1
-    out, counts = _break(out, counts, compact)
+    out, counts = _break(out, counts, compact, size > 1 and not compact)
     return (out, counts) if counts is not None else out
 '''
 
@@ -81,7 +87,7 @@ class BrokenImpl:
     name of a fresh module in a temporary folder on sys.path.
 
     source  the whole module (dedented), e.g. one that raises at import or returns None;
-    patch   the body of ``_break(out, counts, compact)`` applied to ``base``'s result
+    patch   the body of ``_break(out, counts, compact, in_place)`` applied to ``base``'s result
             (default kernels_new), e.g. ``"out = out.clone(); out[0, 0] += 1"``;
     name    the module name (default: a fresh ``broken_<n>``, so no cache aliases it).
 
@@ -129,6 +135,22 @@ def broken_impl(tmp_path, monkeypatch):
     maker.forget()
 
 
+# kernels_new with lane (0, 0) one higher where it is valid: the first mismatch is at
+# row 0, col 0, and a case whose lane (0, 0) is invalid passes.
+BADLANE = """
+out = out.clone()
+if out.numel() and out[0, 0] >= 0:
+    out[0, 0] += 1
+"""
+
+
+@pytest.fixture
+def badlane(broken_impl):
+    """``broken_impl`` holding the module ``badlane`` (BADLANE); its ``env()`` runs it in a subprocess."""
+    broken_impl(patch=BADLANE, name="badlane")
+    return broken_impl
+
+
 @pytest.fixture(scope="module")
 def broken_impl_module(tmp_path_factory):
     """``broken_impl`` for a module-scoped fixture (e.g. one sweep that several tests
@@ -140,8 +162,33 @@ def broken_impl_module(tmp_path_factory):
 
 
 def forget_mutant_packages() -> None:
-    """Drop every generated ``mutant_*`` package from ``sys.modules``. Several test
-    modules generate the catalogue's packages (same names, their own folders); under
-    xdist one worker may run them in turn, and an import must find this module's build."""
+    """Drop every generated ``mutant_*`` package from ``sys.modules`` and the registry.
+    Several test modules generate the catalogue's packages (same names, their own
+    folders); under xdist one worker may run them in turn, and an import must find this
+    module's build."""
+    from remap_ab import registry
+
     for name in [n for n in sys.modules if n.startswith("mutant_")]:
         del sys.modules[name]
+        registry.forget(name)
+
+
+def by_id(item) -> str:
+    """A parametrised test's id: the item's ``id`` (a catalogue mutant, a rejection call)."""
+    return item.id
+
+
+@contextlib.contextmanager
+def importable_mutants(root: Path, mutants) -> Iterator[dict[str, str]]:
+    """``{mutant id: package name}``: each of ``mutants`` built under ``root``, which is
+    on sys.path until the block ends; another build of the same names is forgotten
+    before, and this one after."""
+    from remap_ab.mutants.generate import materialize
+
+    forget_mutant_packages()
+    sys.path.insert(0, str(root))
+    try:
+        yield {m.id: materialize(m, root) for m in mutants}
+    finally:
+        sys.path.remove(str(root))
+        forget_mutant_packages()

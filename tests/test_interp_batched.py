@@ -10,7 +10,6 @@ back to the sequential interpreter, say so, and still agree.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 import warnings
@@ -18,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import forget_mutant_packages
+from conftest import importable_mutants
 
 from remap_ab import backend
 
@@ -100,15 +99,8 @@ def test_old_and_new_agree_under_every_schedule(impl, fields):
 
 @pytest.fixture(scope="module")
 def mutant_packages(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mutants")
-    forget_mutant_packages()  # another module's build of the same package names
-    sys.path.insert(0, str(root))
-    importlib.invalidate_caches()
-    try:
-        yield {m.id: (m, mutants.materialize(m, root)) for m in _catalogue()}
-    finally:
-        sys.path.remove(str(root))
-        forget_mutant_packages()
+    with importable_mutants(tmp_path_factory.mktemp("mutants"), _catalogue()) as packages:
+        yield {m.id: (m, packages[m.id]) for m in _catalogue()}
 
 
 @pytest.mark.parametrize("mutant_id", [m.id for m in _catalogue()] if backend.default_device() == "cpu" else [])

@@ -17,7 +17,7 @@ import json
 import sys
 
 import pytest
-from conftest import forget_mutant_packages
+from conftest import by_id, importable_mutants
 
 from remap_ab import backend
 from remap_ab import mutants as M
@@ -30,21 +30,11 @@ CATALOGUE = M.select()
 DEVICE = backend.current()
 
 
-def by_id(m):
-    return m.id
-
-
 @pytest.fixture(scope="module")
 def mutant_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("mutants")
-    for m in CATALOGUE:
-        M.materialize(m, root)
-    forget_mutant_packages()  # another module's (or stretch's) build of the same names
-    sys.path.insert(0, str(root))
-    importlib.invalidate_caches()
-    yield root
-    sys.path.remove(str(root))
-    forget_mutant_packages()
+    with importable_mutants(root, CATALOGUE):
+        yield root
 
 
 # --------------------------------------------------------------------------- the catalogue as data
@@ -185,6 +175,16 @@ def test_the_race_check_kills_a_mutant_that_breaks_the_contract(mutant_root):
     assert "break the SPEC" in result.detail or "counts varied" in result.detail
 
 
+def test_a_check_result_keeps_the_first_kill_and_lists_every_killer():
+    res = checks.CheckResult("race", Outcome.SURVIVED)
+    res.kill("c1", "first", 2, entry="c1:quiet", how="quiet")
+    res.kill("c2", "second", 5, how="contended")
+    assert (res.status, res.killer, res.detail, res.how, res.examples) == (Outcome.KILLED, "c1", "first", "quiet", 2)
+    assert res.killers == ["c1:quiet", "c2"] and res.done(0.0, 9).examples_total == 2 and res.seconds > 0
+    survived = checks.CheckResult("sweep", Outcome.SURVIVED).done(0.0, 9)
+    assert (survived.status, survived.examples_total, survived.killers) == (Outcome.SURVIVED, 9, [])
+
+
 # --------------------------------------------------------------------------- the memcheck check
 
 def _fake_memcheck_run_case(failing_impl):
@@ -205,7 +205,9 @@ def test_memcheck_check_kills_on_a_finding_of_the_mutant_and_breaks_on_the_real_
 
     m = M.get("block_table_read_past_end")
     monkeypatch.setattr(runner, "run_case", _fake_memcheck_run_case(m.package))
-    assert checks.run_memcheck(m, "cpu").status == Outcome.KILLED
+    killed = checks.run_memcheck(m, "cpu")
+    assert killed.status == Outcome.KILLED and killed.killers == [killed.killer] == [m.witness_config().case_id]
+    assert (killed.examples, killed.examples_total) == (1, 1) and "load past block_table" in killed.detail
     monkeypatch.setattr(runner, "run_case", _fake_memcheck_run_case("old"))
     assert checks.run_memcheck(m, "cpu").status == Outcome.BROKEN
 

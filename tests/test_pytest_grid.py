@@ -4,7 +4,6 @@ them. Each run is a real pytest subprocess of this checkout."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,25 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-BADLANE = """
-import kernels_new as _k
-
-def _bump(r):
-    out = r[0] if isinstance(r, tuple) else r
-    out = out.clone()
-    if out.numel() and out[0, 0] >= 0:
-        out[0, 0] += 1
-    return (out, r[1]) if isinstance(r, tuple) else out
-
-def triton_convert_req_index_to_global_index(*a, **k):
-    return _bump(_k.triton_convert_req_index_to_global_index(*a, **k))
-
-def triton_filter_and_convert_dcp_index(*a, **k):
-    return _bump(_k.triton_filter_and_convert_dcp_index(*a, **k))
-"""
-# 8 cases; B changes lane (0, 0) when it is valid, which fails 3 of them.
+# 8 cases; B (conftest's badlane) changes lane (0, 0) when it is valid, which fails 3 of them.
 GRID = ["--remap-grid", "--remap-grid-max-tokens=1", "--remap-grid-filter=path=convert", "--remap-grid-filter=k=128",
-        "--remap-b=badlane_grid"]
+        "--remap-b=badlane"]
 FIRST = "4a4bd9116017"  # the grid's first case: its lane (0, 0) is valid, so it fails
 
 
@@ -42,12 +25,9 @@ def _closes(r, counts: str) -> bool:
     return re.match(re.escape(counts) + r"(, \d+ warnings?)? in ", r.stdout.splitlines()[-1]) is not None
 
 
-def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    mods = tmp_path / "mods"
-    mods.mkdir(exist_ok=True)
-    (mods / "badlane_grid.py").write_text(BADLANE)
-    # The caller's PYTHONPATH stays behind this checkout (it may hold the installed packages).
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(mods), str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+def _pytest(badlane, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    # badlane's folder and this checkout first, the caller's PYTHONPATH behind (it may hold the installed packages).
+    env = badlane.env()
     for k in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST"):
         env.pop(k, None)
     argv = [sys.executable, "-m", "pytest", *GRID, f"--remap-grid-reports={tmp_path / 'reports'}", "-q",
@@ -61,9 +41,9 @@ def _cases(xml_path: Path) -> dict:
 
 
 @pytest.mark.parametrize("dist", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]], ids=["n2", "tx-popen"])
-def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, dist):
+def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, badlane, dist):
     xml_path = tmp_path / "grid.xml"
-    r = _pytest(tmp_path, *dist, f"--junitxml={xml_path}")
+    r = _pytest(badlane, tmp_path, *dist, f"--junitxml={xml_path}")
     assert r.returncode == 1, r.stdout + r.stderr
     assert _closes(r, "3 failed, 5 passed"), r.stdout
     cases = _cases(xml_path)
@@ -74,12 +54,12 @@ def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, dist):
     for case_id in failing:
         message = cases[case_id].find("failure").get("message")
         lines = message.splitlines()
-        assert lines[0].startswith("FAIL [out] badlane_grid: output differs from the oracle at row 0, col 0 (")
+        assert lines[0].startswith("FAIL [out] badlane: output differs from the oracle at row 0, col 0 (")
         assert lines[0].endswith("); 1 lane in 1 row differs")
         assert lines[1] == f"report: {tmp_path / 'reports' / case_id / 'diff.md'}"
         assert lines[2].startswith("replay: PYTHONPATH=") and lines[2].endswith(
             f"remap-ab replay {(tmp_path / 'reports' / case_id).resolve()}")
-        assert lines[3].startswith(f"run it alone: pytest --remap-grid --remap-a=old --remap-b=badlane_grid -k {case_id}")
+        assert lines[3].startswith(f"run it alone: pytest --remap-grid --remap-a=old --remap-b=badlane -k {case_id}")
     # Batches, not one case each: the 8 cases were judged in fewer batches than cases,
     # and by both workers' processes.
     batches = {c.find("properties/property[@name='remap_ab_batch']").get("value") for c in cases.values()}
@@ -88,24 +68,24 @@ def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, dist):
     assert len(processes) == 2, batches
 
 
-def test_k_case_id_judges_only_that_case(tmp_path):
-    r = _pytest(tmp_path, "-p", "no:xdist", "-k", FIRST)
+def test_k_case_id_judges_only_that_case(tmp_path, badlane):
+    r = _pytest(badlane, tmp_path, "-p", "no:xdist", "-k", FIRST)
     assert r.returncode == 1
     assert _closes(r, "1 failed, 7 deselected"), r.stdout
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [FIRST]
 
 
-def test_lf_reruns_the_failed_cases_only(tmp_path):
+def test_lf_reruns_the_failed_cases_only(tmp_path, badlane):
     # This project's pytest settings turn the cache off (addopts); --lf needs it back.
     cache = ["-o", "addopts=", "-o", f"cache_dir={tmp_path / 'cache'}", "-p", "no:xdist"]
-    first = _pytest(tmp_path, *cache)
+    first = _pytest(badlane, tmp_path, *cache)
     assert _closes(first, "3 failed, 5 passed"), first.stdout
-    again = _pytest(tmp_path, *cache, "--lf")
+    again = _pytest(badlane, tmp_path, *cache, "--lf")
     assert _closes(again, "3 failed, 5 deselected"), again.stdout
 
 
-def test_a_filter_that_selects_nothing_is_a_usage_error(tmp_path):
-    r = _pytest(tmp_path, "-p", "no:xdist", "--remap-grid-filter=case=abcdef123456")
+def test_a_filter_that_selects_nothing_is_a_usage_error(tmp_path, badlane):
+    r = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-filter=case=abcdef123456")
     assert r.returncode == 4
     assert ("ERROR: --remap-grid: --filter 'case=abcdef123456': no case of the grid has ID abcdef123456; "
             "`remap-ab sweep --list` lists the grid's cases") in r.stderr

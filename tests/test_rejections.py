@@ -7,12 +7,12 @@ the calls run in every sweep as rows of their own."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 
 import pandas as pd
 import pytest
 import torch
+from conftest import by_id, importable_mutants
 
 from remap_ab import backend, registry, rejections
 from remap_ab.cli import main as cli_main
@@ -21,16 +21,11 @@ from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
 from remap_ab.inputs import generate_inputs
 from remap_ab.mutants.catalogue import get as get_mutant
-from remap_ab.mutants.generate import materialize
 from remap_ab.rejections import Attempt
 from remap_ab.status import Check, Status
 
 CALLS = rejections.load()
 DEVICE = backend.current()
-
-
-def by_id(c):
-    return c.id
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +35,9 @@ def broken(tmp_path_factory):
     req_id: it writes past ``out``)."""
     root = tmp_path_factory.mktemp("broken")
     m = get_mutant("req_id_length_unchecked")
-    materialize(m, root)
     grid = ("grid = (token_indices.shape[0], tiles_per_row)", "grid = (req_id.shape[0], tiles_per_row)")
-    materialize(replace(m, id="req_id_sizes_grid", edits=m.edits + (grid,)), root)
-    sys.path.insert(0, str(root))
-    yield root
-    sys.path.remove(str(root))
-    for name in ("mutant_req_id_length_unchecked", "mutant_req_id_sizes_grid"):
-        registry.forget(name)
-        for mod in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
-            del sys.modules[mod]
+    with importable_mutants(root, [m, replace(m, id="req_id_sizes_grid", edits=m.edits + (grid,))]):
+        yield root
 
 
 # ------------------------------------------------------------------ the vendored kernels

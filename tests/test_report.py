@@ -66,37 +66,6 @@ def _embedded_png(html: str) -> bytes:
     return base64.b64decode(html.split("data:image/png;base64,")[1].split('"')[0])
 
 
-# A real implementation module on a custom path: kernels_new, wrong in one lane.
-BROKEN = """
-import kernels_new as _real
-from kernels_new import _remap_tiling  # noqa: F401
-
-def _break(res):
-    out, counts = res if isinstance(res, tuple) else (res, None)
-    out = out.clone()
-    out[0, 5] += 1
-    return (out, counts) if counts is not None else out
-
-def triton_convert_req_index_to_global_index(*args, **kwargs):
-    return _break(_real.triton_convert_req_index_to_global_index(*args, **kwargs))
-
-def triton_filter_and_convert_dcp_index(*args, **kwargs):
-    return _break(_real.triton_filter_and_convert_dcp_index(*args, **kwargs))
-"""
-
-
-@pytest.fixture
-def broken_impl(tmp_path, monkeypatch):
-    """(module name, folder): a broken implementation importable from ``folder``."""
-    folder = tmp_path / "impls"
-    folder.mkdir()
-    (folder / "brk_lane5.py").write_text(BROKEN)
-    monkeypatch.syspath_prepend(str(folder))
-    yield "brk_lane5", folder
-    from remap_ab import registry
-
-    registry._cache.pop("brk_lane5", None)
-    sys.modules.pop("brk_lane5", None)
 
 
 def test_write_case_report_round_trip(tmp_path):
@@ -277,6 +246,10 @@ CORRUPTIONS = [
     ("verdict.json", lambda d: d["b"].update(name=None), "'b.name' is NoneType"),
     ("verdict.json", lambda d: d["a"].update(path_entry=7), "'a.path_entry' is int"),
     ("verdict.json", lambda d: d.pop("a"), "field 'a' is missing"),
+    ("verdict.json", lambda d: d["a"].update(source={"kind": "file", "path": "/k.py", "sha256": 3}),
+     "'a.source.sha256' is int 3, expected a string"),
+    ("verdict.json", lambda d: d["b"].update(source={"kind": "file", "path": "/k.py", "sha256": "0", "colour": 1}),
+     "'b.source.colour' is not a known field"),
     ("verdict.json", lambda d: d.update(inputs_sha256=[]), "'inputs_sha256' is list"),
     ("verdict.json", lambda d: d.update(schedule="abc"), "'schedule' is str"),
     ("verdict.json", lambda d: d["verdict"]["failures"][0].update(row="0"), "'verdict.failures[0].row' is str"),
@@ -394,7 +367,8 @@ def test_custom_path_is_recorded_and_replay_suggests_it(tmp_path, broken_impl, c
     from remap_ab.cli import main as cli_main
     from remap_ab.runner import run_case
 
-    name, folder = broken_impl
+    # A real implementation module on a custom path: kernels_new, wrong in one lane.
+    name, folder = broken_impl(patch="out = out.clone(); out[0, 5] += 1", name="brk_lane5"), broken_impl.folder
     config = CaseConfig(mode="dcp", tokens=1, topk=128, dcp_size=2, compact=False)
     result = run_case(config, "old", name, device=backend.select(None))
     assert result.verdict.status == "fail" and (result.verdict.first.row, result.verdict.first.col) == (0, 5)
@@ -407,8 +381,7 @@ def test_custom_path_is_recorded_and_replay_suggests_it(tmp_path, broken_impl, c
     # In a process that does not have the folder on its path, replay by case ID says
     # which PYTHONPATH entry the report recorded.
     sys.path.remove(str(folder))
-    registry._cache.pop(name, None)
-    sys.modules.pop(name, None)
+    broken_impl.forget()
     assert cli_main(["replay", config.case_id, "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1

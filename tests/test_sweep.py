@@ -16,26 +16,14 @@ from remap_ab.rejections import load as rejection_calls
 
 CALLS = len(rejection_calls())  # every sweep also makes SPEC §6's violating calls: rows of their own
 
-BROKEN = '''
-"""kernels_new, wrong in one lane of one path: the DCP filter in place (dcp_size > 1,
-no compaction) adds 1 to the first valid lane of row 0."""
-import kernels_new
-from kernels_new import _remap_tiling, triton_convert_req_index_to_global_index  # noqa: F401
-
-
-def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_size, dcp_rank,
-                                        cp_kv_cache_interleave_size=1, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048,
-                                        BLOCK_N=128, return_valid_counts=False, compact_valid_to_front=True):
-    result = kernels_new.triton_filter_and_convert_dcp_index(
-        req_id, block_table, token_indices, dcp_size, dcp_rank, cp_kv_cache_interleave_size,
-        BLOCK_SIZE, NUM_TOPK_TOKENS, BLOCK_N, return_valid_counts, compact_valid_to_front)
-    if dcp_size > 1 and not compact_valid_to_front:
-        out = result[0] if return_valid_counts else result
-        valid = (out[0] >= 0).nonzero()
-        if len(valid):
-            out[0, valid[0, 0]] += 1
-    return result
-'''
+# kernels_new, wrong in one lane of one path: the DCP filter in place (dcp_size > 1, no
+# compaction) adds 1 to the first valid lane of row 0 (a broken_impl patch).
+BROKEN = """
+if in_place:
+    valid = (out[0] >= 0).nonzero()
+    if len(valid):
+        out[0, valid[0, 0]] += 1
+"""
 
 CRASHING = '''
 """kernels_new, but the DCP filter in place kills the process (as a SIGSEGV would)."""
@@ -63,7 +51,7 @@ def _cli(args, cwd, env, timeout=240):
 def broken_run(tmp_path_factory, broken_impl_module):
     """A sweep of old vs a broken implementation over 4 cases (2 fail), in this process."""
     base = tmp_path_factory.mktemp("broken")
-    impl = broken_impl_module(BROKEN, name="brokenimpl")
+    impl = broken_impl_module(patch=BROKEN, name="brokenimpl")
     code = cli_main(
         ["sweep", "--b", impl, *SMALL, "--filter", "invalid=0,0.3", "--filter", "path=convert,dcp-inplace",
          "-j", "0", "--root", str(base / "reports"), "--run", "broken", "--no-progress"]

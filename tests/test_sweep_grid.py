@@ -84,3 +84,20 @@ def test_bad_filter_on_the_command_line(capsys):
     assert cli_main(["sweep", "--list", "--filter", "k=999"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and "k has no value 999" in err
+
+
+@pytest.mark.parametrize("load, what", [(gridmod.load, "grid file"), (rejection_calls, "rejections file")])
+@pytest.mark.parametrize("content, problem", [
+    (None, "cannot read {what} {path}: Is a directory"),
+    (b"[axis\n", "{what} {path} is not valid TOML: "),
+    (b"name = '\xff'\n", "{what} {path} is not valid TOML: byte 8 is not UTF-8"),
+])
+def test_an_unreadable_or_malformed_toml_file_is_one_line(tmp_path, load, what, content, problem):
+    path = tmp_path / "bad.toml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as exc:
+        load(str(path))
+    assert str(exc.value).startswith(problem.format(what=what, path=path)) and "\n" not in str(exc.value)

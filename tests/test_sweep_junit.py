@@ -3,7 +3,6 @@ and ``--filter case=ID[,ID...]`` re-running chosen cases of a run's table."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -16,23 +15,6 @@ from remap_ab.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 
-# B changes lane (0, 0) when it is valid: some cases of the selection fail, the rest pass.
-BADLANE = """
-import kernels_new as _k
-
-def _bump(r):
-    out = r[0] if isinstance(r, tuple) else r
-    out = out.clone()
-    if out.numel() and out[0, 0] >= 0:
-        out[0, 0] += 1
-    return (out, r[1]) if isinstance(r, tuple) else out
-
-def triton_convert_req_index_to_global_index(*a, **k):
-    return _bump(_k.triton_convert_req_index_to_global_index(*a, **k))
-
-def triton_filter_and_convert_dcp_index(*a, **k):
-    return _bump(_k.triton_filter_and_convert_dcp_index(*a, **k))
-"""
 SELECT = ["--max-tokens", "1", "--filter", "path=convert", "--filter", "k=128", "-j", "0", "--device", "cpu",
           "--no-progress"]
 
@@ -45,30 +27,21 @@ def _rejection_calls() -> int:
     return len(rejections.sweep_points(len(g.points()), grid=g))
 
 
-@pytest.fixture
-def badlane(tmp_path, monkeypatch):
-    mods = tmp_path / "mods"
-    mods.mkdir()
-    (mods / "badlane_i23.py").write_text(BADLANE)
-    monkeypatch.syspath_prepend(str(mods))
-    return mods
-
-
-def _cpu_sweep(args: list, mods: Path) -> subprocess.CompletedProcess:
+def _cpu_sweep(args: list, badlane) -> subprocess.CompletedProcess:
     """``remap-ab sweep ARGS`` (--device cpu) in a process of its own: the device fixes a
-    process's Triton backend, and this one may already run kernels on cuda. ``mods`` and
-    this checkout go first on PYTHONPATH, the caller's entries behind them."""
-    entries = (str(mods), str(REPO), os.environ.get("PYTHONPATH", ""))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(e for e in entries if e))
-    r = subprocess.run([sys.executable, "-m", "remap_ab", "sweep", *args], cwd=REPO, env=env, capture_output=True,
-                       text=True, timeout=300)
+    process's Triton backend, and this one may already run kernels on cuda. The folder
+    of ``badlane`` (conftest's; B changes lane (0, 0) when it is valid, so some cases of
+    the selection fail, the rest pass) and this checkout go first on PYTHONPATH, the
+    caller's entries behind them."""
+    r = subprocess.run([sys.executable, "-m", "remap_ab", "sweep", *args], cwd=REPO, env=badlane.env(),
+                       capture_output=True, text=True, timeout=300)
     assert "Traceback" not in r.stderr, r.stderr
     return r
 
 
 def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_command(tmp_path, badlane):
     xml_path = tmp_path / "sweep.xml"
-    r = _cpu_sweep(["--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
+    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
                     "--junitxml", str(xml_path)], badlane)
     assert r.returncode == 1, r.stdout + r.stderr
     calls = _rejection_calls()  # every sweep also makes the rejection calls: testcases too
@@ -99,21 +72,21 @@ def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_co
             continue
         # The verdict line, word for word, as the failure message.
         assert failure.get("message") == row["first_mismatch"] == failure.text
-        assert failure.get("message").startswith("[out] badlane_i23: output differs from the oracle at row 0, col 0 (")
+        assert failure.get("message").startswith("[out] badlane: output differs from the oracle at row 0, col 0 (")
         assert failure.get("message").endswith("); 1 lane in 1 row differs")
         out = case.find("system-out").text.splitlines()
         assert out[0] == f"verdict: FAIL {row['first_mismatch']}"
-        assert out[1] == (f"replay: PYTHONPATH={badlane}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay "
+        assert out[1] == (f"replay: PYTHONPATH={badlane.folder}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay "
                           f"{(folder / row['case_id']).resolve()}")
         assert out[2] == f"report: {folder / row['case_id'] / 'diff.html'}"
-        assert out[3] == f"run it alone: remap-ab sweep --a old --b badlane_i23 --device cpu --filter case={row['case_id']}"
+        assert out[3] == f"run it alone: remap-ab sweep --a old --b badlane --device cpu --filter case={row['case_id']}"
 
 
 def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
     from remap_ab import grid as gridmod
     from remap_ab import junit
 
-    r = _cpu_sweep(["--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"], badlane)
+    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"], badlane)
     assert r.returncode == 1, r.stdout + r.stderr
     folder = tmp_path / "runs" / "r"
     lines = (folder / "results.csv").read_text().splitlines(keepends=True)
@@ -128,11 +101,11 @@ def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
 
 
 def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane):
-    r = _cpu_sweep(["--b", "badlane_i23", *SELECT, "--root", str(tmp_path / "runs"), "--run", "all"], badlane)
+    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "all"], badlane)
     assert r.returncode == 1, r.stdout + r.stderr
     table = pd.read_csv(tmp_path / "runs" / "all" / "results.csv", dtype=str, keep_default_na=False)
     wanted = list(table[table["status"] == "fail"]["case_id"])[:2]
-    r = _cpu_sweep(["--b", "badlane_i23", "--filter", f"case={','.join(wanted)}", "-j", "0", "--device", "cpu",
+    r = _cpu_sweep(["--b", "badlane", "--filter", f"case={','.join(wanted)}", "-j", "0", "--device", "cpu",
                     "--no-progress", "--root", str(tmp_path / "runs"), "--run", "again"], badlane)
     assert r.returncode == 1, r.stdout + r.stderr
     again = pd.read_csv(tmp_path / "runs" / "again" / "results.csv", dtype=str, keep_default_na=False)

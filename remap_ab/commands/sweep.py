@@ -63,6 +63,7 @@ def add_arguments(p):
 def _list(args) -> int:
     from remap_ab import backend
     from remap_ab import grid as gridmod
+    from remap_ab.compare import plural
     from remap_ab.rejections import sweep_points
     from remap_ab.selection import cap_note, select_with_calls
 
@@ -75,8 +76,7 @@ def _list(args) -> int:
         sys.stdout.write(p.line() + "\n")
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
-    listed = f"{len(pts)} configuration" + ("" if len(pts) == 1 else "s")
-    rejections = f"{len(calls)} rejection call" + ("" if len(calls) == 1 else "s")
+    listed, rejections = plural(len(pts), "configuration"), plural(len(calls), "rejection call")
     if note:
         print(f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}", file=sys.stderr)
     else:

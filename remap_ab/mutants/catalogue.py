@@ -10,7 +10,6 @@ the mutant and the field, raised when the catalogue is loaded.
 from __future__ import annotations
 
 import functools
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Optional
@@ -146,12 +145,10 @@ def _witness(spec: Any, bases: dict, where: str) -> dict:
 @functools.lru_cache(maxsize=1)
 def load() -> tuple[Mutant, ...]:
     """The packaged catalogue (``remap_ab/mutants/catalogue.toml``)."""
-    text = resources.files(__package__).joinpath(CATALOGUE_FILE).read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise MutantError(f"{CATALOGUE_FILE} is not valid TOML: {exc}") from None
-    return parse(data)
+    from remap_ab import schema
+
+    file = resources.files(__package__).joinpath(CATALOGUE_FILE)
+    return parse(schema.read_toml(file, what=CATALOGUE_FILE, error=MutantError))
 
 
 def select(only=None) -> list[Mutant]:

@@ -43,6 +43,21 @@ class CheckResult:
     def killed(self) -> bool:
         return self.status == Outcome.KILLED
 
+    def kill(self, killer: str, detail: str, tried: int, entry: str = "", how: str = "") -> None:
+        """One more failing case (``entry`` in ``killers``, default ``killer``); the
+        first sets the status, ``killer``, ``detail``, ``how`` and the cases ``tried``."""
+        self.killers.append(entry or killer)
+        if self.status != Outcome.KILLED:
+            self.status, self.killer, self.detail, self.how = Outcome.KILLED, killer, detail, how
+            self.examples = self.examples_total = tried
+
+    def done(self, start: float, total: int) -> CheckResult:
+        """This result, timed from ``start``; a check without a kill ran ``total`` cases."""
+        self.seconds = time.perf_counter() - start
+        if self.status != Outcome.KILLED:
+            self.examples_total = total
+        return self
+
 
 def not_run(check: str, why: str) -> CheckResult:
     return CheckResult(check, Outcome.NOT_RUN, detail=why)
@@ -65,16 +80,10 @@ def run_sweep(m: Mutant, device: str, full: bool = False) -> CheckResult:
         line = (mine or v.failures)[0].line()
         if not mine:
             line = "(the unmutated side failed: a harness bug) " + line
-        res.killers.append(case.case_id)
-        if res.status != Outcome.KILLED:
-            res.status, res.killer, res.detail = Outcome.KILLED, case.case_id, f"{case.label}: {line}"
-            res.examples = res.examples_total = i
+        res.kill(case.case_id, f"{case.label}: {line}", i)
         if not full:
             break
-    res.seconds = time.perf_counter() - start
-    if res.status != Outcome.KILLED:
-        res.examples_total = len(cases)
-    return res
+    return res.done(start, len(cases))
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,18 +136,11 @@ def run_race(m: Mutant, device: str, full: bool = False) -> CheckResult:
                 res.detail = f"the real {m.original} kernel fails the race check too on {config.case_id} ({condition}): {o_why}"
                 res.seconds = time.perf_counter() - start
                 return res
-            res.killers.append(f"{config.case_id}:{condition}")
-            if res.status != Outcome.KILLED:
-                res.status, res.killer, res.how = Outcome.KILLED, config.case_id, condition
-                res.detail = f"{condition} x{len(runs)}: {why}"
-                res.examples = res.examples_total = tried
+            res.kill(config.case_id, f"{condition} x{len(runs)}: {why}", tried,
+                     entry=f"{config.case_id}:{condition}", how=condition)
             if not full:
-                res.seconds = time.perf_counter() - start
-                return res
-    res.seconds = time.perf_counter() - start
-    if res.status != Outcome.KILLED:
-        res.examples_total = tried
-    return res
+                return res.done(start, tried)
+    return res.done(start, tried)
 
 
 def run_call(m: Mutant, device: str) -> CheckResult:
@@ -182,8 +184,7 @@ def _witness_judged(m: Mutant, check: str, config, found: list, mine: list, star
         res.status = Outcome.BROKEN
         res.detail = f"the real {m.original} kernel fails the {check} check on {config.case_id}: {found[0].line()}"
     elif mine:
-        res.status, res.killer, res.detail = Outcome.KILLED, config.case_id, mine[0].line()
-        res.killers, res.examples = [config.case_id], 1
+        res.kill(config.case_id, mine[0].line(), 1)
     return res
 
 
@@ -204,13 +205,7 @@ def run_rejects(m: Mutant, device: str, full: bool = False) -> CheckResult:
         mine = [f for f in verdict.failures if f.impl == m.package]
         if not mine:
             continue
-        res.killers.append(case.id)
-        if res.status != Outcome.KILLED:
-            res.status, res.killer, res.detail = Outcome.KILLED, case.id, mine[0].line()
-            res.examples = res.examples_total = i
+        res.kill(case.id, mine[0].line(), i)
         if not full:
             break
-    res.seconds = time.perf_counter() - start
-    if res.status != Outcome.KILLED:
-        res.examples_total = len(calls)
-    return res
+    return res.done(start, len(calls))
