@@ -10,6 +10,7 @@ front (``choose_early``); a library user's first ``run_case``/``registry.get``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -54,8 +55,30 @@ def select(device: str | None = None) -> str:
             interp_batched.install()
         elif os.environ.get("TRITON_INTERPRET") == "1":
             raise BackendError("TRITON_INTERPRET=1 is set in the environment but --device cuda was asked for; unset it")
+        else:
+            _hash_triton_in_background()
         _chosen = wanted
     return _chosen
+
+
+def _hash_triton_in_background() -> None:
+    """Start Triton's one hash of its own installation (its sources and the
+    libtriton library, hundreds of MB) in a thread. Triton computes it once per
+    process, at the first kernel it looks up, and every cache lookup needs it; here it
+    overlaps the sweep's set-up and first inputs (reading files and hashing large
+    chunks release the GIL). Without it nothing changes but when it is paid."""
+    import threading
+
+    try:  # imported here, not in the thread: two threads importing one package can deadlock
+        from triton.runtime.cache import triton_key
+    except ImportError:  # another Triton layout: its first lookup hashes as before
+        return
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            triton_key()
+
+    threading.Thread(target=run, name="remap-ab-triton-key", daemon=True).start()
 
 
 def _require_interpreter_before_import() -> None:

@@ -44,7 +44,6 @@ from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
-from remap_ab.precompile import Preload
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
 
 PHASES = ("gen", "kernels", "compare", "write")
@@ -118,9 +117,6 @@ def run_batch(
     clock = CallClock(dev)
 
     t0 = time.perf_counter()
-    # The batch's new kernel variants load from Triton's cache in threads meanwhile
-    # (precompile.Preload; a first sweep's kernels phase was mostly these loads).
-    preload = Preload(configs, (a, b)) if dev.type == "cuda" else None
     inputs = generate_inputs_batch(configs, device=dev)
     synchronize(dev)
     # Hashing starts now and overlaps the kernels and compare phases (copies on a
@@ -129,8 +125,6 @@ def run_batch(
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 
-    if preload is not None:
-        preload.wait()
     outs = []
     own_a, own_b = PrivateInputs(inputs), PrivateInputs(inputs)
     sampled: set = set()

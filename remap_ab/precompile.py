@@ -19,9 +19,8 @@ interpreter, which compiles nothing) never uses it.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -297,91 +296,10 @@ class Loads:
         knobs.compilation.listener = self._previous
 
 
-# --------------------------------------------------------------------------- preloading
-
-# Threads loading the variants of a batch from Triton's on-disk cache while its inputs
-# are generated (run_batch); 0 (the default): none, each variant loads at its first
-# launch. Off by default: on the H200 four threads made the first sweep of a process
-# slower, not faster (docs/measured/h200-2026-12-01).
-PRELOAD_THREADS = int(os.environ.get("REMAP_AB_PRELOAD_THREADS", "0"))
-_LOCAL = threading.local()
-_PRELOADED: dict = {}  # (names, variant key) -> the Future of its load
-_SWITCH = threading.Lock()
-_installed = False
-_preloaders: Optional[ThreadPoolExecutor] = None
-
-
-def _install_warm_switch() -> None:
-    """``JITFunction.run`` made a warm-up in threads that ask for it (``_LOCAL.warm``):
-    compile or load, make the module ready on the device, launch nothing. Every other
-    thread launches as before."""
-    global _installed
-    with _SWITCH:
-        if _installed:
-            return
-        from triton.runtime.jit import JITFunction
-
-        launch = JITFunction.run
-
-        def run(self, *args, grid, warmup, **kwargs):
-            if not getattr(_LOCAL, "warm", False):
-                return launch(self, *args, grid=grid, warmup=warmup, **kwargs)
-            kernel = launch(self, *args, grid=grid, warmup=True, **kwargs)
-            ready = getattr(kernel, "_init_handles", None)  # the module load, else done at the first launch
-            if ready is not None and getattr(_LOCAL, "load", True):
-                ready()
-            return kernel
-
-        JITFunction.run = run
-        _installed = True
+# --------------------------------------------------------------------------- stand-ins
 
 
 def _stand_in(config):
     """A case with ``config``'s kernels and specialisations but at most two rows and
     requests (two, not one: a dimension of size 1 changes what is contiguous)."""
     return config.replace(tokens=min(config.tokens, 2), num_reqs=min(config.num_reqs, 2))
-
-
-def _preload_one(config, names: tuple) -> None:
-    from remap_ab import registry
-    from remap_ab.inputs import generate_inputs
-
-    _LOCAL.warm = True
-    try:
-        small = _stand_in(config)
-        inputs = generate_inputs(small, device="cpu")  # never launched: host tensors do
-        for name in names:
-            registry.get(name)(small, inputs)
-    except Exception:  # nothing preloaded: the launch loads it, as without preloading
-        pass
-    finally:
-        _LOCAL.warm = False
-
-
-class Preload:
-    """The variants of ``configs`` loaded in background threads (``PRELOAD_THREADS``)
-    from Triton's on-disk cache, each once per process; ``wait`` before launching them
-    waits for those of ``configs`` (loaded now or by an earlier Preload, e.g. the whole
-    sweep's, started before its first batch). Only the module loads (no GIL held)
-    truly run beside the caller; the rest overlaps the caller's own waits."""
-
-    def __init__(self, configs: list, names: tuple, threads: int = PRELOAD_THREADS):
-        global _preloaders
-        self.futures: list[Future] = []
-        if threads <= 0:
-            return
-        mine: dict = {}
-        for c in configs:
-            mine.setdefault((names, variant_key(c)), c)
-        fresh = {key: c for key, c in mine.items() if key not in _PRELOADED}
-        if fresh:
-            _install_warm_switch()
-            if _preloaders is None:
-                _preloaders = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remap-ab-preload")
-            for key, c in fresh.items():
-                _PRELOADED[key] = _preloaders.submit(_preload_one, c, names)
-        self.futures = [_PRELOADED[key] for key in mine]
-
-    def wait(self) -> None:
-        for f in self.futures:
-            f.result()

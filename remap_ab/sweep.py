@@ -275,13 +275,6 @@ class Sweep:
         from remap_ab.recording import judge_and_record
 
         o = self.opts
-        if self.device == "cuda":
-            # Every variant of the run starts loading from Triton's cache now, in threads,
-            # while the batches run (each batch waits for its own: precompile.Preload).
-            from remap_ab.config import CaseConfig
-            from remap_ab.precompile import Preload
-
-            Preload([p.config for p in self.todo if isinstance(p.config, CaseConfig)], (o.a, o.b))
         pending = self._batches()
         while pending:
             batch = pending.popleft()

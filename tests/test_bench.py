@@ -187,6 +187,10 @@ def test_signature_does_not_hold_when_only_the_launch_floor_grows():
     rows = _contention_rows({1: 0.2, 64: 0.2, 4096: 0.2}, {1: 0.1, 64: 0.5, 4096: 8.0})
     sig = contention.signature(rows, "counts")
     assert sig.holds is False and "launch cost, not contention" in sig.sentence
+    # Beside a measured control it concludes nothing: floors of overlapping programs do not add.
+    controlled = contention.signature(rows, "counts", controlled=True)
+    assert controlled.holds is False and "not contention" not in controlled.sentence
+    assert "atomic − control" in controlled.sentence and controlled.gaps == sig.gaps
 
 
 def test_signature_needs_two_token_counts():

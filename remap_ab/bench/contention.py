@@ -80,9 +80,12 @@ class Signature:
 
 
 def signature(rows: Sequence[dict], path: str, many: str = "16 tiles", few: str = "4 tiles",
-              tolerance: float = GROWTH_TOLERANCE_US) -> Signature:
+              tolerance: float = GROWTH_TOLERANCE_US, controlled: bool = False) -> Signature:
     """Does the gap between ``many`` and ``few`` tiles grow with batch on ``path``?
-    Judged on the time above each grid's floor; the raw gap is given beside it."""
+    Judged on the time above each grid's floor; the raw gap is given beside it.
+    ``controlled``: the control experiment was measured too; the floor subtraction is
+    then only an estimate beside it (programs overlap, so floors do not add) and the
+    sentence says so instead of concluding."""
     by = {(r["tokens"], r["variant"]): r for r in rows if r["path"] == path and r["status"] == "timed"}
     tokens = sorted({t for (t, v) in by if (t, many) in by and (t, few) in by})
     gaps = tuple(
@@ -101,6 +104,10 @@ def signature(rows: Sequence[dict], path: str, many: str = "16 tiles", few: str 
     if grows_above:
         shape = "steadily" if monotone else "though not at every step"
         return Signature(path, True, f"{path}: holds — the {many} − {few} gap above the launch floor grows {shape}, {span} {raw}", gaps)
+    if grows_raw and controlled:
+        return Signature(path, False, f"{path}, by floor subtraction alone (floors of overlapping programs do not "
+                                      f"add; the atomic − control line above measures contention): the raw gap grows "
+                                      f"{raw}, above each grid's floor it goes {span}", gaps)
     if grows_raw:
         return Signature(path, False, f"{path}: does not hold above the floor — the raw gap grows {raw}, "
                                       f"but above each grid's floor it goes {span}: launch cost, not contention", gaps)

@@ -257,7 +257,7 @@ class Suite:
             mine = [r for r in rows if r["path"] == path and r["status"] == "timed"]
             if not mine:
                 continue
-            sig = contention.signature(rows, path, many=many, few=few)
+            sig = contention.signature(rows, path, many=many, few=few, controlled=bool(costs))
             section.findings.append(sig.sentence)
             section.tables.append(Table(f"gap-{path}", f"{path}: {many} − {few} gap per token count",
                                         [{"tokens": t, "raw_gap_us": g, "gap_above_floor_us": a} for t, g, a in sig.gaps]))

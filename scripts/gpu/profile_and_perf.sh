@@ -2,15 +2,7 @@
 # On one H200 (~7 min): where a fresh process's first sweep spends its time
 # (first_sweep_profile.py, call checks off and sampled, then cProfiled), and issue 22's
 # sections 1-3 (h200_issue22_perf.sh). Logs under $OUT.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ -d .whl ]; then  # pydantic is not on the GPU image: its wheels travel in .whl, into the venv
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
-python3 -c 'import torch, triton, pydantic; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
+. "$(dirname "$0")/setup.sh"
 /usr/bin/time -f "cold-cache sweep: %e s" python3 -m remap_ab sweep -j 0 --root /tmp/warm --no-progress --call-checks off 2>&1 | grep -E "time:|cold-cache"
 for checks in off sample; do
   python3 scripts/gpu/first_sweep_profile.py /tmp/prof --call-checks $checks 2>&1 | tee -a "$OUT/profile.log"
