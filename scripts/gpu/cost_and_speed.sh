@@ -6,15 +6,15 @@
 . "$(dirname "$0")/setup.sh"
 sweep() { python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/r-$RANDOM" "$@" 2>&1 | grep -E "time:"; }
 ( cd .old && python3 -c 'import remap_ab; print("before = cfacc42 from", remap_ab.__file__)' )
-/usr/bin/time -f "now, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm --call-checks off 2>&1 | grep -E "time:|cold"
-( cd .old && /usr/bin/time -f "cfacc42, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm-old 2>&1 | grep -E "time:|cold" )
+/usr/bin/time -f "now, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm --call-checks off 2>&1 | grep -E "verdicts:|time:|cold"
+( cd .old && /usr/bin/time -f "cfacc42, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm-old 2>&1 | grep -E "verdicts:|time:|cold" )
 for i in 1 2; do
-  ( cd .old && /usr/bin/time -f "cfacc42: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/o$i" 2>&1 | grep -E "time:|end to end" ) | tee -a "$OUT/cost.log"
+  ( cd .old && /usr/bin/time -f "cfacc42: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/o$i" 2>&1 | grep -E "verdicts:|time:|end to end" ) | tee -a "$OUT/cost.log"
   for checks in off sample; do
-    /usr/bin/time -f "now, call checks $checks: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/n$checks$i" --call-checks $checks 2>&1 | grep -E "time:|end to end" | tee -a "$OUT/cost.log"
+    /usr/bin/time -f "now, call checks $checks: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/n$checks$i" --call-checks $checks 2>&1 | grep -E "verdicts:|time:|end to end" | tee -a "$OUT/cost.log"
   done
 done
-( cd .old && /usr/bin/time -f "cfacc42, default -j: end to end %e s" python3 -m remap_ab sweep --no-progress --root /tmp/oj 2>&1 | grep -E "time:|end to end" ) | tee -a "$OUT/cost.log"
-/usr/bin/time -f "now, default -j and call checks: end to end %e s" python3 -m remap_ab sweep --no-progress --root /tmp/nj 2>&1 | grep -E "time:|end to end" | tee -a "$OUT/cost.log"
+( cd .old && /usr/bin/time -f "cfacc42, default -j: end to end %e s" python3 -m remap_ab sweep --no-progress --root /tmp/oj 2>&1 | grep -E "verdicts:|time:|end to end" ) | tee -a "$OUT/cost.log"
+/usr/bin/time -f "now, default -j and call checks: end to end %e s" python3 -m remap_ab sweep --no-progress --root /tmp/nj 2>&1 | grep -E "verdicts:|time:|end to end" | tee -a "$OUT/cost.log"
 python3 scripts/gpu/first_sweep_profile.py /tmp/prof --call-checks sample 2>&1 | tee "$OUT/profile.log"
 sh scripts/h200_speed.sh 2>&1 | tee "$OUT/speed.log"
