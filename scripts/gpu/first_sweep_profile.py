@@ -71,10 +71,22 @@ p = argparse.ArgumentParser()
 p.add_argument("root")
 p.add_argument("--cprofile", type=int, default=0)
 p.add_argument("--call-checks", default="sample")
+p.add_argument("--second", action="store_true", help="profile the second sweep of the process, not the first")
 o = p.parse_args()
-sweep = Sweep(SweepOptions(workers=0, root=o.root, run=f"profile-{time.time_ns()}", progress=False,
-                           call_checks=o.call_checks))
-sweep.prepare()
+
+
+def new_sweep():
+    extra = {"call_checks": o.call_checks} if "call_checks" in SweepOptions.__dataclass_fields__ else {}
+    s = Sweep(SweepOptions(workers=0, root=o.root, run=f"profile-{time.time_ns()}", progress=False, **extra))
+    s.prepare()
+    return s
+
+
+if o.second:
+    new_sweep().run()
+    counts.clear()
+    seconds.clear()
+sweep = new_sweep()
 prof = cProfile.Profile() if o.cprofile else None
 t0 = time.perf_counter()
 if prof:
@@ -85,7 +97,7 @@ if prof:
 wall = time.perf_counter() - t0
 runs = sorted((p for p in __import__("pathlib").Path(o.root).glob("profile-*/run.json")), key=lambda p: p.stat().st_mtime)
 m = json.load(open(runs[-1]))["last_session"]
-print(f"first sweep{' (cProfiled)' if prof else ''}: {wall:.2f} s here, in-process {m['wall_seconds']:.2f} s: "
+print(f"{'second' if o.second else 'first'} sweep{' (cProfiled)' if prof else ''}: {wall:.2f} s here, in-process {m['wall_seconds']:.2f} s: "
       + ", ".join(f"{k} {v:.2f}" for k, v in m["phase_seconds"].items()))
 for label in sorted(counts, key=lambda k: -seconds[k]):
     print(f"  {seconds[label]:7.2f} s  {counts[label]:6d}x  {1e3 * seconds[label] / counts[label]:7.3f} ms each  {label}")
