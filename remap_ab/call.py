@@ -93,10 +93,6 @@ class CallClock:
 # ----------------------------------------------------------------------- private inputs
 
 
-def _bytes_of(storage) -> torch.Tensor:
-    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, 0, (storage.nbytes(),), (1,))
-
-
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     """``[first, one past the last)`` storage element a (non-negatively strided) view reaches."""
     start = int(t.storage_offset())
@@ -113,56 +109,65 @@ class PrivateInputs:
     copies keep the originals' strides and offsets; a storage the cases use little of
     (one case of a larger batch) is copied view by view. The originals are never
     given to anyone, so comparing a copy with its original after the call shows
-    every byte the implementation wrote, slack between strided rows included. All the
-    copying is one ``_foreach_copy_`` and the comparison one ``cat`` per side: on a
-    GPU a batch costs a few launches, not a few per tensor."""
+    every element the implementation wrote, slack between strided rows included.
+    Per storage one allocation and two views; all the copying is one
+    ``_foreach_copy_`` and the comparison one ``cat`` per side (on a GPU a batch
+    costs a few launches, not a few per tensor)."""
 
     def __init__(self, inputs: list[CaseInputs]):
-        named = [list(x.tensors().items()) for x in inputs]
+        rows = []  # per case: (name, tensor, storage address, storage bytes, extent)
         used: dict[int, int] = {}
         users: dict[int, set] = {}
-        for i, items in enumerate(named):
-            for _, t in items:
-                key = t.untyped_storage().data_ptr()
+        for i, x in enumerate(inputs):
+            row = []
+            for name, t in x.tensors().items():
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
                 lo, hi = _extent(t)
                 used[key] = used.get(key, 0) + (hi - lo) * t.element_size()
                 users.setdefault(key, set()).add(i)
-        whole: dict[int, tuple] = {}  # storage address -> (original storage, its copy)
-        typed: dict[tuple, torch.Tensor] = {}  # (storage address, dtype) -> the copy's storage as that dtype
-        # Byte views compared by any_changed, original and copy: each whole storage once
-        # (not once per case that views it), and each view-by-view copy.
+                row.append((name, t, key, nbytes, lo, hi))
+            rows.append(row)
+        whole: dict[tuple, tuple] = {}  # (storage address, dtype) -> (original, copy), flat over the storage
+        first: dict[int, tuple] = {}  # storage address -> its pair in the dtype it was met in first
+        # Flat pairs any_changed compares: each whole storage once (not once per case
+        # that views it), and each view-by-view copy.
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
-        # Per case: (name, original view, copy view, what to compare for writes()).
+        # Per case: (name, original flat, copy flat, copy view, [lo, hi) of the flats compared by writes()).
         self._entries: list[list[tuple]] = []
+        self._storages: list[dict[str, tuple[int, int]]] = []
         self.cases: list[CaseInputs] = []
-        for items in named:
-            views, entries = {}, []
-            for name, t in items:
-                storage = t.untyped_storage()
-                key = storage.data_ptr()
-                if used[key] * 2 >= storage.nbytes():
-                    if key not in whole:
-                        copy = torch.UntypedStorage(storage.nbytes(), device=storage.device)
-                        whole[key] = (storage, copy)
-                        self._pairs.append((_bytes_of(storage), _bytes_of(copy)))
-                    base = typed.get((key, t.dtype))
-                    if base is None:
-                        base = typed[(key, t.dtype)] = _typed(whole[key][1], t.dtype)
-                    view = base.as_strided(t.shape, t.stride(), t.storage_offset())
+        for row in rows:
+            views, entries, spans = {}, [], {}
+            for name, t, key, nbytes, lo, hi in row:
+                size = t.element_size()
+                if used[key] * 2 >= nbytes and nbytes % size == 0:
+                    pair = whole.get((key, t.dtype))
+                    if pair is None:
+                        other = first.get(key)
+                        if other is not None:  # one storage viewed as two dtypes: one copy, seen as both
+                            pair = (other[0].view(t.dtype), other[1].view(t.dtype))
+                        else:
+                            pair = first[key] = (t.as_strided((nbytes // size,), (1,), 0),
+                                                 torch.empty(nbytes // size, dtype=t.dtype, device=t.device))
+                            self._pairs.append(pair)
+                        whole[(key, t.dtype)] = pair
+                    original, copy = pair
+                    view = copy.as_strided(t.shape, t.stride(), t.storage_offset())
                     # A storage of this case alone is compared whole (its slack too); a shared one, this view's part.
-                    lo, hi = (0, storage.nbytes() // t.element_size()) if len(users[key]) == 1 else _extent(t)
-                    entries.append((name, t, view, (lo, hi, 0)))
+                    span = (0, nbytes // size) if len(users[key]) == 1 else (lo, hi)
                 else:
-                    lo, hi = _extent(t)
-                    size = t.element_size()
-                    region = _bytes_of(storage)[lo * size : hi * size]
-                    copy = torch.UntypedStorage(region.numel(), device=storage.device)
-                    self._pairs.append((region, _bytes_of(copy)))
-                    view = _typed(copy, t.dtype).as_strided(t.shape, t.stride(), t.storage_offset() - lo)
-                    entries.append((name, t, view, (0, hi - lo, lo)))
+                    original = t.as_strided((hi - lo,), (1,), lo)
+                    copy = torch.empty(hi - lo, dtype=t.dtype, device=t.device)
+                    self._pairs.append((original, copy))
+                    view = copy.as_strided(t.shape, t.stride(), t.storage_offset() - lo)
+                    span = (0, hi - lo)
+                entries.append((name, original, copy, view, span))
+                spans[name] = (copy.data_ptr(), copy.data_ptr() + copy.numel() * size)
                 views[name] = view
             self.cases.append(CaseInputs(**views))
             self._entries.append(entries)
+            self._storages.append(spans)
         if self._pairs:
             torch._foreach_copy_([c for _, c in self._pairs], [o for o, _ in self._pairs])
 
@@ -171,22 +176,19 @@ class PrivateInputs:
         if not self._pairs:
             return torch.zeros((), dtype=torch.bool)
         if len(self._pairs) == 1:
-            (o, c), = self._pairs
+            ((o, c),) = self._pairs
             return (o != c).any()
         return (torch.cat([o for o, _ in self._pairs]) != torch.cat([c for _, c in self._pairs])).any()
 
     def writes(self, index: int, impl: str) -> list[CallFinding]:
         """What case ``index``'s call changed in its inputs, one finding per tensor."""
         found = []
-        for name, t, view, (lo, hi, base) in self._entries[index]:
-            # Element lo..hi of the copy's storage against the same elements of the original's.
-            original = _typed(t.untyped_storage(), t.dtype)[base + lo : base + hi]
-            copy = _typed(view.untyped_storage(), t.dtype)[lo:hi]
-            changed = torch.nonzero(original != copy).flatten()
+        for name, original, copy, view, (lo, hi) in self._entries[index]:
+            changed = torch.nonzero(original[lo:hi] != copy[lo:hi]).flatten()
             if changed.numel() == 0:
                 continue
-            at = int(changed[0])
-            where = _element_name(view, lo + at - view.storage_offset())
+            at = lo + int(changed[0])
+            where = _element_name(view, at - view.storage_offset())
             found.append(CallFinding(
                 Check.INPUTS_WRITTEN,
                 f"{impl} wrote into its input {name}: {changed.numel()} of its elements changed, the first at {where} "
@@ -196,16 +198,7 @@ class PrivateInputs:
 
     def storages(self, index: int) -> dict[str, tuple[int, int]]:
         """Case ``index``'s input tensors: name -> [first byte, one past the last) of their storage."""
-        out = {}
-        for name, _, view, _ in self._entries[index]:
-            s = view.untyped_storage()
-            out[name] = (s.data_ptr(), s.data_ptr() + s.nbytes())
-        return out
-
-
-def _typed(storage, dtype: torch.dtype) -> torch.Tensor:
-    """``storage`` as a flat tensor of ``dtype``."""
-    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage)
+        return self._storages[index]
 
 
 def _element_name(view: torch.Tensor, rel: int) -> str:
