@@ -97,7 +97,8 @@ if prof:
 wall = time.perf_counter() - t0
 runs = sorted((p for p in __import__("pathlib").Path(o.root).glob("profile-*/run.json")), key=lambda p: p.stat().st_mtime)
 m = json.load(open(runs[-1]))["last_session"]
-print(f"{'second' if o.second else 'first'} sweep{' (cProfiled)' if prof else ''}: {wall:.2f} s here, in-process {m['wall_seconds']:.2f} s: "
+which = f"{'second' if o.second else 'first'} sweep{' (cProfiled)' if prof else ''}"
+print(f"{which}: {wall:.2f} s here, in-process {m['wall_seconds']:.2f} s: "
       + ", ".join(f"{k} {v:.2f}" for k, v in m["phase_seconds"].items()))
 for label in sorted(counts, key=lambda k: -seconds[k]):
     print(f"  {seconds[label]:7.2f} s  {counts[label]:6d}x  {1e3 * seconds[label] / counts[label]:7.3f} ms each  {label}")
