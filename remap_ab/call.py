@@ -424,10 +424,28 @@ def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
         except BaseException:
             with contextlib.suppress(Exception):  # the capture is invalid already: end it, keep fn's error
                 graph.capture_end()
+            _recovered_from_a_failed_capture(stream.device)
             raise
         graph.capture_end()
     torch.cuda.current_stream(stream.device).wait_stream(stream)
     return result
+
+
+def _recovered_from_a_failed_capture(device: torch.device) -> None:
+    """A capture that fails ends without torch's epilogue: the device's random
+    generator stays marked as capturing, and every later draw in the process raises
+    "Offset increment outside graph capture". One small capture that succeeds, on a
+    stream of its own, runs the epilogue."""
+    with contextlib.suppress(Exception):
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            scratch = torch.zeros(1, device=device)
+            graph.capture_begin(capture_error_mode="thread_local")
+            scratch.add_(1)
+            graph.capture_end()
+        torch.cuda.synchronize(device)
 
 
 def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:

@@ -162,6 +162,20 @@ def test_a_host_sync_fails_sync_and_graph_and_blames_its_side(broken_impl):
 
 
 @pytest.mark.gpu
+def test_a_failed_capture_leaves_the_process_able_to_draw_random_numbers(broken_impl):
+    """A capture broken by a host sync ends without torch's epilogue; the check
+    recovers, or every later torch.randn on the device (the side-stream load, the
+    bench) raises "Offset increment outside graph capture"."""
+    bad = broken_impl(HOST_SYNC)
+    v = run_case(CONVERT, "old", bad, device="cuda").verdict
+    assert Check.GRAPH in _checks(v, bad)
+    assert torch.randn(4, device="cuda").shape == (4,)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        assert torch.randn(8, 8, device="cuda", dtype=torch.bfloat16).shape == (8, 8)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
 def test_a_private_stream_fails_the_stream_check(broken_impl):
     bad = broken_impl(PRIVATE_STREAM)
     v = run_case(CONVERT.replace(tokens=64, topk=2048, blocks_per_req=256), "old", bad, device="cuda").verdict
