@@ -128,8 +128,7 @@ class PrivateInputs:
                 users.setdefault(key, set()).add(i)
                 row.append((name, t, key, nbytes, lo, hi))
             rows.append(row)
-        whole: dict[tuple, tuple] = {}  # (storage address, dtype) -> (original, copy), flat over the storage
-        first: dict[int, tuple] = {}  # storage address -> its pair in the dtype it was met in first
+        whole: dict[int, tuple] = {}  # storage address -> (original, copy), flat over the storage
         # Flat pairs any_changed compares: each whole storage once (not once per case
         # that views it), and each view-by-view copy.
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -142,17 +141,14 @@ class PrivateInputs:
             for name, t, key, nbytes, lo, hi in row:
                 size = t.element_size()
                 if used[key] * 2 >= nbytes and nbytes % size == 0:
-                    pair = whole.get((key, t.dtype))
+                    pair = whole.get(key)
                     if pair is None:
-                        other = first.get(key)
-                        if other is not None:  # one storage viewed as two dtypes: one copy, seen as both
-                            pair = (other[0].view(t.dtype), other[1].view(t.dtype))
-                        else:
-                            pair = first[key] = (t.as_strided((nbytes // size,), (1,), 0),
-                                                 torch.empty(nbytes // size, dtype=t.dtype, device=t.device))
-                            self._pairs.append(pair)
-                        whole[(key, t.dtype)] = pair
+                        pair = whole[key] = (t.as_strided((nbytes // size,), (1,), 0),
+                                             torch.empty(nbytes // size, dtype=t.dtype, device=t.device))
+                        self._pairs.append(pair)
                     original, copy = pair
+                    if copy.dtype != t.dtype:  # one storage viewed as two dtypes: one copy, seen as both
+                        original, copy = original.view(t.dtype), copy.view(t.dtype)
                     view = copy.as_strided(t.shape, t.stride(), t.storage_offset())
                     # A storage of this case alone is compared whole (its slack too); a shared one, this view's part.
                     span = (0, nbytes // size) if len(users[key]) == 1 else (lo, hi)
