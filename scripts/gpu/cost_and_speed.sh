@@ -4,16 +4,10 @@
 # variant loads (first_sweep_profile.py), then sweep --memcheck clean vs failing and the
 # soak (scripts/h200_speed.sh, steps 2 and 3). Logs under $OUT.
 . "$(dirname "$0")/setup.sh"
-sweep() { python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/r-$RANDOM" "$@" 2>&1 | grep -E "time:"; }
+. "$(dirname "$0")/cost.sh"
 ( cd .old && python3 -c 'import remap_ab; print("before = cfacc42 from", remap_ab.__file__)' )
-/usr/bin/time -f "now, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm --call-checks off 2>&1 | grep -E "verdicts:|time:|cold"
-( cd .old && /usr/bin/time -f "cfacc42, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm-old 2>&1 | grep -E "verdicts:|time:|cold" )
-for i in 1 2; do
-  ( cd .old && /usr/bin/time -f "cfacc42: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/o$i" 2>&1 | grep -E "verdicts:|time:|end to end" ) | tee -a "$OUT/cost.log"
-  for checks in off sample; do
-    /usr/bin/time -f "now, call checks $checks: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/n$checks$i" --call-checks $checks 2>&1 | grep -E "verdicts:|time:|end to end" | tee -a "$OUT/cost.log"
-  done
-done
+warm_caches
+cost_turns 2
 ( cd .old && /usr/bin/time -f "cfacc42, default -j: end to end %e s" python3 -m remap_ab sweep --no-progress --root /tmp/oj 2>&1 | grep -E "verdicts:|time:|end to end" ) | tee -a "$OUT/cost.log"
 /usr/bin/time -f "now, default -j and call checks: end to end %e s" python3 -m remap_ab sweep --no-progress --root /tmp/nj 2>&1 | grep -E "verdicts:|time:|end to end" | tee -a "$OUT/cost.log"
 python3 scripts/gpu/first_sweep_profile.py /tmp/prof --call-checks sample 2>&1 | tee "$OUT/profile.log"

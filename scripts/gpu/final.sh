@@ -3,16 +3,11 @@
 # carried), fresh processes taking turns with warm caches; the first sweep's variant
 # loads; a 45 s soak with the defaults. Logs under $OUT.
 . "$(dirname "$0")/setup.sh"
+. "$(dirname "$0")/cost.sh"
 /usr/bin/time -f "suite wall %e s" python3 -m pytest -n auto -q --timeout 240 -p no:cacheprovider >"$OUT/suite.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed|suite wall" "$OUT/suite.log" | tail -30
-python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm --call-checks off 2>&1 | grep -E "time:"
-( cd .old && python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm-old 2>&1 | grep -E "time:" )
-for i in 1; do
-  ( cd .old && /usr/bin/time -f "cfacc42: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/o$i" 2>&1 | grep -E "verdicts:|time:|end to end" ) | tee -a "$OUT/cost.log"
-  for checks in off sample; do
-    /usr/bin/time -f "now, call checks $checks: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress --root "/tmp/n$checks$i" --call-checks $checks 2>&1 | grep -E "verdicts:|time:|end to end" | tee -a "$OUT/cost.log"
-  done
-done
+warm_caches
+cost_turns 1
 python3 scripts/gpu/first_sweep_profile.py /tmp/prof --call-checks sample 2>&1 | tee "$OUT/profile.log"
 TRITON_CACHE_DIR=$(mktemp -d) python3 -m remap_ab soak --minutes 0.75 --seed 1 --root /tmp/soak 2>/dev/null \
   | grep -E "^soak .* seed|soak summary|cases judged|throughput|time:|soak: " | tee "$OUT/soak.log"

@@ -1,0 +1,23 @@
+# Sourced by scripts in scripts/gpu/ after setup.sh: the sweep's cost against cfacc42, whose
+# tree travels in .old/ (git archive cfacc42 --prefix=.old/ | tar x; carried).
+
+# One sweep of each tree, so that every later one loads its variants from Triton's cache.
+warm_caches() {
+  /usr/bin/time -f "now, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm \
+    --call-checks off 2>&1 | grep -E "verdicts:|time:|cold"
+  ( cd .old && /usr/bin/time -f "cfacc42, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress \
+    --root /tmp/warm-old 2>&1 | grep -E "verdicts:|time:|cold" )
+}
+
+# cost_turns N: N rounds of cfacc42, then this tree with the call checks off and sampled;
+# each a fresh process, -j 0; appended to $OUT/cost.log.
+cost_turns() {
+  for i in $(seq "$1"); do
+    ( cd .old && /usr/bin/time -f "cfacc42: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress \
+      --root "/tmp/o$i" 2>&1 | grep -E "verdicts:|time:|end to end" ) | tee -a "$OUT/cost.log"
+    for checks in off sample; do
+      /usr/bin/time -f "now, call checks $checks: end to end %e s" python3 -m remap_ab sweep -j 0 --no-progress \
+        --root "/tmp/n$checks$i" --call-checks $checks 2>&1 | grep -E "verdicts:|time:|end to end" | tee -a "$OUT/cost.log"
+    done
+  done
+}
