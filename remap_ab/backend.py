@@ -107,6 +107,25 @@ def select_compile_only() -> None:
     _chosen = "cuda"
 
 
+@contextlib.contextmanager
+def jit_launches_through(replacement):
+    """Inside the block every Triton launch (``JITFunction.run``) is
+    ``replacement(launch, fn, *args, grid=..., warmup=..., **kwargs)``, ``launch``
+    being the run it stands in for; the original is back after the block."""
+    from triton.runtime.jit import JITFunction
+
+    launch = JITFunction.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        return replacement(launch, self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    JITFunction.run = run
+    try:
+        yield
+    finally:
+        JITFunction.run = launch
+
+
 def choose_early() -> None:
     """Called by the command line and the pytest plugin before any work (never on
     ``import remap_ab``): on a machine without CUDA, turn the interpreter on before

@@ -374,30 +374,20 @@ def production_findings(impl, config: CaseConfig, inputs: CaseInputs, out, count
     return found
 
 
-@contextlib.contextmanager
 def _other_streams_delayed(caller: torch.cuda.Stream):
     """Every Triton launch made on a stream other than ``caller`` waits behind a sleep
     queued there first, twice as long as the caller's: a kernel the caller's stream was
     not made to wait for is then still pending when the caller reads, whatever the
     GPU's scheduling (without it, such a kernel and the caller's read become ready
     together and the read wins or loses by chance)."""
-    try:
-        from triton.runtime.jit import JITFunction
-    except ImportError:
-        yield
-        return
-    launch = JITFunction.run
+    from remap_ab import backend
 
-    def run(self, *args, grid, warmup, **kwargs):
+    def delayed(launch, fn, *args, grid, warmup, **kwargs):
         if not warmup and torch.cuda.current_stream(caller.device) != caller:
             torch.cuda._sleep(2 * _STREAM_SLEEP_CYCLES)
-        return launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
 
-    JITFunction.run = run
-    try:
-        yield
-    finally:
-        JITFunction.run = launch
+    return backend.jit_launches_through(delayed)
 
 
 def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFinding]:

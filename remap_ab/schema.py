@@ -139,7 +139,6 @@ def load(model: type[M], data: Any, *, where: str, error: type[RemapABError], re
         raise error(describe(first) if describe else f"{where} {problem(first, model)}{remedy}") from None
 
 
-
 class Readable(Protocol):
     """A file to read: a ``pathlib.Path`` or a packaged resource (``importlib.resources``)."""
 
@@ -160,6 +159,7 @@ def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[s
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{what} is not valid TOML: {exc}") from None
+
 
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).

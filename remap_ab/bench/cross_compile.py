@@ -107,28 +107,26 @@ def captured_launches(target):
     from triton.compiler import make_backend
     from triton.runtime import jit
 
+    from remap_ab import backend as remap_backend
+
     backend = make_backend(target)
     binders: dict = {}
     launches: list = []
-    original = jit.JITFunction.run
 
-    def run(self, *args, grid, warmup, **kwargs):
+    def bound(launch, fn, *args, grid, warmup, **kwargs):
         # The same two options Triton's own run adds before binding.
-        kwargs["debug"] = kwargs.get("debug", self.debug) or knobs.runtime.debug
+        kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
         kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-        binder = binders.get(id(self))
+        binder = binders.get(id(fn))
         if binder is None:
-            binder = binders[id(self)] = jit.create_function_from_signature(self.signature, self.params, backend)
-        bound, specialization, options = binder(*args, **kwargs)
-        options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound, specialization, options)
-        launches.append((self, signature, constexprs, attrs, options, grid))
+            binder = binders[id(fn)] = jit.create_function_from_signature(fn.signature, fn.params, backend)
+        args_bound, specialization, options = binder(*args, **kwargs)
+        options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, args_bound, specialization, options)
+        launches.append((fn, signature, constexprs, attrs, options, grid))
         return None
 
-    jit.JITFunction.run = run
-    try:
+    with remap_backend.jit_launches_through(bound):
         yield launches
-    finally:
-        jit.JITFunction.run = original
 
 
 PTXAS_FACTS_FILE = "remap_ab_ptxas.json"
