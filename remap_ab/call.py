@@ -104,10 +104,11 @@ def _extent(t: torch.Tensor) -> tuple[int, int]:
 class PrivateInputs:
     """One implementation's own copy of a batch of cases' inputs, in their layouts.
 
-    Each distinct storage the cases use is copied whole when the cases use most of it
-    (the batch's flat buffers; a layout's dedicated buffer with its slack), so the
-    copies keep the originals' strides and offsets; a storage the cases use little of
-    (one case of a larger batch) is copied view by view. The originals are never
+    A case's part of a storage is where its layout placed it, slack included
+    (``CaseInputs.owned``), else its view's extent. Each distinct storage is copied
+    whole when the cases' parts are most of it (the batch's flat buffers, the
+    layouts' buffers), so the copies keep the originals' strides and offsets; a
+    storage the cases use little of (one case of a larger batch) is copied part by part. The originals are never
     given to anyone, so comparing a copy with its original after the call shows
     every element the implementation wrote, slack between strided rows included.
     Per storage one allocation and two views; all the copying is one
@@ -123,7 +124,8 @@ class PrivateInputs:
             for name, t in x.tensors().items():
                 storage = t.untyped_storage()
                 key, nbytes = storage.data_ptr(), storage.nbytes()
-                lo, hi = _extent(t)
+                # The case's part of the storage: where a layout placed it (slack too), else the view's extent.
+                lo, hi = x.owned.get(name) or _extent(t)
                 used[key] = used.get(key, 0) + (hi - lo) * t.element_size()
                 users.setdefault(key, set()).add(i)
                 row.append((name, t, key, nbytes, lo, hi))
@@ -150,7 +152,7 @@ class PrivateInputs:
                     if copy.dtype != t.dtype:  # one storage viewed as two dtypes: one copy, seen as both
                         original, copy = original.view(t.dtype), copy.view(t.dtype)
                     view = copy.as_strided(t.shape, t.stride(), t.storage_offset())
-                    # A storage of this case alone is compared whole (its slack too); a shared one, this view's part.
+                    # A storage of this case alone is compared whole (its slack too); a shared one, the case's part.
                     span = (0, nbytes // size) if len(users[key]) == 1 else (lo, hi)
                 else:
                     original = t.as_strided((hi - lo,), (1,), lo)
@@ -206,11 +208,15 @@ def _element_name(view: torch.Tensor, rel: int) -> str:
         step = view.stride(0)
         if rel % step == 0 and rel // step < view.shape[0]:
             return f"[{rel // step}]"
+        if rel >= view.shape[0] * step:
+            return f"buffer element {rel} past the view's start (after its last element)"
         return f"buffer element {rel} past the view's start (between its elements, not one of them)"
     rs, cs = view.stride()
     r, rem = divmod(rel, rs) if rs else (0, rel)
     if rem % cs == 0 and r < view.shape[0] and rem // cs < view.shape[1]:
         return f"[{r}, {rem // cs}]"
+    if r >= view.shape[0]:
+        return f"buffer element {rel} past the view's start (after its last row)"
     return f"buffer element {rel} past the view's start (slack between its elements, not one of them)"
 
 

@@ -18,7 +18,7 @@ import hashlib
 import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -81,6 +81,9 @@ def _threshold(fraction: float) -> int:
     return int(round(fraction * _U32))
 
 
+TENSOR_NAMES = ("req_id", "block_table", "token_indices", "prefill_request_ids", "prefill_starts")
+
+
 @dataclass
 class CaseInputs:
     """The tensors one case feeds every implementation (all int32, one device)."""
@@ -90,12 +93,16 @@ class CaseInputs:
     token_indices: torch.Tensor
     prefill_request_ids: Optional[torch.Tensor] = None
     prefill_starts: Optional[torch.Tensor] = None
+    # Input name -> [first, one past the last) storage element of this case's part of a
+    # buffer it shares with other cases (layouts.apply_all): what its writes are looked for in.
+    owned: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {name: getattr(self, name) for name in TENSOR_NAMES if getattr(self, name) is not None}
 
     def to(self, device) -> CaseInputs:
-        return CaseInputs(**{name: t.to(device) for name, t in self.tensors().items()})
+        moved: dict = {name: t.to(device) for name, t in self.tensors().items()}
+        return CaseInputs(**moved)
 
     @property
     def device(self) -> torch.device:
@@ -132,12 +139,13 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
     """Start hashing every case's inputs; the function returned waits for and returns
     ``hash_inputs`` of each, digest for digest.
 
-    A batch's generated inputs are contiguous views into a few flat tensors, so each
-    underlying storage is copied to the host once (not once per tensor). On a GPU the
+    A batch's generated inputs are views into a few flat tensors (layouts' strided ones
+    too), so each underlying storage is copied to the host once (not once per tensor),
+    and a strided view is gathered there. On a GPU the
     copies go into pinned memory on a side stream, and the sha256s run in ``threads``
     (hashlib releases the GIL): the caller launches kernels meanwhile. The sweep's
     inputs are about 1.5 GB; on the H200 a synchronous copy of them alone took 0.85 s."""
-    hosts: dict = {}  # storage address -> that whole storage's bytes on the host
+    hosts: dict = {}  # storage address -> that whole storage on the host
     copies_done = None
     side = None
     device = inputs[0].device if inputs else torch.device("cpu")
@@ -146,32 +154,43 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
         side.wait_stream(torch.cuda.current_stream(device))
         copies_done = torch.cuda.Event()
 
-    def host_bytes(t: torch.Tensor) -> Optional[memoryview]:
-        if not t.is_contiguous() or not t.numel() or t.device != device:
+    def host_storage(t: torch.Tensor) -> Optional[torch.Tensor]:
+        """``t``'s whole storage on the host as uint8 (copied once per storage)."""
+        if not t.numel() or t.device != device:
             return None
         storage = t.untyped_storage()
         key = storage.data_ptr()
         if key not in hosts:
             whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (storage.nbytes(),), (1,))
             if side is None:
-                hosts[key] = whole.numpy().data
+                hosts[key] = whole
             else:
                 host = torch.empty(whole.numel(), dtype=torch.uint8, pin_memory=True)
                 with torch.cuda.stream(side):
                     host.copy_(whole, non_blocking=True)
                 whole.record_stream(side)  # its memory is not reused before the copy is done
-                hosts[key] = host.numpy().data
-        start = t.storage_offset() * t.element_size()
-        return hosts[key][start : start + t.numel() * t.element_size()]
+                hosts[key] = host
+        return hosts[key]
 
-    pieces = [{name: (t, host_bytes(t)) for name, t in x.tensors().items()} for x in inputs]
+    pieces = [{name: (t, host_storage(t)) for name, t in x.tensors().items()} for x in inputs]
     if copies_done is not None:
         copies_done.record(side)
 
     def digest(case: dict) -> tuple[dict, str]:
         if copies_done is not None:
             copies_done.synchronize()
-        per = {name: tensor_sha256(t) if data is None else _sha256(t, data) for name, (t, data) in case.items()}
+        per = {}
+        for name, (t, storage) in case.items():
+            if storage is None:
+                per[name] = tensor_sha256(t)
+                continue
+            if t.is_contiguous():
+                start = t.storage_offset() * t.element_size()
+                data = storage.numpy().data[start : start + t.numel() * t.element_size()]
+            else:  # a layout's strided view: its elements gathered on the host, in memory order
+                host = storage.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset()).contiguous()
+                data = host.view(torch.uint8).numpy().data
+            per[name] = _sha256(t, data)
         return per, combined_sha256(per)
 
     if threads is None:
@@ -213,9 +232,10 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
 
     All cases' lanes (and token rows, table entries) lie back to back in flat tensors,
     each element reading its own case's parameters; each case's tensors are contiguous
-    views into those, or, for a case whose ``layout`` is another, views of buffers of
-    their own (layouts.py). A stream's value depends only on its key and the element's index within
-    the case, so drawing a stream that a case does not use changes nothing."""
+    views into those, or, for a case whose ``layout`` is another, views into the
+    layouts' buffers, placed for the whole batch at once (``layouts.apply_all``). A
+    stream's value depends only on its key and the element's index within the case,
+    so drawing a stream that a case does not use changes nothing."""
     configs = list(configs)
     if not configs:
         return []
@@ -224,7 +244,7 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
     tables = _block_tables(configs, device)
     starts = _prefill_starts(configs, device)
 
-    out = []
+    cases = []
     lane_at = _offsets(c.tokens * c.topk for c in configs)
     row_at = _offsets(c.tokens for c in configs)
     entry_at = _offsets(c.num_reqs * c.blocks_per_req for c in configs)
@@ -239,23 +259,18 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
         if c.has_prefill:
             x.prefill_request_ids = rows["prefill_request_ids"][row : row + T]
             x.prefill_starts = starts[req : req + R]
-        if c.layout != "contiguous":
-            from remap_ab import layouts
+        cases.append(x)
+    # A contiguous case with a view off a 16-byte boundary of the flat buffers is placed
+    # too: it then lies as ``generate_inputs`` makes it alone (Triton specialises on
+    # alignment: the sweep, ``run`` and a replay of a case compile the same kernel).
+    moved = [i for i, (c, x) in enumerate(zip(configs, cases))
+             if c.layout != "contiguous" or any(t.data_ptr() % 16 for t in x.tensors().values())]
+    if moved:
+        from remap_ab import layouts
 
-            x = layouts.apply(c.layout, x)
-        else:
-            x = _allocation_aligned(x)
-        out.append(x)
-    return out
-
-
-def _allocation_aligned(x: CaseInputs) -> CaseInputs:
-    """``x`` with each view that starts off a 16-byte boundary of the batch's flat
-    buffers copied to a fresh tensor: a contiguous case lies as ``generate_inputs``
-    makes it alone (Triton specialises on alignment: the sweep, ``run`` and a replay
-    of a case compile the same kernel)."""
-    moved = {name: t.clone() for name, t in x.tensors().items() if t.data_ptr() % 16}
-    return replace(x, **moved) if moved else x
+        for i, x in zip(moved, layouts.apply_all([(configs[i].layout, cases[i]) for i in moved])):
+            cases[i] = x
+    return cases
 
 
 def _offsets(counts) -> list[int]:
@@ -514,7 +529,7 @@ def check_inputs(config: CaseConfig, inputs: CaseInputs) -> None:
     The SPEC leaves ``0 <= req_id < Rq`` and ``prefill_request_ids < P`` unchecked in
     the kernels (an out-of-bounds read, or a crash); saved inputs are checked here
     instead. Non-contiguous tensors are fine: the wrappers make them contiguous."""
-    present = {f.name: getattr(inputs, f.name) for f in fields(inputs) if getattr(inputs, f.name) is not None}
+    present = {name: getattr(inputs, name) for name in TENSOR_NAMES if getattr(inputs, name) is not None}
     for name in ("req_id", "block_table", "token_indices"):
         if name not in present:
             raise InputError(f"{name} is missing; a case needs req_id, block_table and token_indices")

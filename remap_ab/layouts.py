@@ -73,42 +73,89 @@ LAYOUT_NAMES = tuple(LAYOUTS)
 _FILLER = {"token_indices": 3, "block_table": 0x51DE, "req_id": 0, "prefill_request_ids": -1, "prefill_starts": 7}
 
 
-def _placed(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: int, filler: int,
-            spare: int = 0) -> torch.Tensor:
-    """``t``'s values as a view of a new, filler-filled buffer with the given geometry
-    (``spare`` more rows, or elements, after the view)."""
-    import torch
+_REGION_ALIGN = 32  # elements: each case's part of a shared buffer starts 128 bytes aligned
 
+
+def _geometry(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: int, spare: int):
+    """Where ``t``'s values go in a buffer: ``(buffer length, strides, offset)``
+    (``spare`` more rows, or elements, after the view)."""
     if t.dim() == 2:
         rows, cols = t.shape
         row_len = cols * col_step + rows_pad
-        buf = torch.full((offset + (rows + spare) * row_len,), filler, dtype=t.dtype, device=t.device)
-        view = buf.as_strided((rows, cols), (row_len, col_step), offset)
-    else:
-        (n,) = t.shape
-        buf = torch.full((offset + (n + spare) * step,), filler, dtype=t.dtype, device=t.device)
-        view = buf.as_strided((n,), (step,), offset)
-    view.copy_(t)
-    return view
+        return offset + (rows + spare) * row_len, (row_len, col_step), offset
+    (n,) = t.shape
+    return offset + (n + spare) * step, (step,), offset
+
+
+def _plan(name: str, inputs: CaseInputs) -> dict:
+    """Input name -> ``(values, filler, buffer length, strides, offset)`` in layout ``name``."""
+    layout = LAYOUTS[name]
+    fillers = {**_FILLER, **dict(layout.fillers)}
+    spare = layout.spare_rows
+    plan = {}
+    for field_name, t in inputs.tensors().items():
+        if field_name == "token_indices":
+            geometry = _geometry(t, layout.token_row_pad, layout.token_col_step, 1, layout.offset, spare)
+        elif field_name == "block_table":
+            geometry = _geometry(t, layout.table_col_pad, 1, 1, layout.offset, spare)
+        elif field_name == "req_id":
+            geometry = _geometry(t, 0, 1, layout.req_step, layout.offset, spare)
+        else:  # prefill tensors: the wrapper requires them contiguous
+            geometry = _geometry(t, 0, 1, 1, layout.offset, spare)
+        plan[field_name] = (t, fillers[field_name], *geometry)
+    return plan
+
+
+def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
+    """Each ``(layout name, inputs)``'s values in that layout (``contiguous``: a
+    contiguous copy). One filler-filled buffer per input name holds every case's
+    part, 128-byte aligned, and one ``_foreach_copy_`` fills the views: on a GPU a
+    batch costs a few launches, not a few per tensor. Each case records its part of
+    each buffer in ``owned`` (what ``call.PrivateInputs`` copies and compares for its
+    writes, slack included). One case alone gets a buffer per input, as a caller would pass
+    them (an access past one input is then outside every allocation)."""
+    import torch
+
+    from remap_ab.inputs import host_values
+
+    plans = [_plan(name, x) for name, x in cases]
+    regions: dict[str, list] = {}  # input name -> [(case index, start, length, filler)]
+    for i, plan in enumerate(plans):
+        for field_name, (_, filler, length, _, _) in plan.items():
+            parts = regions.setdefault(field_name, [])
+            start = parts[-1][1] + -(-parts[-1][2] // _REGION_ALIGN) * _REGION_ALIGN if parts else 0
+            parts.append((i, start, length, filler))
+    placed: list[dict] = [{} for _ in cases]
+    owned: list[dict] = [{} for _ in cases]
+    sources, views = [], []
+    for field_name, parts in regions.items():
+        first = plans[parts[0][0]][field_name][0]
+        total = parts[-1][1] + parts[-1][2]
+        fills = {filler for *_, filler in parts}
+        if len(fills) == 1:
+            buf = torch.full((total,), fills.pop(), dtype=first.dtype, device=first.device)
+        else:  # one layout's own filler among the others: each element its part's
+            lengths = [(parts[k + 1][1] if k + 1 < len(parts) else total) - start for k, (_, start, _, _) in enumerate(parts)]
+            buf = torch.repeat_interleave(host_values([f for *_, f in parts], first.device),
+                                          host_values(lengths, first.device), output_size=total).to(first.dtype)
+        for i, start, length, _ in parts:
+            t, _, _, strides, offset = plans[i][field_name]
+            view = buf.as_strided(t.shape, strides, start + offset)
+            placed[i][field_name], owned[i][field_name] = view, (start, start + length)
+            sources.append(t)
+            views.append(view)
+    if views:
+        torch._foreach_copy_(views, sources)
+    out = []
+    for (_, x), tensors, own in zip(cases, placed, owned):
+        # CaseInputs, without importing inputs.py (it imports config, which imports this)
+        out.append(type(x)(**tensors, owned=own))
+    return out
 
 
 def apply(name: str, inputs: CaseInputs) -> CaseInputs:
     """``inputs``' values in layout ``name`` (``contiguous``: a contiguous copy)."""
-    layout = LAYOUTS[name]
-    placed = {}
-    fillers = {**_FILLER, **dict(layout.fillers)}
-    spare = layout.spare_rows
-    for field_name, t in inputs.tensors().items():
-        filler = fillers[field_name]
-        if field_name == "token_indices":
-            placed[field_name] = _placed(t, layout.token_row_pad, layout.token_col_step, 1, layout.offset, filler, spare)
-        elif field_name == "block_table":
-            placed[field_name] = _placed(t, layout.table_col_pad, 1, 1, layout.offset, filler, spare)
-        elif field_name == "req_id":
-            placed[field_name] = _placed(t, 0, 1, layout.req_step, layout.offset, filler, spare)
-        else:  # prefill tensors: the wrapper requires them contiguous
-            placed[field_name] = _placed(t, 0, 1, 1, layout.offset, filler, spare)
-    return type(inputs)(**placed)  # CaseInputs, without importing inputs.py (it imports config, which imports this)
+    return apply_all([(name, inputs)])[0]
 
 
 def describe(t: torch.Tensor) -> str:

@@ -88,6 +88,34 @@ def test_a_write_into_a_strided_views_slack_is_found(broken_impl):
     assert m.check == Check.INPUTS_WRITTEN and "slack between its elements" in m.message and "-> -7" in m.message
 
 
+SPARE_ROW_WRITER = '''
+"""Right in its outputs, but it scribbles into the first buffer row after token_indices' last."""
+import torch
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw):
+    r = k.triton_convert_req_index_to_global_index(req_id, block_table, token_indices, **kw)
+    t = token_indices
+    t.as_strided((1,), (1,), t.storage_offset() + t.shape[0] * t.stride(0)).fill_(-7)
+    return r
+'''
+
+
+def test_a_write_past_a_views_last_row_is_found_in_a_batch_on_the_case_that_made_it(broken_impl):
+    # In a batch the layouts' buffers are shared by the cases; each case's part of
+    # them (its spare rows too) is what its writes are looked for in.
+    bad = broken_impl(SPARE_ROW_WRITER)
+    configs = [CONVERT.replace(layout="persistent", seed=s) for s in range(3)]
+    for outcome in run_batch(configs, "old", bad, DEVICE):
+        (m,) = [m for m in outcome.verdict.failures if m.impl == bad]
+        assert m.check == Check.INPUTS_WRITTEN, m.message
+        assert "after its last row" in m.message and "-> -7" in m.message
+        assert "1 of its elements changed" in m.message  # its own row, not a neighbour's too
+        assert _checks(outcome.verdict, "old") == set()
+
+
 @pytest.mark.parametrize("name", layouts.LAYOUT_NAMES)
 def test_every_layout_holds_the_cases_values(name):
     config = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, prefill_fraction=0.5, layout=name)

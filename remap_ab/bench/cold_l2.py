@@ -53,7 +53,7 @@ def footprint_over_l2(bytes_per_set: int, sets: int, l2: int) -> float:
 
 def rotating_inputs(inputs: CaseInputs, sets: int) -> list[CaseInputs]:
     """``sets`` bitwise copies of ``inputs``, one stacked allocation per tensor."""
-    stacked = {name: t.unsqueeze(0).expand(sets, *t.shape).contiguous() for name, t in inputs.tensors().items()}
+    stacked: dict = {name: t.unsqueeze(0).expand(sets, *t.shape).contiguous() for name, t in inputs.tensors().items()}
     return [CaseInputs(**{name: s[i] for name, s in stacked.items()}) for i in range(sets)]
 
 
