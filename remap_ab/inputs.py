@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
 
     def host_storage(t: torch.Tensor) -> Optional[torch.Tensor]:
         """``t``'s whole storage on the host as uint8 (copied once per storage)."""
-        if not t.numel() or t.device != device:
+        if t.device != device or not t.numel():
             return None
         storage = t.untyped_storage()
         key = storage.data_ptr()
@@ -177,10 +178,15 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
         copies_done.record(side)
 
     def digest(case: dict) -> tuple[dict, str]:
-        if copies_done is not None:
-            copies_done.synchronize()
+        # Polled, not synchronize(): these threads must never block on the device (the
+        # call's sync check makes any host synchronisation in the process an error).
+        while copies_done is not None and not copies_done.query():
+            time.sleep(0.0002)
         per = {}
         for name, (t, storage) in case.items():
+            if not t.numel():
+                per[name] = _sha256(t, None)
+                continue
             if storage is None:
                 per[name] = tensor_sha256(t)
                 continue
@@ -231,9 +237,9 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
     generating small cases).
 
     All cases' lanes (and token rows, table entries) lie back to back in flat tensors,
-    each element reading its own case's parameters; each case's tensors are contiguous
-    views into those, or, for a case whose ``layout`` is another, views into the
-    layouts' buffers, placed for the whole batch at once (``layouts.apply_all``). A
+    each element reading its own case's parameters; then every case is placed in its
+    layout, for the whole batch at once (``layouts.apply_all``: one buffer per input
+    for all cases, each case's tensors views into them). A
     stream's value depends only on its key and the element's index within the case,
     so drawing a stream that a case does not use changes nothing."""
     configs = list(configs)
@@ -260,17 +266,12 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
             x.prefill_request_ids = rows["prefill_request_ids"][row : row + T]
             x.prefill_starts = starts[req : req + R]
         cases.append(x)
-    # A contiguous case with a view off a 16-byte boundary of the flat buffers is placed
-    # too: it then lies as ``generate_inputs`` makes it alone (Triton specialises on
+    # Every case is placed in its layout (``contiguous`` too): its tensors then lie in the
+    # layouts' few buffers, 128-byte aligned as a fresh tensor is (Triton specialises on
     # alignment: the sweep, ``run`` and a replay of a case compile the same kernel).
-    moved = [i for i, (c, x) in enumerate(zip(configs, cases))
-             if c.layout != "contiguous" or any(t.data_ptr() % 16 for t in x.tensors().values())]
-    if moved:
-        from remap_ab import layouts
+    from remap_ab import layouts
 
-        for i, x in zip(moved, layouts.apply_all([(configs[i].layout, cases[i]) for i in moved])):
-            cases[i] = x
-    return cases
+    return layouts.apply_all([(c.layout, x) for c, x in zip(configs, cases)])
 
 
 def _offsets(counts) -> list[int]:

@@ -123,21 +123,24 @@ def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
     for i, plan in enumerate(plans):
         for field_name, (_, filler, length, _, _) in plan.items():
             parts = regions.setdefault(field_name, [])
-            start = parts[-1][1] + -(-parts[-1][2] // _REGION_ALIGN) * _REGION_ALIGN if parts else 0
-            parts.append((i, start, length, filler))
+            start = parts[-1][1] + parts[-1][2] if parts else 0
+            # Each part rounded up to whole alignment units: the next starts aligned (the last is not rounded).
+            parts.append((i, start, -(-length // _REGION_ALIGN) * _REGION_ALIGN, filler))
     placed: list[dict] = [{} for _ in cases]
     owned: list[dict] = [{} for _ in cases]
     sources, views = [], []
     for field_name, parts in regions.items():
         first = plans[parts[0][0]][field_name][0]
+        last = parts[-1]
+        parts[-1] = (*last[:2], plans[last[0]][field_name][2], last[3])
         total = parts[-1][1] + parts[-1][2]
         fills = {filler for *_, filler in parts}
         if len(fills) == 1:
             buf = torch.full((total,), fills.pop(), dtype=first.dtype, device=first.device)
         else:  # one layout's own filler among the others: each element its part's
-            lengths = [(parts[k + 1][1] if k + 1 < len(parts) else total) - start for k, (_, start, _, _) in enumerate(parts)]
             buf = torch.repeat_interleave(host_values([f for *_, f in parts], first.device),
-                                          host_values(lengths, first.device), output_size=total).to(first.dtype)
+                                          host_values([n for _, _, n, _ in parts], first.device),
+                                          output_size=total).to(first.dtype)
         for i, start, length, _ in parts:
             t, _, _, strides, offset = plans[i][field_name]
             view = buf.as_strided(t.shape, strides, start + offset)

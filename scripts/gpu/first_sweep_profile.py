@@ -1,11 +1,13 @@
 """Where the first sweep of a fresh GPU process spends its time (issues 20 and 22).
 
 Run in a fresh process with a warm Triton cache (one sweep before it):
-    python3 scripts/gpu/first_sweep_profile.py ROOT [--cprofile N] [--call-checks off|sample]
+    python3 scripts/gpu/first_sweep_profile.py ROOT [--second] [--cprofile N] [--call-checks off|sample]
+        [--time MODULE:NAME ...]
 Prints the sweep's phases, then every JIT launch split into "a variant new to this
 process" and "a variant already loaded", with the seconds of each and the time spent
 in Triton's compile-from-cache and module load; with --cprofile N, the N functions of
-most own time (a second, profiled sweep would be warm: this one is the first).
+most own time (a second, profiled sweep would be warm: this one is the first); with
+--time, the seconds spent in each function named (its own threads' calls included).
 """
 
 from __future__ import annotations
@@ -72,7 +74,16 @@ p.add_argument("root")
 p.add_argument("--cprofile", type=int, default=0)
 p.add_argument("--call-checks", default="sample")
 p.add_argument("--second", action="store_true", help="profile the second sweep of the process, not the first")
+p.add_argument("--time", nargs="*", default=[], metavar="MODULE:NAME",
+               help="functions to time (remap_ab.call:_graph_check, remap_ab.call:PrivateInputs.__init__, ...)")
 o = p.parse_args()
+for spec in o.time:  # each wrapped where it is looked up: its module's global, or its class's attribute
+    module_name, _, path = spec.partition(":")
+    owner = __import__("importlib").import_module(module_name)
+    *outer, leaf = path.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    setattr(owner, leaf, timed(f"  {spec}", getattr(owner, leaf)))
 
 
 def new_sweep():

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# On one H200 (~4 min): where a soak's time goes (issue 22 §4, goal >= 50 cases/s). Seed 1
+# On one H200 (~3.5 min): where a soak's time goes (issue 22 §4, goal >= 50 cases/s). Seed 1
 # each time, so every run after the first finds its variants in Triton's cache; the
 # first (cold) is the defaults as a user meets them, the second the same warm under
 # cProfile, then one lever at a time. Logs under $OUT.
 . "$(dirname "$0")/setup.sh"
-soak() {  # soak LABEL ARGS...: a 30 s soak, its summary lines into $OUT/soak-levers.log
+soak() {  # soak LABEL ARGS...: a 24 s soak, its summary lines into $OUT/soak-levers.log
   local label=$1; shift
   echo "== $label: $*" | tee -a "$OUT/soak-levers.log"
-  "$@" --minutes 0.5 --seed 1 --root "/tmp/soak-$label" 2>/dev/null \
+  "$@" --minutes 0.4 --seed 1 --root "/tmp/soak-$label" 2>/dev/null \
     | grep -E "cases judged|throughput|time:" | tee -a "$OUT/soak-levers.log"
 }
 soak cold python3 -m remap_ab soak
