@@ -69,11 +69,11 @@ class BatchTimes:
 
 
 def timed_call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: CallClock,
-               private: Optional[PrivateInputs] = None, index: int = 0, production: bool = False):
+               private: Optional[PrivateInputs] = None, index: int = 0, production: bool = False, context=None):
     """One implementation on one case, as the sweep calls it (bench's host section times
     this too): ``(Output, (start, end))`` for ``clock.elapsed_ms``, or ``(Output, None)``
-    when it raised."""
-    o = call(impl, config, inputs, private=private, index=index, clock=clock, production=production)
+    when it raised. ``context``: as ``call``'s."""
+    o = call(impl, config, inputs, private=private, index=index, clock=clock, production=production, context=context)
     return o, o.span
 
 
@@ -96,6 +96,7 @@ def run_batch(
     *,
     memcheck: bool = False,
     call_checks: str = "sample",
+    context=None,
 ) -> list[CaseOutcome]:
     """Judge ``configs`` on ``device``; phase durations are added to ``times``. A case
     that does not pass comes back with its ``CaseResult`` (what a report needs).
@@ -108,7 +109,8 @@ def run_batch(
     verdicts; that time counts as the compare phase.
 
     ``call_checks`` (options.CALL_CHECKS): on a GPU, which cases get the graph, stream
-    and sync checks of their calls."""
+    and sync checks of their calls. ``context``: entered around each call of A and B
+    (``call``'s: the soak queues a contending side-stream load there)."""
     times = times if times is not None else BatchTimes()
     dev = torch.device(device)
     if memcheck and dev.type != "cuda":
@@ -131,8 +133,8 @@ def run_batch(
     if dev.type == "cuda" and call_checks != "off":
         sampled = set(range(len(configs))) if call_checks == "all" else set(_production_sampled(configs))
     for i, (c, x) in enumerate(zip(configs, inputs)):
-        oa, ta = timed_call(impl_a, c, x, clock, own_a, i, production=i in sampled)
-        ob, tb = timed_call(impl_b, c, x, clock, own_b, i, production=i in sampled)
+        oa, ta = timed_call(impl_a, c, x, clock, own_a, i, production=i in sampled, context=context)
+        ob, tb = timed_call(impl_b, c, x, clock, own_b, i, production=i in sampled, context=context)
         outs.append((oa, ta, ob, tb))
     synchronize(dev)
     t2 = time.perf_counter()

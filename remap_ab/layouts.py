@@ -116,31 +116,30 @@ def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
     them (an access past one input is then outside every allocation)."""
     import torch
 
-    from remap_ab.inputs import host_values
-
     plans = [_plan(name, x) for name, x in cases]
     regions: dict[str, list] = {}  # input name -> [(case index, start, length, filler)]
-    for i, plan in enumerate(plans):
-        for field_name, (_, filler, length, _, _) in plan.items():
-            parts = regions.setdefault(field_name, [])
-            start = parts[-1][1] + parts[-1][2] if parts else 0
-            # Each part rounded up to whole alignment units: the next starts aligned (the last is not rounded).
-            parts.append((i, start, -(-length // _REGION_ALIGN) * _REGION_ALIGN, filler))
+    for field_name in dict.fromkeys(name for plan in plans for name in plan):
+        members = [(i, plan[field_name][2], plan[field_name][1]) for i, plan in enumerate(plans) if field_name in plan]
+        # Parts of one filler side by side (one fill each); each rounded up to whole
+        # alignment units, so the next starts aligned (the last is not rounded).
+        fillers = list(dict.fromkeys(filler for *_, filler in members))
+        members.sort(key=lambda m: fillers.index(m[2]))
+        parts, start = [], 0
+        for k, (i, length, filler) in enumerate(members):
+            rounded = length if k == len(members) - 1 else -(-length // _REGION_ALIGN) * _REGION_ALIGN
+            parts.append((i, start, rounded, filler))
+            start += rounded
+        regions[field_name] = parts
     placed: list[dict] = [{} for _ in cases]
     owned: list[dict] = [{} for _ in cases]
     sources, views = [], []
     for field_name, parts in regions.items():
         first = plans[parts[0][0]][field_name][0]
-        last = parts[-1]
-        parts[-1] = (*last[:2], plans[last[0]][field_name][2], last[3])
         total = parts[-1][1] + parts[-1][2]
-        fills = {filler for *_, filler in parts}
-        if len(fills) == 1:
-            buf = torch.full((total,), fills.pop(), dtype=first.dtype, device=first.device)
-        else:  # one layout's own filler among the others: each element its part's
-            buf = torch.repeat_interleave(host_values([f for *_, f in parts], first.device),
-                                          host_values([n for _, _, n, _ in parts], first.device),
-                                          output_size=total).to(first.dtype)
+        buf = torch.full((total,), parts[0][3], dtype=first.dtype, device=first.device)
+        for filler in dict.fromkeys(f for *_, f in parts[1:] if f != parts[0][3]):  # a layout's own filler
+            spans = [(start, start + length) for _, start, length, f in parts if f == filler]
+            buf[spans[0][0] : spans[-1][1]].fill_(filler)
         for i, start, length, _ in parts:
             t, _, _, strides, offset = plans[i][field_name]
             view = buf.as_strided(t.shape, strides, start + offset)

@@ -211,6 +211,10 @@ class Ahead:
         self._collect(key, future)
         return True
 
+    def started(self) -> bool:
+        """Has any compile worker finished a variant yet (are they past their start-up)?"""
+        return bool(self.done) or any(f.done() for f in self.pending.values())
+
     def wait_any(self, timeout: float) -> None:
         """Block until some pending compile finishes (or ``timeout`` passes)."""
         from concurrent.futures import FIRST_COMPLETED, wait

@@ -51,16 +51,16 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
 
 
 def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False,
-                     call_checks: str = "sample") -> list[dict]:
+                     call_checks: str = "sample", context=None) -> list[dict]:
     """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) and record
-    them: the rows for the results table."""
+    them: the rows for the results table. ``context``: as ``batch.run_batch``'s."""
     from remap_ab.batch import run_batch
     from remap_ab.rejections import RejectionCase
 
     calls = [c for c in configs if isinstance(c, RejectionCase)]
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
-    rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks),
-                           folder) if cases else []
+    rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks,
+                                     context=context), folder) if cases else []
     return rows + [rejection_row(c, a, b, device, memcheck) for c in calls]
 
 

@@ -17,9 +17,10 @@ one stream by this process.
 
 On a GPU every ``contend_every``-th case runs while a side stream keeps the device busy
 with matrix products (``nondet.SideStreamLoad``): a busy device changes how the
-programs of a row interleave, which is what the old kernel's race depends on. The
-other cases run in batches through the batch engine (few host syncs), recorded as the
-sweep records a case (``recording.py``). One worker per GPU, pinned through
+programs of a row interleave, which is what the old kernel's race depends on. Every
+case runs in batches through the batch engine (few host syncs; contended ones in
+batches of their own, each call queued behind the load), recorded as the sweep
+records a case (``recording.py``). One worker per GPU, pinned through
 ``CUDA_VISIBLE_DEVICES`` before CUDA starts (``gpus.py``). On the CPU (Triton interpreter, about 2 ms a program) the cases run
 one at a time and T is capped small by default.
 
@@ -342,19 +343,18 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
         finally:
             times.ahead = ahead.summary()
             ahead.close()
-    quiet: list = []
+    waiting: dict[bool, list] = {False: [], True: []}  # quiet and contended draws not yet judged
     while True:
-        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and judge.done + len(quiet) >= plan.max_cases):
+        held = len(waiting[False]) + len(waiting[True])
+        if stopping() or time.time() >= plan.deadline or (plan.max_cases is not None and judge.done + held >= plan.max_cases):
             break
         d = next(stream)
-        if on_gpu and not d.contended:
-            quiet.append(d)
-            if len(quiet) >= plan.batch:
-                judge.batch(quiet)
-                quiet = []
-            continue
-        judge.one(d)
-    judge.batch(quiet)
+        waiting[d.contended].append(d)
+        if len(waiting[d.contended]) >= (plan.batch if on_gpu else 1):
+            judge.batch(waiting[d.contended], d.contended)
+            waiting[d.contended] = []
+    for contended, left in waiting.items():
+        judge.batch(left, contended)
     return judge.done
 
 
@@ -364,7 +364,7 @@ LOOKAHEAD = 512  # draws taken ahead of the device while their variants compile
 def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], times: WorkerTimes, ahead) -> int:
     """The compile-ahead schedule (``run_worker``): ``ahead`` takes each drawn case's
     variant (``submit``), says when it is compiled (``ready``) and waits (``wait_any``);
-    ``judge`` judges draws ``one`` at a time (contended) or in a ``batch``."""
+    ``judge`` judges draws in a ``batch`` (contended ones in batches of their own)."""
     from remap_ab.precompile import variant_key
 
     window: list[Draw] = []
@@ -381,6 +381,10 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
         if not window:
             break
         ready = [d for d in window if ahead.ready(d.config)]
+        if not ready and not ahead.started():
+            # The compile workers are still starting (seconds of imports): judge the first
+            # draws here meanwhile, compiling what Triton's cache does not hold yet.
+            ready = window[: plan.batch]
         if not ready:
             t0 = time.perf_counter()
             ahead.wait_any(timeout=0.5)
@@ -388,20 +392,17 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
             continue
         taken = {id(d) for d in ready}
         window = [d for d in window if id(d) not in taken]
-        for d in [d for d in ready if d.contended]:
-            judge.one(d)
-            if stopping() or time.time() >= plan.deadline:
-                break
-        quiet = sorted((d for d in ready if not d.contended), key=lambda d: variant_key(d.config))
-        for i in range(0, len(quiet), plan.batch):
-            if stopping() or time.time() >= plan.deadline:
-                break
-            judge.batch(quiet[i : i + plan.batch])
+        for contended in (True, False):
+            same = sorted((d for d in ready if d.contended == contended), key=lambda d: variant_key(d.config))
+            for i in range(0, len(same), plan.batch):
+                if stopping() or time.time() >= plan.deadline:
+                    break
+                judge.batch(same[i : i + plan.batch], contended)
     return judge.done
 
 
 class _Judge:
-    """Judges draws one at a time or in batches, emits their records, keeps the times."""
+    """Judges draws in batches, emits their records, keeps the times."""
 
     def __init__(self, plan: WorkerPlan, device: str, emit, load, times: WorkerTimes):
         self.plan, self.device, self.emit, self.load, self.times = plan, device, emit, load, times
@@ -423,12 +424,11 @@ class _Judge:
             self.emit(rec)
             self.done += 1
 
-    def one(self, d: Draw) -> None:
-        self._timed(lambda: [_run_one(self.plan, self.device, d, self.load)])
-
-    def batch(self, quiet: list) -> None:
-        if quiet:
-            self._timed(lambda: _run_quiet_batch(self.plan, self.device, quiet))
+    def batch(self, draws: list, contended: bool = False) -> None:
+        """Judge ``draws``; ``contended``: each call under the side-stream load."""
+        if draws:
+            load = self.load if contended else None
+            self._timed(lambda: _run_batch(self.plan, self.device, draws, load))
 
 
 def _loads(device: str):
@@ -455,72 +455,26 @@ def _context_lost(device: str) -> bool:
     return False
 
 
-def _run_one(plan: WorkerPlan, device: str, d: Draw, load=None) -> CaseRecord:
-    """One case: under the side-stream load when ``d`` is contended, else as a batch of
-    one; recorded as the sweep records a case (recording.py)."""
-    from remap_ab.errors import exception_line
-
-    if load is None or not d.contended:
-        return _run_quiet_batch(plan, device, [d])[0]
-    from remap_ab.batch import CaseOutcome
-    from remap_ab.inputs import hash_inputs
-    from remap_ab.recording import record_outcomes
-
-    start = time.perf_counter()
-    try:
-        result = _run_contended(d.config, plan.a, plan.b, device, load)
-    except Exception as exc:  # the soak goes on; the case becomes a crash report
-        rec = _crash_record(plan, device, d, exception_line(exc)[:400], time.perf_counter() - start)
-        if _context_lost(device):
-            raise ContextLost(f"{rec.line}; report {rec.report}") from None
-        return rec
-    counts = result.reference.counts
-    outcome = CaseOutcome(d.config, result.verdict, _ms(result.a.seconds), _ms(result.b.seconds),
-                          hash_inputs(result.inputs)[1], int(counts.max()) if counts.numel() else 0,
-                          None if result.verdict.passed else result)
-    (row,) = record_outcomes([outcome], Path(plan.folder))
-    return _from_row(plan, d, row, time.perf_counter() - start)
-
-
-def _ms(seconds) -> float | None:
-    return None if seconds is None else seconds * 1e3
-
-
-def _run_contended(config: CaseConfig, a: str, b: str, device: str, load):
-    """``run_case``, except that A and B are each called right after matrix products are
-    queued on the side stream, with no device-wide sync before the launch (``call``'s
-    ``context`` is entered first; ``settle=False``: a sync would wait for the load)."""
-    from remap_ab import registry
-    from remap_ab.call import call
-    from remap_ab.compare import compare
-    from remap_ab.inputs import generate_inputs
-    from remap_ab.runner import CaseResult, oracle_problem, reference
-
-    inputs = generate_inputs(config, device=device)
-    out_a, out_b = (call(registry.get(name), config, inputs, context=load.enqueue, settle=False) for name in (a, b))
-    ref = reference(config, inputs)
-    out_o = call(registry.get("oracle"), config, inputs)
-    verdict = compare(config.case_id, out_a, out_b, ref, compacted=config.compacts,
-                      counts_returned=config.counts_returned, oracle_problem=oracle_problem(out_o, ref))
-    return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
-
-
-def _run_quiet_batch(plan: WorkerPlan, device: str, batch: list) -> list:
+def _run_batch(plan: WorkerPlan, device: str, batch: list, load=None) -> list:
     """Cases through the batch engine, judged and recorded as the sweep does it
-    (``recording.judge_and_record``: a row each, a report for each that did not pass).
-    A batch that raises is judged case by case; a case that raises alone is a crash."""
+    (``recording.judge_and_record``: a row each, a report for each that did not pass);
+    with ``load`` (a ``nondet.SideStreamLoad``), every call of A and B launches right
+    after matrix products are queued on its side stream, so the kernels run on a busy
+    device (the load queues up faster than it drains: no launch finds it idle). A
+    batch that raises is judged case by case; a case that raises alone is a crash."""
     from remap_ab.errors import exception_line
     from remap_ab.recording import judge_and_record
 
     start = time.perf_counter()
     try:
-        rows = judge_and_record([d.config for d in batch], plan.a, plan.b, device, Path(plan.folder))
+        rows = judge_and_record([d.config for d in batch], plan.a, plan.b, device, Path(plan.folder),
+                                context=load.enqueue if load is not None else None)
     except Exception as exc:
         if _context_lost(device):
             raise ContextLost(f"the batch engine raised {exception_line(exc)[:300]} on a batch of {len(batch)} "
                               "cases") from None
         if len(batch) > 1:  # one bad case must not hide the others
-            return [rec for d in batch for rec in _run_quiet_batch(plan, device, [d])]
+            return [rec for d in batch for rec in _run_batch(plan, device, [d], load)]
         return [_crash_record(plan, device, batch[0], exception_line(exc)[:400], time.perf_counter() - start)]
     each = (time.perf_counter() - start) / len(batch)
     return [_from_row(plan, d, row, each) for d, row in zip(batch, rows)]
@@ -704,31 +658,28 @@ _LOAD = None  # a worker process's side-stream load, made at its first contended
 
 
 def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
-    """A pool worker's judge (pool.Job.judge): contended cases (``extras`` True) one at
-    a time under the side-stream load, the others through the batch engine; every
-    case recorded as the sweep records it. Triton's compiles and loads in this
+    """A pool worker's judge (pool.Job.judge): contended cases (``extras`` True) through
+    the batch engine under the side-stream load (``_run_batch``), the others without it;
+    every case recorded as the sweep records it. Triton's compiles and loads in this
     process are added to ``times.seconds`` under TRITON_KEYS."""
     global _LOAD
-    from remap_ab.batch import CaseOutcome
-    from remap_ab.inputs import hash_inputs
-    from remap_ab.recording import judge_and_record, record_outcomes
+    from remap_ab.recording import judge_and_record
 
     rows: dict = {}
     with _loads(job.device) as loads:
-        quiet = [c for c, contended in zip(configs, extras) if not contended]
-        if quiet:
-            rows.update((r["case_id"], r) for r in judge_and_record(quiet, job.a, job.b, job.device, job.folder, times))
-        for c in (c for c, contended in zip(configs, extras) if contended):
-            if _LOAD is None:
-                from remap_ab.nondet import SideStreamLoad
+        for contended in (False, True):
+            cases = [c for c, extra in zip(configs, extras) if bool(extra) == contended]
+            if not cases:
+                continue
+            context = None
+            if contended:
+                if _LOAD is None:
+                    from remap_ab.nondet import SideStreamLoad
 
-                _LOAD = SideStreamLoad(device="cuda")
-            result = _run_contended(c, job.a, job.b, job.device, _LOAD)
-            counts = result.reference.counts
-            outcome = CaseOutcome(c, result.verdict, _ms(result.a.seconds), _ms(result.b.seconds),
-                                  hash_inputs(result.inputs)[1], int(counts.max()) if counts.numel() else 0,
-                                  None if result.verdict.passed else result)
-            rows.update((r["case_id"], r) for r in record_outcomes([outcome], Path(job.folder)))
+                    _LOAD = SideStreamLoad(device="cuda")
+                context = _LOAD.enqueue
+            rows.update((r["case_id"], r) for r in judge_and_record(cases, job.a, job.b, job.device, job.folder, times,
+                                                                     context=context))
     for key, value in zip(TRITON_KEYS, (loads.compile_seconds, loads.compiled, loads.load_seconds, loads.cached)):
         times.seconds[key] = times.seconds.get(key, 0.0) + value
     return [rows[c.case_id] for c in configs]
@@ -740,7 +691,7 @@ TRITON_KEYS = ("triton compile s", "triton compiled", "triton load s", "triton l
 def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupted, progress: Callable[[], None],
              case_timeout: float) -> None:
     """Several workers on pool.py: this process draws (``plan``'s stream) and hands the
-    cases out in batches (contended ones alone), compiling ahead here when
+    cases out in batches (contended ones in batches of their own), compiling ahead here when
     ``plan.compile_workers``; each worker judges and records its batch; a worker that
     dies is replaced and the cases it held become crash records (pool.py)."""
     from collections import deque
@@ -789,8 +740,11 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupte
         window[:] = [d for d in window if id(d) not in taken]
         for d in ready:
             held[d.config.case_id] = d
-        quiet = sorted((d for d in ready if not d.contended), key=lambda d: precompile.variant_key(d.config))
-        return [[d] for d in ready if d.contended] + [quiet[i : i + plan.batch] for i in range(0, len(quiet), plan.batch)]
+        batches = []
+        for contended in (True, False):  # contended cases in batches of their own
+            same = sorted((d for d in ready if d.contended == contended), key=lambda d: precompile.variant_key(d.config))
+            batches += [same[i : i + plan.batch] for i in range(0, len(same), plan.batch)]
+        return batches
 
     def on_rows(rows, wid, gpu, secs):
         tally.gpus[wid] = gpu

@@ -116,6 +116,26 @@ def test_a_write_past_a_views_last_row_is_found_in_a_batch_on_the_case_that_made
         assert _checks(outcome.verdict, "old") == set()
 
 
+def test_a_batch_places_each_case_in_its_own_part_with_its_layouts_filler():
+    from remap_ab.inputs import generate_inputs_batch
+
+    names = ("persistent", "contiguous", "token_rows", "persistent", "mixed")
+    configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(names)]
+    batch = generate_inputs_batch(configs, device=DEVICE)
+    for name, c, x in zip(names, configs, batch):
+        alone = generate_inputs(c, device=DEVICE)
+        t = x.token_indices
+        assert torch.equal(t, alone.token_indices) and t.stride() == alone.token_indices.stride()
+        assert t.data_ptr() % 16 == alone.token_indices.data_ptr() % 16  # the alignment Triton specialises on
+        lo, hi = x.owned["token_indices"]
+        part = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), lo, (hi - lo,), (1,))
+        inside = torch.zeros(hi - lo, dtype=torch.bool, device=t.device)
+        inside.as_strided(t.shape, t.stride(), t.storage_offset() - lo).fill_(True)
+        filler = -1 if name == "persistent" else 3
+        assert (part[~inside] == filler).all(), name  # every element of its part that is not its view's
+    assert len({x.token_indices.untyped_storage().data_ptr() for x in batch}) == 1  # one buffer for the batch
+
+
 @pytest.mark.parametrize("name", layouts.LAYOUT_NAMES)
 def test_every_layout_holds_the_cases_values(name):
     config = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, prefill_fraction=0.5, layout=name)

@@ -90,26 +90,29 @@ class _FakeAhead:
             self.polls[key] = 0
             self.submitted.append(key)
 
+        self.any_ready = False
+
     def ready(self, config):
         key = precompile.variant_key(config)
         self.polls[key] += 1
+        self.any_ready = self.any_ready or self.polls[key] > self.delay
         return self.polls[key] > self.delay
+
+    def started(self):
+        return self.any_ready
 
     def wait_any(self, timeout):
         pass
 
 
 class _RecordingJudge:
-    def __init__(self):
-        self.batches, self.ones, self.done = [], [], 0
+    def __init__(self, ahead):
+        self.ahead = ahead
+        self.batches, self.done = [], 0  # (contended, draws, a variant was ready by then)
 
-    def one(self, d):
-        self.ones.append(d)
-        self.done += 1
-
-    def batch(self, quiet):
-        self.batches.append(list(quiet))
-        self.done += len(quiet)
+    def batch(self, draws, contended=False):
+        self.batches.append((contended, list(draws), self.ahead.any_ready))
+        self.done += len(draws)
 
 
 def test_the_schedule_judges_exactly_the_first_draws_with_same_variants_together():
@@ -117,20 +120,55 @@ def test_the_schedule_judges_exactly_the_first_draws_with_same_variants_together
                            folder="", deadline=float("inf"), max_cases=200, contend_every=4, batch=8,
                            fresh_every=4, compile_workers=1)
     stream = soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0, plan.fresh_every)
-    ahead, judge = _FakeAhead(), _RecordingJudge()
+    ahead = _FakeAhead()
+    judge = _RecordingJudge(ahead)
     n = soak.run_ahead(plan, stream, judge, lambda: False, soak.WorkerTimes(), ahead)
     first = list(itertools.islice(soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0,
                                              plan.fresh_every), 200))
-    judged = judge.ones + [d for b in judge.batches for d in b]
+    judged = [d for _, b, _ in judge.batches for d in b]
     assert n == 200 and sorted(d.config.case_id for d in judged) == sorted(d.config.case_id for d in first)
-    assert all(d.contended for d in judge.ones) and len(judge.ones) == 50
-    assert all(len(b) <= 8 for b in judge.batches)
+    assert all(d.contended == contended for contended, b, _ in judge.batches for d in b)
+    assert sum(d.contended for d in judged) == 50
+    assert all(len(b) <= 8 for _, b, _ in judge.batches)
     # One draw in four is a fresh variant: about 50 compiles for 200 cases, not 200.
     assert len(ahead.submitted) == len({precompile.variant_key(d.config) for d in first}) <= 60
     # A batch holds its variants together: sorted by variant, so runs of one key.
-    for b in judge.batches:
+    for _, b, _ in judge.batches:
         keys = [precompile.variant_key(d.config) for d in b]
         assert keys == sorted(keys)
+
+
+class _StartingAhead(_FakeAhead):
+    """Compile workers that take two rounds of the schedule to start: nothing is ready before."""
+
+    def __init__(self):
+        super().__init__(delay=0)
+        self.rounds = 0
+
+    def started(self):
+        self.rounds += 1
+        self.any_ready = self.rounds > 2
+        return self.any_ready
+
+    def ready(self, config):
+        return self.any_ready and super().ready(config)
+
+    def wait_any(self, timeout):  # waiting lets the rounds pass too
+        self.started()
+
+
+def test_while_the_compile_workers_start_the_first_draws_are_judged_not_waited_for():
+    plan = soak.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, max_tokens=64, max_topk=1024,
+                           folder="", deadline=float("inf"), max_cases=100, contend_every=4, batch=8,
+                           fresh_every=4, compile_workers=1)
+    stream = soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0, plan.fresh_every)
+    ahead = _StartingAhead()
+    judge = _RecordingJudge(ahead)
+    assert soak.run_ahead(plan, stream, judge, lambda: False, soak.WorkerTimes(), ahead) == 100
+    first = list(itertools.islice(soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0,
+                                             plan.fresh_every), 100))
+    early = [d.config.case_id for _, b, was_ready in judge.batches if not was_ready for d in b]
+    assert sorted(early) == sorted(d.config.case_id for d in first[:16])  # two rounds of one batch each
 
 
 @pytest.mark.parametrize("fresh_every", [1, 4])

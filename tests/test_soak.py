@@ -235,8 +235,8 @@ def test_the_time_line_says_what_was_measured():
 
 def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_batch(tmp_path, monkeypatch):
     """soak.judge_batch (pool.Job.judge): each contended case's A and B are called with
-    the load's context entered (twice per case), the quiet ones go through the batch
-    engine; every case comes back as a results row, in the order given."""
+    the load's context entered (twice per case), the quiet ones without it, all through
+    the batch engine; every case comes back as a results row, in the order given."""
     import contextlib
 
     from remap_ab.batch import BatchTimes
