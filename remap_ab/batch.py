@@ -128,7 +128,7 @@ def run_batch(
     times.seconds["gen"] += t1 - t0
 
     outs = []
-    own_a, own_b = PrivateInputs(inputs), PrivateInputs(inputs)
+    own_a, own_b = PrivateInputs.each(inputs, 2)
     sampled: set = set()
     if dev.type == "cuda" and call_checks != "off":
         sampled = set(range(len(configs))) if call_checks == "all" else set(_production_sampled(configs))

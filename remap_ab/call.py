@@ -101,6 +101,41 @@ def _extent(t: torch.Tensor) -> tuple[int, int]:
     return start, start + int(sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) + 1
 
 
+class _CopyPlan:
+    """What ``PrivateInputs`` copies of a batch, worked out once for any number of
+    copies: per case, per tensor ``(name, tensor, storage address, storage bytes, lo,
+    hi, element size, span)``, where ``[lo, hi)`` is the case's part of the storage (in
+    elements) and ``span`` what ``writes`` compares when the storage is copied whole
+    (None: copied part by part)."""
+
+    def __init__(self, inputs: list[CaseInputs]):
+        rows = []
+        used: dict[int, int] = {}
+        users: dict[int, set] = {}
+        for i, x in enumerate(inputs):
+            row = []
+            for name, t in x.tensors().items():
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
+                # The case's part of the storage: where a layout placed it (slack too), else the view's extent.
+                lo, hi = x.owned.get(name) or _extent(t)
+                size = t.element_size()
+                used[key] = used.get(key, 0) + (hi - lo) * size
+                users.setdefault(key, set()).add(i)
+                row.append((name, t, key, nbytes, lo, hi, size))
+            rows.append(row)
+        self.rows = []
+        for row in rows:
+            planned = []
+            for name, t, key, nbytes, lo, hi, size in row:
+                span = None
+                if used[key] * 2 >= nbytes and nbytes % size == 0:
+                    # A storage of this case alone is compared whole (its slack too); a shared one, the case's part.
+                    span = (0, nbytes // size) if len(users[key]) == 1 else (lo, hi)
+                planned.append((name, t, key, nbytes, lo, hi, size, span))
+            self.rows.append(planned)
+
+
 class PrivateInputs:
     """One implementation's own copy of a batch of cases' inputs, in their layouts.
 
@@ -115,59 +150,50 @@ class PrivateInputs:
     ``_foreach_copy_`` and the comparison one ``cat`` per side (on a GPU a batch
     costs a few launches, not a few per tensor)."""
 
-    def __init__(self, inputs: list[CaseInputs]):
-        rows = []  # per case: (name, tensor, storage address, storage bytes, extent)
-        used: dict[int, int] = {}
-        users: dict[int, set] = {}
-        for i, x in enumerate(inputs):
-            row = []
-            for name, t in x.tensors().items():
-                storage = t.untyped_storage()
-                key, nbytes = storage.data_ptr(), storage.nbytes()
-                # The case's part of the storage: where a layout placed it (slack too), else the view's extent.
-                lo, hi = x.owned.get(name) or _extent(t)
-                used[key] = used.get(key, 0) + (hi - lo) * t.element_size()
-                users.setdefault(key, set()).add(i)
-                row.append((name, t, key, nbytes, lo, hi))
-            rows.append(row)
-        whole: dict[int, tuple] = {}  # storage address -> (original, copy), flat over the storage
+    def __init__(self, inputs: list[CaseInputs], plan: Optional[_CopyPlan] = None):
+        plan = plan or _CopyPlan(inputs)
+        whole: dict[int, tuple] = {}  # storage address -> (original, copy, copy's [first, last) byte)
         # Flat pairs any_changed compares: each whole storage once (not once per case
-        # that views it), and each view-by-view copy.
+        # that views it), and each part-by-part copy.
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Per case: (name, original flat, copy flat, copy view, [lo, hi) of the flats compared by writes()).
         self._entries: list[list[tuple]] = []
         self._storages: list[dict[str, tuple[int, int]]] = []
         self.cases: list[CaseInputs] = []
-        for row in rows:
+        for row in plan.rows:
             views, entries, spans = {}, [], {}
-            for name, t, key, nbytes, lo, hi in row:
-                size = t.element_size()
-                if used[key] * 2 >= nbytes and nbytes % size == 0:
+            for name, t, key, nbytes, lo, hi, size, span in row:
+                if span is not None:  # the storage copied whole
                     pair = whole.get(key)
                     if pair is None:
-                        pair = whole[key] = (t.as_strided((nbytes // size,), (1,), 0),
-                                             torch.empty(nbytes // size, dtype=t.dtype, device=t.device))
-                        self._pairs.append(pair)
-                    original, copy = pair
+                        original = t.as_strided((nbytes // size,), (1,), 0)
+                        copy = torch.empty(nbytes // size, dtype=t.dtype, device=t.device)
+                        pair = whole[key] = (original, copy, (copy.data_ptr(), copy.data_ptr() + nbytes))
+                        self._pairs.append((original, copy))
+                    original, copy, spans[name] = pair
                     if copy.dtype != t.dtype:  # one storage viewed as two dtypes: one copy, seen as both
                         original, copy = original.view(t.dtype), copy.view(t.dtype)
                     view = copy.as_strided(t.shape, t.stride(), t.storage_offset())
-                    # A storage of this case alone is compared whole (its slack too); a shared one, the case's part.
-                    span = (0, nbytes // size) if len(users[key]) == 1 else (lo, hi)
                 else:
                     original = t.as_strided((hi - lo,), (1,), lo)
                     copy = torch.empty(hi - lo, dtype=t.dtype, device=t.device)
                     self._pairs.append((original, copy))
                     view = copy.as_strided(t.shape, t.stride(), t.storage_offset() - lo)
                     span = (0, hi - lo)
+                    spans[name] = (copy.data_ptr(), copy.data_ptr() + (hi - lo) * size)
                 entries.append((name, original, copy, view, span))
-                spans[name] = (copy.data_ptr(), copy.data_ptr() + copy.numel() * size)
                 views[name] = view
             self.cases.append(CaseInputs(**views))
             self._entries.append(entries)
             self._storages.append(spans)
         if self._pairs:
             torch._foreach_copy_([c for _, c in self._pairs], [o for o, _ in self._pairs])
+
+    @classmethod
+    def each(cls, inputs: list[CaseInputs], n: int) -> list[PrivateInputs]:
+        """``n`` private copies of the same batch (A's and B's), planned once."""
+        plan = _CopyPlan(inputs)
+        return [cls(inputs, plan) for _ in range(n)]
 
     def any_changed(self) -> torch.Tensor:
         """A 0-dim bool on the device: did any copied element change? (No host sync.)"""
@@ -422,11 +448,28 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
                                       f"caller's stream wait") for p in problems]
 
 
+_FRESH: dict = {}  # the last fresh_inputs: A's graph check and then B's ask for the same case's
+
+
 def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
-    """Another case's inputs of the same shapes (the next seed), in the same layout."""
+    """Another case's inputs of the same shapes (the next seed), in the same layout.
+    Nobody writes into them (the graph check copies them, the eager call gets its own)."""
     from remap_ab.inputs import generate_inputs
 
-    return generate_inputs(config.replace(seed=config.seed + 1), device=device)
+    key = (config, str(device))
+    if key not in _FRESH:
+        _FRESH.clear()
+        _FRESH[key] = generate_inputs(config.replace(seed=config.seed + 1), device=device)
+    return _FRESH[key]
+
+
+_GRAPH_POOL: list = []  # one memory pool for every check's capture: no fresh cudaMalloc (and free) per graph
+
+
+def _graph_pool():
+    if not _GRAPH_POOL:
+        _GRAPH_POOL.append(torch.cuda.graph_pool_handle())
+    return _GRAPH_POOL[0]
 
 
 def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
@@ -436,7 +479,7 @@ def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
     "thread_local": a call this thread makes that a capture forbids fails it; the
     sweep's own hashing threads, copying on other streams meanwhile, do not."""
     with torch.cuda.stream(stream):
-        graph.capture_begin(capture_error_mode="thread_local")
+        graph.capture_begin(pool=_graph_pool(), capture_error_mode="thread_local")
         try:
             result = fn()
         except BaseException:

@@ -17,6 +17,7 @@ replay) uses, so all of them load the same bytes.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from dataclasses import dataclass
@@ -53,8 +54,19 @@ class Implementation:
             return tiling(config.topk, config.block_n, config.counts_computed)
         return False, config.block_n, config.tiles_per_row, getattr(self.module, "_DEFAULT_NUM_WARPS", 4)
 
+    @functools.cached_property
+    def _contracts(self) -> dict:  # (K, BLOCK_N, counts computed) -> OrderContract: asked on every call
+        return {}
+
     def order_contract(self, config: CaseConfig) -> OrderContract:
         """What this implementation promises about a compacted row's order."""
+        key = (config.topk, config.block_n, config.counts_computed)
+        contract = self._contracts.get(key)
+        if contract is None:
+            contract = self._contracts[key] = self._order_contract(config)
+        return contract
+
+    def _order_contract(self, config: CaseConfig) -> OrderContract:
         if self.module_path == BUILTIN["oracle"]:
             return OrderContract(True, config.topk, "reference: column order")
         single, block_n, tiles, _ = self.tiling(config)
