@@ -207,7 +207,9 @@ class CaseConfig:
         return case_id(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # Every field is a scalar: no dataclasses.asdict (a deepcopy per field; the grid's
+        # expansion asks for some 14,000 of these).
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def replace(self, **changes) -> CaseConfig:
         return dataclasses.replace(self, **changes)

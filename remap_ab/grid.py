@@ -246,13 +246,12 @@ def _oor_from_padding(merged: dict) -> None:
 def _effective_label(axis: Axis, value: Value, config: CaseConfig, dim_fields: dict) -> str:
     """A rotation's label, or '-' where a dimension overrides the rotated fields or the
     case does not use them (e.g. DCP fields in convert mode)."""
-    cfg = config.to_dict()
     names = [n for n, _ in value.fields]
     if any(n in dim_fields for n in names):
         return "-"
     if axis.modulo is not None:
-        return str(cfg[names[0]])
-    if all(cfg[n] == v for n, v in value.fields):
+        return str(getattr(config, names[0]))
+    if all(getattr(config, n) == v for n, v in value.fields):
         return value.label
     return "-"
 
