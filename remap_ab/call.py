@@ -266,6 +266,23 @@ def aliasing(out: Optional[torch.Tensor], counts: Optional[torch.Tensor], storag
 # ----------------------------------------------------------------------------- the call
 
 
+@contextlib.contextmanager
+def calling(device: torch.device, impl_name: str, watched: Optional[dict] = None, schedule=None, context=None):
+    """The block every call of an implementation runs in (``call``, and the rejection
+    calls of rejections.py, whose arguments are no case's): ``context`` entered first,
+    then ``torch.empty`` poisoned and the program ``schedule`` (CPU); with ``watched``
+    (name -> tensor) on the CPU, every memory access checked in the interpreter.
+    Yields the memcheck session (None without), whose report outlives an exception."""
+    watch: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if watched is not None and device.type != "cuda":
+        from remap_ab import memcheck as memcheck_module
+
+        watch = memcheck_module.watching(watched, impl_name)
+    with (context() if context else contextlib.nullcontext()), poisoned_empty(), \
+            (schedule() if schedule else contextlib.nullcontext()), watch as session:
+        yield session
+
+
 def call(
     impl: registry.Implementation,
     config: CaseConfig,
@@ -296,18 +313,12 @@ def call(
     own = private.cases[index]
     device = inputs.device
     cuda = device.type == "cuda"
-    watch: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if memcheck and not cuda:
-        from remap_ab import memcheck as memcheck_module
-
-        watch = memcheck_module.watching(own.tensors(), impl.name)
     findings: list[CallFinding] = []
     session = None
     span = None
     seconds = 0.0
     try:
-        with (context() if context else contextlib.nullcontext()), poisoned_empty(), \
-                (schedule() if schedule else contextlib.nullcontext()), watch as session:
+        with calling(device, impl.name, own.tensors() if memcheck else None, schedule, context) as session:
             if clock is not None:
                 t0 = clock.start()
                 out, counts = _sync_checked(impl, config, own, production and cuda, findings)

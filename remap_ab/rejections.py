@@ -17,7 +17,6 @@ dividing ``block_size``) to a valid base plus the changed call.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -305,21 +304,17 @@ def attempt(impl, case: RejectionCase, inputs) -> Attempt:
     touched is the attempt's ``memcheck`` report. On a GPU it runs as it is.
 
     The one place a rejection call is made: its arguments break the wrapper's
-    preconditions, so it is no CaseConfig call through ``call.call``; it shares that
-    module's poisoning and synchronisation."""
-    from remap_ab.call import poisoned_empty, synchronize
+    preconditions, so it is no CaseConfig call through ``call.call``; it runs in that
+    module's ``calling`` block (poisoning, memcheck) on a private copy of the inputs
+    (``judged`` gives each side its own: what an accepting A writes, B never sees)."""
+    from remap_ab.call import calling, synchronize
 
     args, kwargs = call_arguments(case, inputs)
     fn = getattr(impl.module, case.wrapper)
-    watch: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if inputs.device.type != "cuda":
-        from remap_ab import memcheck as memcheck_module
-
-        named = {n: t for n, t in zip(("req_id", "block_table", "token_indices"), args[:3]) if t is not None}
-        watch = memcheck_module.watching(named, impl.name)
+    named = {n: t for n, t in zip(("req_id", "block_table", "token_indices"), args[:3]) if t is not None}
     session = None
     try:
-        with poisoned_empty(), watch as session:
+        with calling(inputs.device, impl.name, named) as session:
             fn(*args, **kwargs)
             synchronize(inputs.device)
     except Exception as exc:  # the answer we are after, when it is a rejection
@@ -340,11 +335,13 @@ def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device
 
 def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = False):
     """``(verdict, a's attempt, b's attempt)`` of one rejection call on ``device``."""
+    from remap_ab.call import PrivateInputs
     from remap_ab.compare import judge_rejection
     from remap_ab.inputs import generate_inputs
 
     inputs = generate_inputs(case.base, device=device)
-    first, second = attempt(impl_a, case, inputs), attempt(impl_b, case, inputs)
+    own_a, own_b = (p.cases[0] for p in PrivateInputs.each([inputs], 2))
+    first, second = attempt(impl_a, case, own_a), attempt(impl_b, case, own_b)
     replay = replay_command(case, impl_a.name, impl_b.name, device, memcheck)
     checked = memcheck_lines((first, second), memcheck)
     verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, memchecked=memcheck,

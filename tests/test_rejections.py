@@ -96,6 +96,16 @@ def test_judge_passes_the_same_type_and_a_subclass_and_fails_the_rest():
     assert v.first.line().startswith("[rejects] b: accepts a call a rejects: call")
 
 
+def test_each_side_makes_its_rejection_call_on_its_own_copy_of_the_inputs(monkeypatch):
+    seen = []
+    real = rejections.attempt
+    monkeypatch.setattr(rejections, "attempt", lambda impl, case, inputs: seen.append(inputs) or real(impl, case, inputs))
+    call = CALLS[0]
+    assert rejections.judged(call, registry.get("old"), registry.get("new"), DEVICE)[0].passed
+    first, second = (x.token_indices.untyped_storage().data_ptr() for x in seen)
+    assert first != second and torch.equal(seen[0].token_indices, seen[1].token_indices)
+
+
 def test_a_call_a_accepts_is_said_not_judged():
     v = judge_rejection("c", "call", _attempt("a"), _attempt("b", ValueError))
     assert v.passed and "not judged: a accepts this call, so b need not reject it" in v.info
