@@ -1,12 +1,12 @@
 # Sourced by scripts in scripts/gpu/ after setup.sh: the sweep's cost against cfacc42, whose
 # tree travels in .old/ (git archive cfacc42 --prefix=.old/ | tar x; carried).
 
-# One sweep of each tree, so that every later one loads its variants from Triton's cache.
+# One sweep of each tree, side by side, 6 workers each (the compiles spread over the
+# host's cores), so that every later one loads its variants from Triton's cache.
 warm_caches() {
-  /usr/bin/time -f "now, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress --root /tmp/warm \
-    --call-checks off 2>&1 | grep -E "verdicts:|time:|cold"
-  ( cd .old && /usr/bin/time -f "cfacc42, cold Triton cache: %e s" python3 -m remap_ab sweep -j 0 --no-progress \
-    --root /tmp/warm-old 2>&1 | grep -E "verdicts:|time:|cold" )
+  ( python3 -m remap_ab sweep -j 6 --no-progress --root /tmp/warm --call-checks off > "$OUT/warm-now.log" 2>&1 & \
+    cd .old && python3 -m remap_ab sweep -j 6 --no-progress --root /tmp/warm-old > "$OUT/warm-old.log" 2>&1; wait )
+  grep -h "verdicts:" "$OUT"/warm-*.log
 }
 
 # cost_turns N: N rounds of cfacc42, then this tree with the call checks off and sampled;

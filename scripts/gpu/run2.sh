@@ -9,9 +9,7 @@
 timeout 200 python3 -m pytest tests/test_call.py tests/test_mutants.py tests/test_report.py -q -n 4 -p no:cacheprovider \
   -k "capture or host_sync or private_stream or real_kernels or witness_case or race_mutants or batch_verdicts" \
   > "$OUT/recheck.log" 2>&1; tail -4 "$OUT/recheck.log"
-( python3 -m remap_ab sweep -j 6 --no-progress --root /tmp/warm --call-checks off > "$OUT/warm-now.log" 2>&1 & \
-  cd .old && python3 -m remap_ab sweep -j 6 --no-progress --root /tmp/warm-old > "$OUT/warm-old.log" 2>&1; wait )
-grep -h "verdicts:" "$OUT"/warm-*.log
+warm_caches
 cost_turns 2
 python3 scripts/gpu/first_sweep_profile.py /tmp/prof-t --second --call-checks sample --time \
   remap_ab.call:production_findings remap_ab.call:_stream_check remap_ab.call:_graph_check \
