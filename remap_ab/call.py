@@ -474,14 +474,6 @@ def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
     return _FRESH[key]
 
 
-_GRAPH_POOL: list = []  # one memory pool for every check's capture: no fresh cudaMalloc (and free) per graph
-
-
-def _graph_pool():
-    if not _GRAPH_POOL:
-        _GRAPH_POOL.append(torch.cuda.graph_pool_handle())
-    return _GRAPH_POOL[0]
-
 
 def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
     """``fn()`` captured into ``graph`` on ``stream``. Not ``torch.cuda.graph``: that
@@ -490,7 +482,7 @@ def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
     "thread_local": a call this thread makes that a capture forbids fails it; the
     sweep's own hashing threads, copying on other streams meanwhile, do not."""
     with torch.cuda.stream(stream):
-        graph.capture_begin(pool=_graph_pool(), capture_error_mode="thread_local")
+        graph.capture_begin(capture_error_mode="thread_local")
         try:
             result = fn()
         except BaseException:
