@@ -115,16 +115,22 @@ class _RecordingJudge:
         self.done += len(draws)
 
 
-def test_the_schedule_judges_exactly_the_first_draws_with_same_variants_together():
+def _scheduled(ahead, cases: int):
+    """``run_ahead`` over ``cases`` draws with ``ahead``: (cases judged, the judge, the first draws)."""
     plan = soak.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, max_tokens=64, max_topk=1024,
-                           folder="", deadline=float("inf"), max_cases=200, contend_every=4, batch=8,
+                           folder="", deadline=float("inf"), max_cases=cases, contend_every=4, batch=8,
                            fresh_every=4, compile_workers=1)
     stream = soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0, plan.fresh_every)
-    ahead = _FakeAhead()
     judge = _RecordingJudge(ahead)
     n = soak.run_ahead(plan, stream, judge, lambda: False, soak.WorkerTimes(), ahead)
     first = list(itertools.islice(soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0,
-                                             plan.fresh_every), 200))
+                                             plan.fresh_every), cases))
+    return n, judge, first
+
+
+def test_the_schedule_judges_exactly_the_first_draws_with_same_variants_together():
+    ahead = _FakeAhead()
+    n, judge, first = _scheduled(ahead, 200)
     judged = [d for _, b, _ in judge.batches for d in b]
     assert n == 200 and sorted(d.config.case_id for d in judged) == sorted(d.config.case_id for d in first)
     assert all(d.contended == contended for contended, b, _ in judge.batches for d in b)
@@ -158,15 +164,8 @@ class _StartingAhead(_FakeAhead):
 
 
 def test_while_the_compile_workers_start_the_first_draws_are_judged_not_waited_for():
-    plan = soak.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, max_tokens=64, max_topk=1024,
-                           folder="", deadline=float("inf"), max_cases=100, contend_every=4, batch=8,
-                           fresh_every=4, compile_workers=1)
-    stream = soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0, plan.fresh_every)
-    ahead = _StartingAhead()
-    judge = _RecordingJudge(ahead)
-    assert soak.run_ahead(plan, stream, judge, lambda: False, soak.WorkerTimes(), ahead) == 100
-    first = list(itertools.islice(soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0,
-                                             plan.fresh_every), 100))
+    n, judge, first = _scheduled(_StartingAhead(), 100)
+    assert n == 100
     early = [d.config.case_id for _, b, was_ready in judge.batches if not was_ready for d in b]
     assert sorted(early) == sorted(d.config.case_id for d in first[:16])  # two rounds of one batch each
 
