@@ -61,14 +61,15 @@ def compare_signatures(function: str, a: inspect.Signature, b: inspect.Signature
     a_positional = [p.name for p in a.parameters.values() if p.kind in _POSITIONAL]
     b_positional = [p.name for p in bp.values() if p.kind in _POSITIONAL]
     b_takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in bp.values())
+    b_takes_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in bp.values())
+    through_kwargs = []  # A's parameters that reach B only through its **kwargs: one line for all
     for p in a.parameters.values():
         if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
         q = bp.get(p.name)
         if q is None:
             if b_takes_kwargs and p.kind in _BY_NAME:
-                add(p.name, "kwargs", False, f"{b_name} has no parameter {p.name!r}; its **kwargs accepts it by name "
-                    f"(what it does with it is not checked)")
+                through_kwargs.append(p.name)
             else:
                 add(p.name, "missing", True, f"{b_name} lacks parameter {p.name!r} ({a_name}: {_default(p)}): "
                     f"a call that passes it fails on {b_name}")
@@ -85,6 +86,11 @@ def compare_signatures(function: str, a: inspect.Signature, b: inspect.Signature
         elif q.default is inspect.Parameter.empty or not _same_default(p.default, q.default):
             add(p.name, "default", True, f"{p.name!r} has {_default(q)} in {b_name}, {_default(p)} in {a_name}: a call "
                 f"that leaves it out means something else")
+    if through_kwargs:
+        also = " (and by position through its *args)" if b_takes_args else ""
+        add(", ".join(through_kwargs), "kwargs", False,
+            f"{b_name} has no parameter named {', '.join(through_kwargs)}; its **kwargs accepts "
+            f"{'them' if len(through_kwargs) > 1 else 'it'} by name{also} (what it does with them is not checked)")
     for q in bp.values():
         if q.name in a.parameters or q.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue

@@ -110,6 +110,17 @@ def test_an_added_parameter_without_a_default_and_a_moved_required_one_fail(vari
     assert moved[0].startswith("api: FAIL") and "positional parameter 4 is 'dcp_size'; api_moved has 'dcp_rank' there" in moved[1]
 
 
+def test_a_b_that_takes_args_and_kwargs_is_one_note_per_function_not_one_per_parameter():
+    fake = type(sys)("fake")
+    fake.triton_convert_req_index_to_global_index = lambda *a, **k: kernels_new.triton_convert_req_index_to_global_index(*a, **k)
+    fake.triton_filter_and_convert_dcp_index = kernels_new.triton_filter_and_convert_dcp_index
+    diffs = api_compat.check_modules(kernels_old, fake, "old", "fake")
+    (d,) = diffs
+    assert d.what == "kwargs" and not d.fails and d.parameter.startswith("req_id, block_table, token_indices, ")
+    assert "its **kwargs accepts them by name (and by position through its *args)" in d.line
+    assert api_compat.summary_lines(diffs, "old", "fake")[0].startswith("api: compatible — fake accepts every call")
+
+
 def test_an_unreadable_signature_is_said_unchecked_never_compatible():
     class Opaque:  # a callable whose signature inspect cannot read (as some C extensions)
         __signature__ = "unknown"
