@@ -118,7 +118,8 @@ class _CopyPlan:
                 storage = t.untyped_storage()
                 key, nbytes = storage.data_ptr(), storage.nbytes()
                 # The case's part of the storage: where a layout placed it (slack too), else the view's extent.
-                lo, hi = x.owned.get(name) or _extent(t)
+                part = x.owned.get(name)
+                lo, hi = part[1:] if part is not None and part[0] == key else _extent(t)
                 size = t.element_size()
                 used[key] = used.get(key, 0) + (hi - lo) * size
                 users.setdefault(key, set()).add(i)

@@ -94,8 +94,9 @@ class CaseInputs:
     token_indices: torch.Tensor
     prefill_request_ids: Optional[torch.Tensor] = None
     prefill_starts: Optional[torch.Tensor] = None
-    # Input name -> [first, one past the last) storage element of this case's part of a
-    # buffer it shares with other cases (layouts.apply_all): what its writes are looked for in.
+    # Input name -> (storage address, first, one past the last storage element) of this
+    # case's part of the buffer its layout placed it in (layouts.apply_all): what its
+    # writes are looked for in. A tensor replaced since is in another storage: not its part.
     owned: dict = field(default_factory=dict, repr=False, compare=False)
 
     def tensors(self) -> dict[str, torch.Tensor]:

@@ -140,10 +140,11 @@ def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
         for filler in dict.fromkeys(f for *_, f in parts[1:] if f != parts[0][3]):  # a layout's own filler
             spans = [(start, start + length) for _, start, length, f in parts if f == filler]
             buf[spans[0][0] : spans[-1][1]].fill_(filler)
+        address = buf.untyped_storage().data_ptr()
         for i, start, length, _ in parts:
             t, _, _, strides, offset = plans[i][field_name]
             view = buf.as_strided(t.shape, strides, start + offset)
-            placed[i][field_name], owned[i][field_name] = view, (start, start + length)
+            placed[i][field_name], owned[i][field_name] = view, (address, start, start + length)
             sources.append(t)
             views.append(view)
     if views:

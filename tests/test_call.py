@@ -116,6 +116,14 @@ def test_a_write_past_a_views_last_row_is_found_in_a_batch_on_the_case_that_made
         assert _checks(outcome.verdict, "old") == set()
 
 
+def test_a_tensor_replaced_after_placement_is_copied_by_its_own_extent():
+    x = generate_inputs(CONVERT.replace(layout="persistent"), device=DEVICE)
+    x.req_id = torch.zeros(1, dtype=torch.int32, device=DEVICE)  # owned still names the old buffer's part
+    copy = PrivateInputs([x]).cases[0]
+    assert copy.req_id.shape == (1,) and torch.equal(copy.req_id, x.req_id)
+    assert torch.equal(copy.token_indices, x.token_indices)
+
+
 def test_a_batch_places_each_case_in_its_own_part_with_its_layouts_filler():
     from remap_ab.inputs import generate_inputs_batch
 
@@ -127,7 +135,8 @@ def test_a_batch_places_each_case_in_its_own_part_with_its_layouts_filler():
         t = x.token_indices
         assert torch.equal(t, alone.token_indices) and t.stride() == alone.token_indices.stride()
         assert t.data_ptr() % 16 == alone.token_indices.data_ptr() % 16  # the alignment Triton specialises on
-        lo, hi = x.owned["token_indices"]
+        address, lo, hi = x.owned["token_indices"]
+        assert address == t.untyped_storage().data_ptr()
         part = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), lo, (hi - lo,), (1,))
         inside = torch.zeros(hi - lo, dtype=torch.bool, device=t.device)
         inside.as_strided(t.shape, t.stride(), t.storage_offset() - lo).fill_(True)
