@@ -1,7 +1,8 @@
 """The reference oracle: docs/spec.md §3-§6 in vectorised torch, with no Triton in sight.
 
-It exposes the same two functions as the kernels (SPEC §1), so the registry can name
-it like any other implementation. It is written for clarity, not speed: every rule is
+It exposes the same two functions as the kernels (SPEC §1), asserting SPEC §6's
+preconditions as their wrappers do, so the registry can name it like any other
+implementation (as A or B, the sweep's rejection rows included). It is written for clarity, not speed: every rule is
 one expression on whole [T, K] tensors, in the order the SPEC gives.
 
 Two deliberate differences from the kernels' arithmetic:
@@ -105,6 +106,25 @@ def _counts(valid: torch.Tensor) -> torch.Tensor:
     return valid.sum(dim=1, dtype=torch.int32)
 
 
+def _require(ok: bool, message: str) -> None:
+    """SPEC §6's wrappers assert their preconditions; so does the oracle, with the same
+    exception type, so that a rejection call judges it as it judges a kernel (``raise``,
+    not ``assert``: the check holds under ``python -O`` too)."""
+    if not ok:
+        raise AssertionError(message)
+
+
+def _require_int32(**tensors) -> None:
+    for name, t in tensors.items():
+        _require(t.dtype == torch.int32, f"{name} must be int32, not {t.dtype}")
+
+
+def _require_width(token_indices, num_topk: int, block_n: int) -> None:
+    _require(token_indices.shape[1] == num_topk,
+             f"token_indices has {token_indices.shape[1]} columns; NUM_TOPK_TOKENS says {num_topk}")
+    _require(num_topk % block_n == 0, f"NUM_TOPK_TOKENS ({num_topk}) is no multiple of BLOCK_N ({block_n})")
+
+
 def triton_convert_req_index_to_global_index(
     req_id,
     block_table,
@@ -117,8 +137,18 @@ def triton_convert_req_index_to_global_index(
     prefill_workspace_starts=None,
     return_valid_counts=False,
 ):
-    """Reference for the plain convert (SPEC §6); BLOCK_N only shapes the kernels."""
-    del NUM_TOPK_TOKENS, BLOCK_N
+    """Reference for the plain convert (SPEC §6): its preconditions, then the remap
+    (BLOCK_N only shapes the kernels)."""
+    _require_int32(req_id=req_id, block_table=block_table, token_indices=token_indices)
+    _require(req_id.shape[0] == token_indices.shape[0],
+             f"req_id ({req_id.shape[0]} rows) and token_indices ({token_indices.shape[0]} rows) must cover the same tokens")
+    _require_width(token_indices, NUM_TOPK_TOKENS, BLOCK_N)
+    if HAS_PREFILL_WORKSPACE:
+        for name, t in (("prefill_workspace_request_ids", prefill_workspace_request_ids),
+                        ("prefill_workspace_starts", prefill_workspace_starts)):
+            _require(t is not None, f"HAS_PREFILL_WORKSPACE needs {name}")
+            _require_int32(**{name: t})
+            _require(t.is_contiguous(), f"{name} must be contiguous")
     out, valid = remap(
         req_id,
         block_table,
@@ -145,7 +175,18 @@ def triton_filter_and_convert_dcp_index(
     return_valid_counts=False,
     compact_valid_to_front=True,
 ):
-    """Reference for the DCP filter (SPEC §6), with column-order compaction."""
+    """Reference for the DCP filter (SPEC §6): its preconditions, then the remap, with
+    column-order compaction."""
+    _require(dcp_size >= 1, f"dcp_size must be at least 1, not {dcp_size}")
+    _require(0 <= dcp_rank < dcp_size, f"dcp_rank must lie in [0, dcp_size = {dcp_size}), not {dcp_rank}")
+    _require(BLOCK_SIZE % cp_kv_cache_interleave_size == 0,
+             f"cp_kv_cache_interleave_size ({cp_kv_cache_interleave_size}) must divide BLOCK_SIZE ({BLOCK_SIZE})")
+    _require_int32(req_id=req_id, block_table=block_table, token_indices=token_indices)
+    _require_width(token_indices, NUM_TOPK_TOKENS, BLOCK_N)
+    if dcp_size > 1:
+        # This path does not check req_id's length (SPEC §6): its grid covers
+        # token_indices' rows, so a longer req_id is read only as far as those.
+        req_id = req_id[: token_indices.shape[0]]
     if dcp_size == 1:
         return triton_convert_req_index_to_global_index(
             req_id,

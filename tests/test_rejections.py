@@ -44,8 +44,9 @@ def broken(tmp_path_factory):
 
 
 @pytest.mark.parametrize("call", CALLS, ids=by_id)
-@pytest.mark.parametrize("impl", ["old", "new"])
-def test_the_vendored_wrappers_reject_what_spec_6_says(impl, call):
+@pytest.mark.parametrize("impl", ["old", "new", "oracle"])
+def test_the_vendored_wrappers_and_the_oracle_reject_what_spec_6_says(impl, call):
+    # The oracle too: as A or B it is judged by the rejection rows like any implementation.
     inputs = generate_inputs(call.base, device=DEVICE)
     got = rejections.attempt(registry.get(impl), call, inputs)
     assert got.rejected == call.spec_rejects, f"{impl} {call.id}: {got.said()}"
