@@ -365,7 +365,6 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
     """The compile-ahead schedule (``run_worker``): ``ahead`` takes each drawn case's
     variant (``submit``), says when it is compiled (``ready``) and waits (``wait_any``);
     ``judge`` judges draws in a ``batch`` (contended ones in batches of their own)."""
-    from remap_ab.precompile import variant_key
 
     window: list[Draw] = []
     drawn = 0
@@ -392,13 +391,24 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
             continue
         taken = {id(d) for d in ready}
         window = [d for d in window if id(d) not in taken]
-        for contended in (True, False):
-            same = sorted((d for d in ready if d.contended == contended), key=lambda d: variant_key(d.config))
-            for i in range(0, len(same), plan.batch):
-                if stopping() or time.time() >= plan.deadline:
-                    break
-                judge.batch(same[i : i + plan.batch], contended)
+        for contended, batch in _batches(ready, plan.batch):
+            if stopping() or time.time() >= plan.deadline:
+                break
+            judge.batch(batch, contended)
     return judge.done
+
+
+def _batches(ready: list, size: int) -> list[tuple[bool, list]]:
+    """``ready`` draws cut into ``(contended, batch)``s of at most ``size``: contended
+    ones first and in batches of their own, each kind sorted by variant (a batch's
+    launches of one variant follow one another)."""
+    from remap_ab.precompile import variant_key
+
+    out = []
+    for contended in (True, False):
+        same = sorted((d for d in ready if d.contended == contended), key=lambda d: variant_key(d.config))
+        out += [(contended, same[i : i + size]) for i in range(0, len(same), size)]
+    return out
 
 
 class _Judge:
@@ -740,11 +750,7 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupte
         window[:] = [d for d in window if id(d) not in taken]
         for d in ready:
             held[d.config.case_id] = d
-        batches = []
-        for contended in (True, False):  # contended cases in batches of their own
-            same = sorted((d for d in ready if d.contended == contended), key=lambda d: precompile.variant_key(d.config))
-            batches += [same[i : i + plan.batch] for i in range(0, len(same), plan.batch)]
-        return batches
+        return [batch for _, batch in _batches(ready, plan.batch)]
 
     def on_rows(rows, wid, gpu, secs):
         tally.gpus[wid] = gpu
