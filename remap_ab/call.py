@@ -142,9 +142,9 @@ class PrivateInputs:
 
     A case's part of a storage is where its layout placed it, slack included
     (``CaseInputs.owned``), else its view's extent. Each distinct storage is copied
-    whole when the cases' parts are most of it (the batch's flat buffers, the
-    layouts' buffers), so the copies keep the originals' strides and offsets; a
-    storage the cases use little of (one case of a larger batch) is copied part by part. The originals are never
+    whole when the cases' parts are most of it (the layouts' buffers of a batch), so
+    the copies keep the originals' strides and offsets; a storage the cases use little
+    of (one case of a larger batch) is copied part by part. The originals are never
     given to anyone, so comparing a copy with its original after the call shows
     every element the implementation wrote, slack between strided rows included.
     Per storage one allocation and two views; all the copying is one
@@ -473,7 +473,6 @@ def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
         _FRESH.clear()
         _FRESH[key] = generate_inputs(config.replace(seed=config.seed + 1), device=device)
     return _FRESH[key]
-
 
 
 def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):

@@ -240,9 +240,9 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
     All cases' lanes (and token rows, table entries) lie back to back in flat tensors,
     each element reading its own case's parameters; then every case is placed in its
     layout, for the whole batch at once (``layouts.apply_all``: one buffer per input
-    for all cases, each case's tensors views into them). A
-    stream's value depends only on its key and the element's index within the case,
-    so drawing a stream that a case does not use changes nothing."""
+    for all cases, each case's tensors views into them). A stream's value depends only
+    on its key and the element's index within the case, so drawing a stream that a
+    case does not use changes nothing."""
     configs = list(configs)
     if not configs:
         return []

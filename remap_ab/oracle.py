@@ -2,8 +2,9 @@
 
 It exposes the same two functions as the kernels (SPEC §1), asserting SPEC §6's
 preconditions as their wrappers do, so the registry can name it like any other
-implementation (as A or B, the sweep's rejection rows included). It is written for clarity, not speed: every rule is
-one expression on whole [T, K] tensors, in the order the SPEC gives.
+implementation (as A or B, the sweep's rejection rows included). It is written for
+clarity, not speed: every rule is one expression on whole [T, K] tensors, in the
+order the SPEC gives.
 
 Two deliberate differences from the kernels' arithmetic:
 - Division and remainder truncate toward zero, as Triton's do (torch's ``//`` floors).
