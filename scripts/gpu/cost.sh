@@ -1,5 +1,19 @@
-# Sourced by scripts in scripts/gpu/ after setup.sh: the sweep's cost against cfacc42, whose
-# tree travels in .old/ (git archive cfacc42 --prefix=.old/ | tar x; carried).
+# Sourced by scripts in scripts/gpu/ after setup.sh: the steps they share. The sweep's cost
+# is measured against cfacc42, whose tree travels in .old/ (git archive cfacc42
+# --prefix=.old/ | tar x; carried).
+
+# The whole suite, its log in $OUT/suite.log; the failures and the closing line printed.
+whole_suite() {
+  /usr/bin/time -f "suite wall %e s" python3 -m pytest -n auto -q --timeout 240 -p no:cacheprovider >"$OUT/suite.log" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed|suite wall" "$OUT/suite.log" | tail -30
+}
+
+# A 45 s soak with the defaults from a cold Triton cache (as on a fresh machine); its
+# summary into $OUT/soak.log.
+cold_soak() {
+  TRITON_CACHE_DIR=$(mktemp -d) python3 -m remap_ab soak --minutes 0.75 --seed 1 --root /tmp/soak 2>/dev/null \
+    | grep -E "^soak .* seed|soak summary|cases judged|throughput|time:|soak: |FAIL" | head -20 | tee "$OUT/soak.log"
+}
 
 # One sweep of each tree, side by side, 6 workers each (the compiles spread over the
 # host's cores), so that every later one loads its variants from Triton's cache.

@@ -5,13 +5,11 @@
 # function; a 45 s soak with the defaults. Logs under $OUT.
 . "$(dirname "$0")/setup.sh"
 . "$(dirname "$0")/cost.sh"
-/usr/bin/time -f "suite wall %e s" python3 -m pytest -n auto -q --timeout 240 -p no:cacheprovider >"$OUT/suite.log" 2>&1
-grep -E "^(FAILED|ERROR)|passed|failed|suite wall" "$OUT/suite.log" | tail -30
+whole_suite
 warm_caches
 cost_turns 2
 python3 scripts/gpu/first_sweep_profile.py /tmp/prof --call-checks sample --time \
   remap_ab.call:production_findings remap_ab.call:_stream_check remap_ab.call:_graph_check \
   remap_ab.call:fresh_inputs remap_ab.call:_captured remap_ab.call:PrivateInputs.__init__ \
   remap_ab.layouts:apply_all remap_ab.recording:rejection_row remap_ab.batch:_proofs 2>&1 | tee "$OUT/profile.log"
-TRITON_CACHE_DIR=$(mktemp -d) python3 -m remap_ab soak --minutes 0.75 --seed 1 --root /tmp/soak 2>/dev/null \
-  | grep -E "^soak .* seed|soak summary|cases judged|throughput|time:|soak: " | tee "$OUT/soak.log"
+cold_soak
