@@ -118,9 +118,10 @@ def test_a_write_past_a_views_last_row_is_found_in_a_batch_on_the_case_that_made
 
 def test_a_tensor_replaced_after_placement_is_copied_by_its_own_extent():
     x = generate_inputs(CONVERT.replace(layout="persistent"), device=DEVICE)
-    x.req_id = torch.zeros(1, dtype=torch.int32, device=DEVICE)  # owned still names the old buffer's part
+    # owned still names the old buffer's part, [0, 19): this view lies far past it.
+    x.req_id = torch.arange(100, dtype=torch.int32, device=DEVICE)[50:53]
     copy = PrivateInputs([x]).cases[0]
-    assert copy.req_id.shape == (1,) and torch.equal(copy.req_id, x.req_id)
+    assert torch.equal(copy.req_id, x.req_id) and copy.req_id.storage_offset() == 0
     assert torch.equal(copy.token_indices, x.token_indices)
 
 
