@@ -60,6 +60,8 @@ DEFAULT_TIMEOUT_S = 900.0
 # (torch.cuda.is_available(), with no other sanitizer running: see docs/memcheck.md). A
 # start normally takes seconds; one that has not reached READY by then is restarted once.
 START_TIMEOUT_S = 90.0
+# The child prints its Python stack this long after it started if it has not reached READY.
+STACK_AFTER_S = START_TIMEOUT_S - 10.0
 
 
 def find_sanitizer() -> str:
@@ -199,7 +201,7 @@ def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tupl
                 )
             if waited > start_timeout_s and not ready.is_set():
                 _kill_session(proc)
-                raise _StartStalled(_last_line(said)[:160])
+                raise _StartStalled(f"{_last_line(said)[:160]}{_stalled_frame(errors)}")
             time.sleep(0.1)
     finally:
         if proc.poll() is None:  # interrupted (Ctrl-C, a test's time limit): leave nothing running
@@ -208,6 +210,13 @@ def _run_to_the_end(cmd: list, timeout_s: float, start_timeout_s: float) -> tupl
         for reader in readers:
             reader.join(timeout=10)  # a descendant that escaped every kill may hold a pipe open
     return "".join(said), "".join(errors)
+
+
+def _stalled_frame(errors: list[str]) -> str:
+    """The innermost frame of the stack the child printed at ``STACK_AFTER_S``
+    (faulthandler lists the most recent call first), as "; stuck in ..."; "" when none."""
+    frames = [ln.strip() for ln in "".join(errors).splitlines() if ln.strip().startswith("File ")]
+    return f"; stuck in {frames[0][:200]}" if frames else ""
 
 
 def _last_line(lines) -> str:

@@ -8,10 +8,11 @@ Its own module so that the parent side imports nothing that runs an implementati
 
 from __future__ import annotations
 
+import faulthandler
 import sys
 import time
 
-from remap_ab.sanitizer import CASE_MARK, DONE_MARK, READY, STAGE_MARK, TENSOR_MARK
+from remap_ab.sanitizer import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
 
 
 def main(payload_path: str) -> int:
@@ -21,6 +22,8 @@ def main(payload_path: str) -> int:
         print(f"{STAGE_MARK} {time.monotonic() - started:.1f} s: {what}", flush=True)
 
     stage("started")
+    # A start that stalls (sanitizer.START_TIMEOUT_S) prints where it is before the kill.
+    faulthandler.dump_traceback_later(STACK_AFTER_S, exit=False, file=sys.stderr)
     from remap_ab import backend
 
     backend.select("cuda")
@@ -35,6 +38,7 @@ def main(payload_path: str) -> int:
     payload = torch.load(payload_path, weights_only=False)
     device = torch.device("cuda", payload["device_index"])
     torch.zeros(1, device=device)
+    faulthandler.cancel_dump_traceback_later()
     stage(f"torch imported, {device}: {READY}")
     impl = registry.get(payload["impl"])
     # Every case's tensors stay allocated to the end: no address is reused, so the

@@ -456,7 +456,7 @@ def test_a_child_past_its_time_leaves_nothing_running(tmp_path, monkeypatch, how
 
 _STALL_THEN_WORK = """n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}
 echo 'REMAP-AB-SANITIZER-STAGE 0.0 s: started'
-[ "$n" -ge {stalls} ] || exec sleep 60
+[ "$n" -ge {stalls} ] || {{ printf 'Current thread 0x1 (most recent call first):\n  File "/t/cuda/__init__.py", line 372 in _lazy_init\n  File "/t/child.py", line 9 in main\n' >&2; exec sleep 60; }}
 echo 'REMAP-AB-SANITIZER-STAGE 2.0 s: torch imported, cuda:0: CUDA ready'
 sleep 2
 echo 'REMAP-AB-SANITIZER-DONE 1'
@@ -469,7 +469,8 @@ def test_a_start_that_never_gets_cuda_is_restarted_once(tmp_path, monkeypatch, s
     """On an H200 a child now and then hung in CUDA's initialisation under the
     sanitizer. One stalled start is restarted, and the report says so; two are an
     error that says nothing was checked, never a clean report. A child that got CUDA
-    in time may take longer than the start limit to finish (it sleeps 2 s here)."""
+    in time may take longer than the start limit to finish (it sleeps 2 s here). The
+    stalled child's innermost frame (its faulthandler stack) is quoted."""
     from remap_ab.config import CaseConfig
     from remap_ab.inputs import generate_inputs
 
@@ -486,6 +487,7 @@ def test_a_start_that_never_gets_cuda_is_restarted_once(tmp_path, monkeypatch, s
         assert "restarted once" in report.summary()
     else:
         with pytest.raises(SanitizerError, match=r"did not get CUDA within 1 s, twice \(its last line: "
-                                                 r"REMAP-AB-SANITIZER-STAGE 0.0 s: started\); nothing was checked"):
+                                                 r"REMAP-AB-SANITIZER-STAGE 0.0 s: started; stuck in File "
+                                                 r"\"/t/cuda/__init__.py\", line 372 in _lazy_init\); nothing was checked"):
             run()
     assert int(count.read_text()) == min(stalls + 1, 2)  # starts made
