@@ -214,7 +214,11 @@ def _data_fields(rng: random.Random, max_tokens: int, prefill: bool) -> dict[str
 
 def redraw(rng: random.Random, base: Draw, max_tokens: int) -> Draw:
     """``base``'s variant (path, widths, DCP, everything compiled) with fresh data."""
-    return Draw(base.config.replace(**_data_fields(rng, max_tokens, base.config.has_prefill)), base.path)
+    fields = _data_fields(rng, max_tokens, base.config.has_prefill)
+    for name in ("tokens", "num_reqs"):  # one row, one request: a variant of its own (precompile.variant_key)
+        if (fields[name] == 1) != (getattr(base.config, name) == 1):
+            fields[name] = 1 if getattr(base.config, name) == 1 else 2
+    return Draw(base.config.replace(**fields), base.path)
 
 
 def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
@@ -328,9 +332,7 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
     on_gpu = device == "cuda"
     load = None
     if on_gpu and plan.contend_every:
-        from remap_ab.nondet import SideStreamLoad
-
-        load = SideStreamLoad(device="cuda")
+        load = _side_load()
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
                    0, plan.fresh_every)
     judge = _Judge(plan, device, emit, load, times)
@@ -381,9 +383,11 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
             break
         ready = [d for d in window if ahead.ready(d.config)]
         if not ready and not ahead.started():
-            # The compile workers are still starting (seconds of imports): judge the first
-            # draws here meanwhile, compiling what Triton's cache does not hold yet.
-            ready = window[: plan.batch]
+            # The compile workers are still starting (seconds of imports): judge here
+            # meanwhile the draws of one variant, compiling it unless Triton's cache holds
+            # it, then look again. (A batch of first draws holds dozens of variants: their
+            # compiles here outlast the workers' start-up many times.)
+            ready = _one_variant(window, plan.batch)
         if not ready:
             t0 = time.perf_counter()
             ahead.wait_any(timeout=0.5)
@@ -398,6 +402,17 @@ def run_ahead(plan: WorkerPlan, stream, judge, stopping: Callable[[], bool], tim
     return judge.done
 
 
+def _one_variant(window: list, size: int) -> list:
+    """At most ``size`` draws of ``window``'s most drawn variant (the first drawn on a tie)."""
+    from collections import Counter
+
+    from remap_ab.precompile import variant_key
+
+    keys = [variant_key(d.config) for d in window]
+    most = Counter(keys).most_common(1)[0][0] if keys else None
+    return [d for d, k in zip(window, keys) if k == most][:size]
+
+
 def _batches(ready: list, size: int) -> list[tuple[bool, list]]:
     """``ready`` draws cut into ``(contended, batch)``s of at most ``size``: contended
     ones first and in batches of their own, each kind sorted by variant (a batch's
@@ -409,6 +424,18 @@ def _batches(ready: list, size: int) -> list[tuple[bool, list]]:
         same = sorted((d for d in ready if d.contended == contended), key=lambda d: variant_key(d.config))
         out += [(contended, same[i : i + size]) for i in range(0, len(same), size)]
     return out
+
+
+# The soak's contending products: 4096-square ones still outlast the call queued behind
+# each, and a contended batch waits for all of them at its sync; nondet's 8192-square
+# default is eight times the work (docs/measured/h200-2026-12-01-d).
+SOAK_LOAD_SIZE = 4096
+
+
+def _side_load():
+    from remap_ab.nondet import SideStreamLoad
+
+    return SideStreamLoad(size=SOAK_LOAD_SIZE, device="cuda")
 
 
 class _Judge:
@@ -684,9 +711,7 @@ def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
             context = None
             if contended:
                 if _LOAD is None:
-                    from remap_ab.nondet import SideStreamLoad
-
-                    _LOAD = SideStreamLoad(device="cuda")
+                    _LOAD = _side_load()
                 context = _LOAD.enqueue
             rows.update((r["case_id"], r) for r in judge_and_record(cases, job.a, job.b, job.device, job.folder, times,
                                                                      context=context))

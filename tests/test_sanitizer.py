@@ -456,7 +456,8 @@ def test_a_child_past_its_time_leaves_nothing_running(tmp_path, monkeypatch, how
 
 _STALL_THEN_WORK = """n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}
 echo 'REMAP-AB-SANITIZER-STAGE 0.0 s: started'
-[ "$n" -ge {stalls} ] || {{ printf 'Current thread 0x1 (most recent call first):\n  File "/t/cuda/__init__.py", line 372 in _lazy_init\n  File "/t/child.py", line 9 in main\n' >&2; exec sleep 60; }}
+stack='Current thread 0x1 (most recent call first):\n  File "/t/cuda/__init__.py", line 372 in _lazy_init\n'
+[ "$n" -ge {stalls} ] || {{ printf "$stack" >&2; exec sleep 60; }}
 echo 'REMAP-AB-SANITIZER-STAGE 2.0 s: torch imported, cuda:0: CUDA ready'
 sleep 2
 echo 'REMAP-AB-SANITIZER-DONE 1'
