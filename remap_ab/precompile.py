@@ -18,6 +18,7 @@ interpreter, which compiles nothing) never uses it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -105,8 +106,12 @@ class _TargetDriver:
 
 
 def _init_worker(target: Target) -> None:
-    """A compile worker's set-up: no interpreter, no CUDA, the device's target."""
+    """A compile worker's set-up: no interpreter, no CUDA, the device's target, and a
+    lower CPU priority: the device process, not the compiling, sets the soak's pace, and
+    it judged slower beside workers that held every core (docs/measured/h200-2026-12-01-d)."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    with contextlib.suppress(OSError):
+        os.nice(10)
     from remap_ab import backend
 
     backend.select_compile_only()

@@ -1,0 +1,64 @@
+"""Why PrivateInputs and layouts.apply_all cost 5 ms a batch on the H200 (0.5 ms on a
+2-core CPU): one batch of the sweep's cases, each timed alone and right after the
+hashing threads start (do they take the GIL from the launching thread?), and a bare
+``as_strided`` on a CUDA and a CPU tensor.
+    python3 scripts/gpu/private_inputs_bench.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+sys.path.insert(0, ".")
+
+from remap_ab import backend  # noqa: E402
+
+backend.select("cpu" if "--cpu" in sys.argv else "cuda")
+import torch  # noqa: E402
+
+DEV = torch.device("cpu" if "--cpu" in sys.argv else "cuda")
+
+from remap_ab import grid as gridmod  # noqa: E402
+from remap_ab.batch import _hashers  # noqa: E402
+from remap_ab.call import PrivateInputs  # noqa: E402
+from remap_ab.inputs import generate_inputs_batch, hashing_started  # noqa: E402
+
+
+def best(fn, n=20):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times) * 1e3, sorted(times)[len(times) // 2] * 1e3
+
+
+for where in (["cpu"] if DEV.type == "cpu" else ["cuda", "cpu"]):
+    x = torch.zeros(1000, dtype=torch.int32, device=where)
+    lo, med = best(lambda x=x: [x.as_strided((10, 10), (10, 1), 3) for _ in range(1000)])
+    print(f"1000 as_strided on {where}: best {lo:.2f} ms, median {med:.2f} ms")
+
+points = gridmod.load().points()
+configs = [p.config for p in points][:64]
+inputs = generate_inputs_batch(configs, device=DEV)
+torch.cuda.synchronize() if DEV.type == 'cuda' else None
+n = sum(len(x.tensors()) for x in inputs)
+print(f"a batch of {len(inputs)} cases, {n} tensors")
+lo, med = best(lambda: generate_inputs_batch(configs, device=DEV), 5)
+print(f"generate_inputs_batch: best {lo:.2f} ms, median {med:.2f} ms")
+lo, med = best(lambda: PrivateInputs.each(inputs, 2))
+print(f"PrivateInputs.each(2) alone: best {lo:.2f} ms, median {med:.2f} ms")
+
+
+def after_hashing():
+    done = hashing_started(inputs, _hashers())
+    t = time.perf_counter()
+    PrivateInputs.each(inputs, 2)
+    spent = time.perf_counter() - t
+    done()
+    return spent
+
+
+spent = sorted(after_hashing() for _ in range(20))
+print(f"PrivateInputs.each(2) right after hashing_started: best {spent[0] * 1e3:.2f} ms, median {spent[10] * 1e3:.2f} ms")
