@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from collections.abc import Mapping, MutableMapping
 from typing import Optional
 
@@ -69,16 +70,24 @@ def worker_environments(workers: int, device: str, gpus: list[str]) -> list[dict
     return envs
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def start_process(ctx, env: Mapping[str, str], **process_args):
     """Start ``ctx.Process(**process_args)`` with ``env`` in its environment (a worker's
     CUDA_VISIBLE_DEVICES pin): a spawned child inherits the parent's environment at
-    start, so it is set around ``start()`` and put back as it was."""
+    start, so it is set around ``start()`` and put back as it was. The child also starts
+    with SIGINT and SIGTERM blocked (``STOP_SIGNALS``; a signal mask survives the exec):
+    a Ctrl-C to the process group while it imports cannot raise in it. The worker
+    unblocks them once it ignores them; here they stay pending until ``start()`` returns."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         proc = ctx.Process(**process_args)
         proc.start()
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

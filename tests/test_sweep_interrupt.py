@@ -153,3 +153,28 @@ def test_sigterm_stops_any_command_in_one_line_with_143(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143
     assert err == "remap-ab run: interrupted by SIGTERM\n"
+
+
+def _report_blocked_signals(queue) -> None:
+    queue.put(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+
+
+def test_a_worker_starts_with_the_stop_signals_blocked():
+    """Ctrl-C reaches the whole process group, and a worker still importing torch printed
+    a KeyboardInterrupt traceback (seen on an H200 in the test above). Started through
+    ``gpus.start_process`` it begins with SIGINT and SIGTERM blocked (the worker unblocks
+    them once it ignores them), and the parent's own mask is left as it was."""
+    import multiprocessing as mp
+
+    from remap_ab import gpus
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    proc = gpus.start_process(ctx, {}, target=_report_blocked_signals, args=(queue,))
+    try:
+        blocked = set(queue.get(timeout=120))
+    finally:
+        proc.join(timeout=60)
+    assert {int(signal.SIGINT), int(signal.SIGTERM)} <= blocked
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
