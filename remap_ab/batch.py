@@ -121,8 +121,8 @@ def run_batch(
     t0 = time.perf_counter()
     inputs = generate_inputs_batch(configs, device=dev)
     synchronize(dev)
-    # Hashing starts now and overlaps the kernels and compare phases (copies on a
-    # side stream, sha256 in threads); the write phase waits for what is left.
+    # The inputs' host copies start now (a side stream), beside the kernels and compare
+    # phases; the write phase hashes them (inputs.hashing_started).
     hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 else None)
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0

@@ -138,15 +138,17 @@ def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
 
 
 def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> Callable[[], list[tuple[dict, str]]]:
-    """Start hashing every case's inputs; the function returned waits for and returns
-    ``hash_inputs`` of each, digest for digest.
+    """Start copying every case's inputs to the host; the function returned waits for
+    the copies and returns ``hash_inputs`` of each, digest for digest.
 
     A batch's generated inputs are views into a few flat tensors (layouts' strided ones
     too), so each underlying storage is copied to the host once (not once per tensor),
-    and a strided view is gathered there. On a GPU the
-    copies go into pinned memory on a side stream, and the sha256s run in ``threads``
-    (hashlib releases the GIL): the caller launches kernels meanwhile. The sweep's
-    inputs are about 1.5 GB; on the H200 a synchronous copy of them alone took 0.85 s."""
+    and a strided view is gathered there. On a GPU the copies go into pinned memory on a
+    side stream while the caller launches kernels (the sweep's inputs are about 1.5 GB;
+    on the H200 a synchronous copy of them alone took 0.85 s). The sha256s run when the
+    function is called, in ``threads`` (hashlib releases the GIL), not beside the
+    caller's launches: threads hashing then took the GIL from the launching thread
+    (docs/measured/h200-2026-12-01-d)."""
     hosts: dict = {}  # storage address -> that whole storage on the host
     copies_done = None
     side = None
@@ -179,20 +181,12 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
         copies_done.record(side)
 
     def copied() -> None:
-        # Polled, not synchronize(): these threads must never block on the device (the
-        # call's sync check makes any host synchronisation in the process an error).
+        # Polled, not synchronize(): safe wherever the call's sync check may have made
+        # any host synchronisation in the process an error.
         while copies_done is not None and not copies_done.query():
             time.sleep(0.001)
 
-    # One thread polls; the others wait on its future without taking the GIL (eight
-    # pollers woke 40,000 times a second, each time taking it from the launching thread).
-    polled = threads.submit(copied) if threads is not None and copies_done is not None else None
-
     def digest(case: dict) -> tuple[dict, str]:
-        if polled is not None:
-            polled.result()
-        else:
-            copied()
         per = {}
         for name, (t, storage) in case.items():
             if not t.numel():
@@ -210,10 +204,11 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
             per[name] = _sha256(t, data)
         return per, combined_sha256(per)
 
-    if threads is None:
-        return lambda: [digest(c) for c in pieces]
-    futures = [threads.submit(digest, c) for c in pieces]
-    return lambda: [f.result() for f in futures]
+    def finished() -> list[tuple[dict, str]]:
+        copied()
+        return [digest(c) for c in pieces] if threads is None else list(threads.map(digest, pieces))
+
+    return finished
 
 
 def combined_sha256(per: dict) -> str:
