@@ -1,8 +1,8 @@
-"""Why PrivateInputs and layouts.apply_all cost 5 ms a batch on the H200 (0.5 ms on a
-2-core CPU): one batch of the sweep's cases, each timed alone and right after the
-hashing threads start (do they take the GIL from the launching thread?), and a bare
-``as_strided`` on a CUDA and a CPU tensor.
-    python3 scripts/gpu/private_inputs_bench.py
+"""One batch of the sweep's cases on the GPU: ``PrivateInputs`` (A's and B's copies)
+timed alone and right after ``hashing_started``, and a bare ``as_strided`` on a CUDA and a
+CPU tensor. Until fe3a400 the hashing threads ran beside the launches and took the GIL from
+them: 2.3 ms alone, 15 ms beside them (docs/measured/h200-2026-12-01-d).
+    python3 scripts/gpu/private_inputs_bench.py [--cpu]
 """
 
 from __future__ import annotations
