@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 
+from remap_ab import gil
 from remap_ab.errors import BackendError
 
 _chosen: str | None = None
@@ -56,29 +57,55 @@ def select(device: str | None = None) -> str:
         elif os.environ.get("TRITON_INTERPRET") == "1":
             raise BackendError("TRITON_INTERPRET=1 is set in the environment but --device cuda was asked for; unset it")
         else:
+            # Triton's cache then keeps each kernel's binary, not its IRs as well: a
+            # cache hit reads fewer files (docs/measured/h200-2026-12-01-e). =0 keeps them.
+            os.environ.setdefault("TRITON_STORE_BINARY_ONLY", "1")
             _hash_triton_in_background()
         _chosen = wanted
     return _chosen
+
+
+_triton_key_thread = None  # the thread computing Triton's installation hash, until joined
 
 
 def _hash_triton_in_background() -> None:
     """Start Triton's one hash of its own installation (its sources and the
     libtriton library, hundreds of MB) in a thread. Triton computes it once per
     process, at the first kernel it looks up, and every cache lookup needs it; here it
-    overlaps the sweep's set-up and first inputs (reading files and hashing large
-    chunks release the GIL). Without it nothing changes but when it is paid."""
+    overlaps the set-up before the first call, which waits for it
+    (``triton_key_ready``) instead of hashing the same files again. Without it
+    nothing changes but when it is paid."""
     import threading
 
+    global _triton_key_thread
     try:  # imported here, not in the thread: two threads importing one package can deadlock
         from triton.runtime.cache import triton_key
     except ImportError:  # another Triton layout: its first lookup hashes as before
         return
+    # It reads and hashes 1 MB at a time, needing the GIL back after each: beside a busy
+    # main thread, at the default switch interval, it had not finished by the first
+    # lookup, which then hashed again (docs/measured/h200-2026-12-01-e).
+    release = gil.hand_over_quickly()
 
     def run() -> None:
-        with contextlib.suppress(Exception):
-            triton_key()
+        try:
+            with contextlib.suppress(Exception):
+                triton_key()
+        finally:
+            release()
 
-    threading.Thread(target=run, name="remap-ab-triton-key", daemon=True).start()
+    _triton_key_thread = threading.Thread(target=run, name="remap-ab-triton-key", daemon=True)
+    _triton_key_thread.start()
+
+
+def triton_key_ready() -> None:
+    """Wait for the background hash (if one was started): called before every call of
+    an implementation (``call.calling``), so the first kernel lookup finds it done."""
+    global _triton_key_thread
+    thread = _triton_key_thread
+    if thread is not None:
+        thread.join()
+        _triton_key_thread = None
 
 
 def _require_interpreter_before_import() -> None:

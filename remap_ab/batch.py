@@ -39,11 +39,11 @@ import torch
 
 from remap_ab import registry
 from remap_ab.backend_views import backend_views
-from remap_ab.call import CallClock, PrivateInputs, call, synchronize
+from remap_ab.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
 from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
-from remap_ab.inputs import CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
+from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
 
 PHASES = ("gen", "kernels", "compare", "write")
@@ -83,7 +83,7 @@ _HASHERS: Optional[ThreadPoolExecutor] = None
 def _hashers() -> ThreadPoolExecutor:
     global _HASHERS
     if _HASHERS is None:
-        _HASHERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="remap-ab-hash")
+        _HASHERS = ThreadPoolExecutor(max_workers=HASHING_THREADS, thread_name_prefix="remap-ab-hash")
     return _HASHERS
 
 
@@ -119,22 +119,26 @@ def run_batch(
     clock = CallClock(dev)
 
     t0 = time.perf_counter()
-    inputs = generate_inputs_batch(configs, device=dev)
+    sampled: list = []
+    if dev.type == "cuda" and call_checks != "off":
+        sampled = list(range(len(configs))) if call_checks == "all" else _production_sampled(configs)
+    # The sampled cases' graph checks replay on fresh inputs, generated with the batch's.
+    made = generate_inputs_batch(configs + fresh_configs([configs[i] for i in sampled]), device=dev)
+    inputs = made[: len(configs)]
+    remember_fresh_inputs([configs[i] for i in sampled], made[len(configs):])
     synchronize(dev)
-    # The inputs' host copies start now (a side stream), beside the kernels and compare
-    # phases; the write phase hashes them (inputs.hashing_started).
+    # The inputs' host copies start now (a side stream) and the large ones are hashed in
+    # threads beside the kernels and compare phases; the write phase takes the digests.
     hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 else None)
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 
     outs = []
     own_a, own_b = PrivateInputs.each(inputs, 2)
-    sampled: set = set()
-    if dev.type == "cuda" and call_checks != "off":
-        sampled = set(range(len(configs))) if call_checks == "all" else set(_production_sampled(configs))
+    chosen = set(sampled)
     for i, (c, x) in enumerate(zip(configs, inputs)):
-        oa, ta = timed_call(impl_a, c, x, clock, own_a, i, production=i in sampled, context=context)
-        ob, tb = timed_call(impl_b, c, x, clock, own_b, i, production=i in sampled, context=context)
+        oa, ta = timed_call(impl_a, c, x, clock, own_a, i, production=i in chosen, context=context)
+        ob, tb = timed_call(impl_b, c, x, clock, own_b, i, production=i in chosen, context=context)
         outs.append((oa, ta, ob, tb))
     synchronize(dev)
     t2 = time.perf_counter()

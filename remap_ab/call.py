@@ -274,6 +274,10 @@ def calling(device: torch.device, impl_name: str, watched: Optional[dict] = None
     then ``torch.empty`` poisoned and the program ``schedule`` (CPU); with ``watched``
     (name -> tensor) on the CPU, every memory access checked in the interpreter.
     Yields the memcheck session (None without), whose report outlives an exception."""
+    if device.type == "cuda":
+        from remap_ab import backend
+
+        backend.triton_key_ready()
     watch: contextlib.AbstractContextManager = contextlib.nullcontext()
     if watched is not None and device.type != "cuda":
         from remap_ab import memcheck as memcheck_module
@@ -460,7 +464,19 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
                                       f"caller's stream wait") for p in problems]
 
 
-_FRESH: dict = {}  # the last fresh_inputs: A's graph check and then B's ask for the same case's
+_FRESH: dict = {}  # (config, device) -> the fresh inputs its graph checks use (A's and then B's)
+
+
+def fresh_configs(configs: list) -> list:
+    """The cases whose inputs the graph checks of ``configs`` replay on: the next seed."""
+    return [c.replace(seed=c.seed + 1) for c in configs]
+
+
+def remember_fresh_inputs(configs: list, made: list) -> None:
+    """Hand ``made`` (the inputs of ``fresh_configs(configs)``, generated with a batch's
+    own: a few launches more, not a few dozen per case) to ``fresh_inputs``."""
+    _FRESH.clear()
+    _FRESH.update({(c, str(x.device)): x for c, x in zip(configs, made)})  # the device as a case's inputs name it
 
 
 def fresh_inputs(config: CaseConfig, device) -> CaseInputs:

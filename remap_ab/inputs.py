@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +25,10 @@ from typing import Optional
 
 import torch
 
+from remap_ab import gil
 from remap_ab.config import INT32_MAX, CaseConfig
 from remap_ab.errors import InputError, ResourceError
+from remap_ab.layouts import copy_all
 
 INT32_MIN = -(2**31)
 _M32 = 0xFFFFFFFF
@@ -137,78 +140,189 @@ def hash_inputs(inputs: CaseInputs) -> tuple[dict, str]:
     return per, combined_sha256(per)
 
 
+HASHING_THREADS = 8  # the sweep's hashing pool (batch._hashers); a batch's large inputs are cut into this many tasks
+BACKGROUND_BYTES = 1 << 16  # inputs this large are hashed by the threads beside the caller's launches
+# The host copy goes into pinned buffers of this size (or of the largest input's), which
+# the next batches reuse: one buffer per batch is rounded up to a power of two, each size
+# pinned anew (docs/measured/h200-2026-12-01-e).
+HOST_CHUNK_BYTES = 16 << 20
+
+
 def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> Callable[[], list[tuple[dict, str]]]:
-    """Start copying every case's inputs to the host; the function returned waits for
-    the copies and returns ``hash_inputs`` of each, digest for digest.
+    """Start copying every case's inputs to the host and hashing them; the function
+    returned waits for that and returns ``hash_inputs`` of each, digest for digest.
 
-    A batch's generated inputs are views into a few flat tensors (layouts' strided ones
-    too), so each underlying storage is copied to the host once (not once per tensor),
-    and a strided view is gathered there. On a GPU the copies go into pinned memory on a
-    side stream while the caller launches kernels (the sweep's inputs are about 1.5 GB;
-    on the H200 a synchronous copy of them alone took 0.85 s). The sha256s run when the
-    function is called, in ``threads`` (hashlib releases the GIL), not beside the
-    caller's launches: threads hashing then took the GIL from the launching thread
-    (docs/measured/h200-2026-12-01-d)."""
-    hosts: dict = {}  # storage address -> that whole storage on the host
-    copies_done = None
-    side = None
+    On a GPU every input is first gathered, in its elements' logical order, into one
+    flat device buffer (a strided view too: on the device, not on the host under the
+    GIL), which is copied on a side stream into pinned host buffers of
+    ``HOST_CHUNK_BYTES`` (no input across two). With
+    ``threads``, the inputs of ``BACKGROUND_BYTES`` or more (nine tenths of the sweep's
+    bytes in a fifth of its tensors) are hashed there as soon as the copy lands, in a
+    few tasks of about equal bytes, beside the caller's launches: a task holds the GIL
+    only between hashlib calls, which release it, and the switch interval is short
+    while they run (gil.py). The small rest is hashed by the function returned. On the
+    CPU each tensor is hashed where it lies, when the function is called."""
     device = inputs[0].device if inputs else torch.device("cpu")
-    if device.type == "cuda":
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        copies_done = torch.cuda.Event()
+    if device.type != "cuda":
+        return lambda: _digests(inputs, threads)
+    chunk = max([HOST_CHUNK_BYTES] + [-(-_nbytes(t) // 16) * 16 for x in inputs for t in x.tensors().values()])
+    flat, place = flattened(inputs, chunk)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    pieces = []
+    with torch.cuda.stream(side):
+        for lo in range(0, flat.numel(), chunk):
+            host = torch.empty(min(chunk, flat.numel() - lo), dtype=torch.uint8, pin_memory=True)
+            host.copy_(flat[lo : lo + chunk], non_blocking=True)
+            pieces.append(host.numpy().data)
+    flat.record_stream(side)  # its memory is not reused before the copy is done
+    copies_done = torch.cuda.Event()
+    copies_done.record(side)
+    return _hashing(inputs, pieces, chunk, place, threads, lambda: _copied(copies_done))
 
-    def host_storage(t: torch.Tensor) -> Optional[torch.Tensor]:
-        """``t``'s whole storage on the host as uint8 (copied once per storage)."""
-        if t.device != device or not t.numel():
-            return None
-        storage = t.untyped_storage()
-        key = storage.data_ptr()
-        if key not in hosts:
-            whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (storage.nbytes(),), (1,))
-            if side is None:
-                hosts[key] = whole
-            else:
-                host = torch.empty(whole.numel(), dtype=torch.uint8, pin_memory=True)
-                with torch.cuda.stream(side):
-                    host.copy_(whole, non_blocking=True)
-                whole.record_stream(side)  # its memory is not reused before the copy is done
-                hosts[key] = host
-        return hosts[key]
 
-    pieces = [{name: (t, host_storage(t)) for name, t in x.tensors().items()} for x in inputs]
-    if copies_done is not None:
-        copies_done.record(side)
-
-    def copied() -> None:
-        # Polled, not synchronize(): safe wherever the call's sync check may have made
-        # any host synchronisation in the process an error.
-        while copies_done is not None and not copies_done.query():
-            time.sleep(0.001)
-
-    def digest(case: dict) -> tuple[dict, str]:
-        per = {}
-        for name, (t, storage) in case.items():
-            if not t.numel():
-                per[name] = _sha256(t, None)
-                continue
-            if storage is None:
-                per[name] = tensor_sha256(t)
-                continue
-            if t.is_contiguous():
-                start = t.storage_offset() * t.element_size()
-                data = storage.numpy().data[start : start + t.numel() * t.element_size()]
-            else:  # a layout's strided view: its elements gathered on the host, in memory order
-                host = storage.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset()).contiguous()
-                data = host.view(torch.uint8).numpy().data
-            per[name] = _sha256(t, data)
-        return per, combined_sha256(per)
+def _hashing(inputs: list, pieces: list, chunk: int, place: list, threads: Optional[ThreadPoolExecutor],
+             wait: Callable[[], None]) -> Callable[[], list[tuple[dict, str]]]:
+    """``hashing_started``'s hashing of the flat host bytes in ``pieces`` of ``chunk``
+    bytes (mapped by ``place``), whose contents are there once ``wait()`` returns."""
+    jobs = _jobs(inputs, pieces, chunk, place)
+    large = [k for k, (_, _, t, _) in enumerate(jobs) if threads is not None and _nbytes(t) >= BACKGROUND_BYTES]
+    parts = _parts(large, jobs, HASHING_THREADS)
+    early: list = []
+    if parts and threads is not None:
+        release = gil.hand_over_quickly()
+        landed = threads.submit(wait)
+        early = [threads.submit(_after, landed, [jobs[k] for k in part]) for part in parts]
+        _when_all_done(early, release)
 
     def finished() -> list[tuple[dict, str]]:
-        copied()
-        return [digest(c) for c in pieces] if threads is None else list(threads.map(digest, pieces))
+        wait()
+        digests: list = [None] * len(jobs)
+        for part, future in zip(parts, early):
+            for k, d in zip(part, future.result()):
+                digests[k] = d
+        rest = [k for k in range(len(jobs)) if digests[k] is None]
+        for k, d in zip(rest, _digest([jobs[k] for k in rest])):
+            digests[k] = d
+        return _assembled(inputs, jobs, digests)
 
     return finished
+
+
+def _copied(done: torch.cuda.Event) -> None:
+    # Polled, not synchronize(): safe wherever the call's sync check may have made any
+    # host synchronisation in the process an error.
+    while not done.query():
+        time.sleep(0.001)
+
+
+def _after(copied, part: list) -> list[str]:
+    copied.result()
+    return _digest(part)
+
+
+def _when_all_done(futures: list, then: Callable[[], None]) -> None:
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            then()
+
+    for f in futures:
+        f.add_done_callback(one_done)
+
+
+def flattened(inputs: list, chunk: int = 0) -> tuple[torch.Tensor, list]:
+    """Every case's inputs, each in its elements' logical order, back to back in one
+    flat uint8 tensor on their device (each tensor's first byte 16-aligned; with
+    ``chunk``, a multiple of 16 no smaller than any tensor, none across a multiple of
+    it), and per case name -> (tensor, [first, one past the last) byte of it there)."""
+    place: list = []
+    total = 0
+    for x in inputs:
+        placed = {}
+        for name, t in x.tensors().items():
+            n = _nbytes(t)
+            total = -(-total // 16) * 16
+            if chunk and n and total // chunk != (total + n - 1) // chunk:
+                total = -(-total // chunk) * chunk
+            placed[name] = (t, total, total + n)
+            total += n
+        place.append(placed)
+    flat = torch.empty(total, dtype=torch.uint8, device=inputs[0].device if inputs else "cpu")
+    dst, src = [], []
+    for placed in place:
+        for t, lo, hi in placed.values():
+            if hi > lo:
+                dst.append(flat[lo:hi].view(t.dtype).view(t.shape))
+                src.append(t)
+    copy_all(dst, src)
+    return flat, place
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _jobs(inputs: list, pieces: Optional[list], chunk: int, place: list) -> list[tuple]:
+    """Per input tensor ``(case, name, tensor, its bytes or None)``: its bytes from the
+    flat host ``pieces`` of ``chunk`` bytes that ``place`` maps, None without pieces."""
+    jobs: list[tuple] = []
+    for i, x in enumerate(inputs):
+        for name, t in x.tensors().items():
+            if pieces is None:
+                jobs.append((i, name, t, None))
+                continue
+            _, lo, hi = place[i][name]
+            k = lo // chunk if hi > lo else 0
+            jobs.append((i, name, t, pieces[k][lo - k * chunk : hi - k * chunk] if hi > lo else memoryview(b"")))
+    return jobs
+
+
+def _digest(jobs: list) -> list[str]:
+    return [tensor_sha256(t) if raw is None else _sha256(t, raw if len(raw) else None) for _, _, t, raw in jobs]
+
+
+def _assembled(inputs: list, jobs: list, digests: list) -> list[tuple[dict, str]]:
+    per: list[dict] = [{} for _ in inputs]
+    for (i, name, _, _), d in zip(jobs, digests):
+        per[i][name] = d
+    return [(p, combined_sha256(p)) for p in per]
+
+
+def _digests(inputs: list, threads: Optional[ThreadPoolExecutor]) -> list[tuple[dict, str]]:
+    """``hash_inputs`` of each case, from each tensor where it lies, at once; in
+    ``threads`` if given."""
+    jobs = _jobs(inputs, None, 0, [])
+    everything = list(range(len(jobs)))
+    if threads is None or len(jobs) < 2:
+        return _assembled(inputs, jobs, _digest(jobs))
+    parts = _parts(everything, jobs, HASHING_THREADS)
+    digests: list = [None] * len(jobs)
+    for part, got in zip(parts, threads.map(lambda p: _digest([jobs[k] for k in p]), parts)):
+        for k, d in zip(part, got):
+            digests[k] = d
+    return _assembled(inputs, jobs, digests)
+
+
+def _parts(chosen: list, jobs: list, n: int) -> list[list]:
+    """The job indices ``chosen`` cut in order into at most ``n`` runs of about equal bytes."""
+    sizes = [_nbytes(jobs[k][2]) for k in chosen]
+    share = max(1, -(-sum(sizes) // n))
+    parts, run, held = [], [], 0
+    for k, size in zip(chosen, sizes):
+        run.append(k)
+        held += size
+        if held >= share:
+            parts.append(run)
+            run, held = [], 0
+    if run:
+        parts.append(run)
+    return parts
 
 
 def combined_sha256(per: dict) -> str:

@@ -147,13 +147,25 @@ def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
             placed[i][field_name], owned[i][field_name] = view, (address, start, start + length)
             sources.append(t)
             views.append(view)
-    if views:
-        torch._foreach_copy_(views, sources)
+    copy_all(views, sources)
     out = []
     for (_, x), tensors, own in zip(cases, placed, owned):
         # CaseInputs, without importing inputs.py (it imports config, which imports this)
         out.append(type(x)(**tensors, owned=own))
     return out
+
+
+def copy_all(destinations: list, sources: list) -> None:
+    """Each source into its destination in a few launches: the pairs both contiguous in
+    one ``_foreach_copy_`` (a strided pair in the same list sends every pair down its
+    one-launch-each path), the strided ones one launch each."""
+    import torch
+
+    plain = [d.is_contiguous() and s.is_contiguous() for d, s in zip(destinations, sources)]
+    for wanted in (True, False):
+        chosen = [k for k, p in enumerate(plain) if p == wanted]
+        if chosen:
+            torch._foreach_copy_([destinations[k] for k in chosen], [sources[k] for k in chosen])
 
 
 def apply(name: str, inputs: CaseInputs) -> CaseInputs:

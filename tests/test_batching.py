@@ -236,7 +236,8 @@ def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch
 def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     from concurrent.futures import ThreadPoolExecutor
 
-    from remap_ab.inputs import generate_inputs_batch, hashing_started
+    from remap_ab import inputs as inputs_module
+    from remap_ab.inputs import _digests, _hashing, flattened, generate_inputs_batch, hashing_started
     from remap_ab.layouts import LAYOUT_NAMES
 
     configs = [c.replace(layout=LAYOUT_NAMES[i % len(LAYOUT_NAMES)]) for i, c in enumerate(_sample(24, seed=4))]
@@ -248,4 +249,14 @@ def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     assert hashing_started(inputs)() == want
     with ThreadPoolExecutor(3) as threads:
         assert hashing_started(inputs, threads)() == want
+        # The GPU's way on any device: every input gathered into one flat buffer, none across
+        # a chunk's end, the chunks hashed as their host copies; the large inputs by the threads.
+        assert _digests(inputs, threads) == want
+        chunk = max(-(-t.numel() * 4 // 16) * 16 for x in inputs for t in x.tensors().values())
+        flat, place = flattened(inputs, chunk)
+        assert flat.numel() > chunk  # more than one chunk
+        pieces = [flat[lo : lo + chunk].cpu().numpy().data for lo in range(0, flat.numel(), chunk)]
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(inputs_module, "BACKGROUND_BYTES", 64)
+            assert _hashing(inputs, pieces, chunk, place, threads, lambda: None)() == want
     assert len({combined for _, combined in want}) == len(want)

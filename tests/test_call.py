@@ -244,3 +244,64 @@ def test_a_private_stream_fails_the_stream_check(broken_impl):
 def test_the_real_kernels_pass_every_call_check():
     v = run_case(CONVERT, "old", "new", device="cuda").verdict
     assert v.passed and any("checked on the GPU as vLLM calls it: graph, stream, sync" in i for i in v.info)
+
+
+
+def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_again():
+    import sys
+
+    from triton.runtime import cache
+
+    from remap_ab.call import calling
+
+    interval = sys.getswitchinterval()
+    cache.triton_key.cache_clear()
+    backend._hash_triton_in_background()
+    assert backend._triton_key_thread is not None
+    with calling(torch.device("cuda"), "new"):  # a CUDA call's block (nothing is allocated in it)
+        assert backend._triton_key_thread is None
+        assert cache.triton_key.cache_info().currsize == 1
+    misses = cache.triton_key.cache_info().misses
+    cache.triton_key()  # what the first kernel lookup asks for: found, not hashed again
+    assert cache.triton_key.cache_info().misses == misses
+    assert sys.getswitchinterval() == interval
+
+
+def test_the_switch_interval_is_short_while_any_helper_holds_it_and_restored_by_the_last():
+    import sys
+
+    from remap_ab import gil
+
+    interval = sys.getswitchinterval()
+    first, second = gil.hand_over_quickly(), gil.hand_over_quickly()
+    assert sys.getswitchinterval() < interval
+    first()
+    first()  # twice is once
+    assert sys.getswitchinterval() < interval
+    second()
+    assert sys.getswitchinterval() == interval
+
+
+def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_their_values(monkeypatch):
+    from remap_ab import call as call_module
+    from remap_ab import inputs as inputs_module
+
+    configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(layouts.LAYOUT_NAMES)]
+    want = [generate_inputs(c.replace(seed=c.seed + 1), device=DEVICE) for c in configs]
+    made = inputs_module.generate_inputs_batch(configs[:2] + call_module.fresh_configs(configs), device=DEVICE)
+    call_module.remember_fresh_inputs(configs, made[2:])
+    monkeypatch.setattr(inputs_module, "generate_inputs", lambda *a, **k: pytest.fail("made one case at a time"))
+    for c, w in zip(configs, want):
+        got = call_module.fresh_inputs(c, w.device)  # as the graph check asks: its case's inputs' device
+        for name, t in w.tensors().items():
+            assert torch.equal(getattr(got, name), t) and getattr(got, name).stride() == t.stride(), (c.layout, name)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the CUDA backend's set-up (the interpreter caches no kernels)")
+def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
+    import os
+
+    from triton import knobs
+
+    assert backend.chosen() == "cuda"
+    assert os.environ.get("TRITON_STORE_BINARY_ONLY") == "1" and knobs.compilation.store_binary_only

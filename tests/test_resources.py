@@ -55,6 +55,17 @@ def test_the_same_kernel_passes_and_every_row_has_its_figures(tmp_path, capsys):
     assert "PASS" in text and "sm_90 (sm_90a, Triton" in text and "gfx942 (gfx942" in text
 
 
+def test_the_figures_stay_whole_beside_a_gpu_process_that_caches_binaries_only(tmp_path, monkeypatch):
+    # A GPU process sets TRITON_STORE_BINARY_ONLY=1 (remap_ab.backend); the figures read
+    # the PTX and AMDGCN text, so the cross-compile keeps them all the same.
+    monkeypatch.setenv("TRITON_STORE_BINARY_ONLY", "1")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    rc, data = _run(tmp_path, "--a", "new", "--b", "new", "--paths", "counts", "--topk", "2048")
+    assert rc == 0
+    assert {r["arch"] for r in data["rows"] if r["target"] == "sm_90"} == {"sm_90a"}
+    assert all(r["vgprs"] > 0 and r["compiler_occupancy"] for r in data["rows"] if r["target"] == "gfx942")
+
+
 def test_b_that_spills_where_a_does_not_fails_the_gate(tmp_path, monkeypatch, capsys):
     b = _variant_module(tmp_path, monkeypatch, "narrow_single_tile", "_SINGLE_TILE_NUM_WARPS = 8", "_SINGLE_TILE_NUM_WARPS = 1")
     rc, data = _run(tmp_path, "--a", "new", "--b", b, "--paths", "counts", "--topk", "8192")

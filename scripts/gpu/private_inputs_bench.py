@@ -62,3 +62,25 @@ def after_hashing():
 
 spent = sorted(after_hashing() for _ in range(20))
 print(f"PrivateInputs.each(2) right after hashing_started: best {spent[0] * 1e3:.2f} ms, median {spent[10] * 1e3:.2f} ms")
+
+# hashing_started itself, on the grid's smallest and largest batch of 64 (7 and 135 MB of
+# inputs), again and again (pinned host buffers reused), and under cProfile.
+import cProfile  # noqa: E402
+import pstats  # noqa: E402
+
+for label, chosen in (("7 MB", [p.config for p in points][:64]), ("135 MB", [p.config for p in points][128:192])):
+    batch = generate_inputs_batch(chosen, device=DEV)
+    torch.cuda.synchronize() if DEV.type == "cuda" else None
+    first = time.perf_counter()
+    hashing_started(batch, _hashers())()
+    first = time.perf_counter() - first
+    lo, med = best(lambda batch=batch: hashing_started(batch, _hashers()))
+    whole = sorted(best(lambda batch=batch: hashing_started(batch, _hashers())())[0] for _ in range(3))[0]
+    print(f"{label} batch: hashing_started first {first * 1e3:.2f} ms, then best {lo:.2f} ms, median {med:.2f} ms; "
+          f"with its digests (finished()) best {whole:.2f} ms")
+prof = cProfile.Profile()
+prof.enable()
+for _ in range(10):
+    hashing_started(batch, _hashers())()
+prof.disable()
+pstats.Stats(prof).sort_stats("tottime").print_stats(14)
