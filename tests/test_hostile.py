@@ -173,12 +173,13 @@ ROWS = [
     row("replay-empty-folder", "replay {tmp}/emptyreport", 2, "emptyreport", owner="report"),
     row("replay-config-wrong-type", "replay {tmp}/badreport", 2, "field 'config.tokens' is str", owner="report"),
     row("replay-verdict-wrong-type", "replay {tmp}/badverdict", 2, "verdict.json", owner="report"),
-    # --- mutants (killed after the timeout if it starts running instead of refusing) -----------
-    row("mutants-timeout-negative", "mutants --timeout -1", 2, "--timeout", owner="mutants", how="subprocess", timeout=30),
-    row("mutants-jobs-negative", "mutants -j -1", 2, "-j", owner="mutants", how="subprocess", timeout=30),
-    row("mutants-only-empty", "mutants --only ,", 2, "--only", owner="mutants", how="subprocess", timeout=30),
+    # --- mutants (killed after the timeout if it starts running instead of refusing: a run takes
+    # minutes; a refusal's start-up on a loaded GPU host can take tens of seconds) ----------------
+    row("mutants-timeout-negative", "mutants --timeout -1", 2, "--timeout", owner="mutants", how="subprocess", timeout=120),
+    row("mutants-jobs-negative", "mutants -j -1", 2, "-j", owner="mutants", how="subprocess", timeout=120),
+    row("mutants-only-empty", "mutants --only ,", 2, "--only", owner="mutants", how="subprocess", timeout=120),
     row("mutants-nothing-to-run", "mutants --no-props --no-sweep", 2, "--no-props", owner="mutants",
-        how="subprocess", timeout=30),
+        how="subprocess", timeout=120),
     # --- bench -----------------------------------------------------------------------------------
     row("bench-without-gpu", "bench", 2, "CUDA", needs="cpu"),
     row("bench-calls-zero", "bench --calls 0 --out {tmp}/b", 2, "--calls", owner="bench", needs="gpu"),
