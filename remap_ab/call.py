@@ -200,6 +200,10 @@ class PrivateInputs:
         """A 0-dim bool on the device: did any copied element change? (No host sync.)"""
         if not self._pairs:
             return torch.zeros((), dtype=torch.bool)
+        if self._pairs[0][0].device.type == "cpu":
+            # A host answer costs no sync here, and torch.equal reads each pair once
+            # without the two concatenated copies (a quarter of the time at 4 MB).
+            return torch.tensor(any(not torch.equal(o, c) for o, c in self._pairs))
         if len(self._pairs) == 1:
             ((o, c),) = self._pairs
             return (o != c).any()
