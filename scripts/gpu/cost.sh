@@ -35,3 +35,15 @@ cost_turns() {
     done
   done
 }
+
+# soaks COLD WARM: a soak of COLD minutes from a cold Triton cache, then one of WARM
+# minutes on the cache it filled (seed 1, defaults); their summaries into $OUT/soak.log.
+soaks() {
+  local cache; cache=$(mktemp -d)
+  for what in "cold $1" "warm $2"; do
+    set -- $what
+    TRITON_CACHE_DIR=$cache python3 -m remap_ab soak --minutes "$2" --seed 1 --root "/tmp/soak-$1" 2>/dev/null \
+      | grep -E "^soak .* seed|soak summary|cases judged|throughput|time:|soak: |FAIL" | head -12 | sed "s/^/[$1] /" \
+      | tee -a "$OUT/soak.log"
+  done
+}
