@@ -123,9 +123,10 @@ def run_batch(
     if dev.type == "cuda" and call_checks != "off":
         sampled = list(range(len(configs))) if call_checks == "all" else _production_sampled(configs)
     # The sampled cases' graph checks replay on fresh inputs, generated with the batch's.
-    made = generate_inputs_batch(configs + fresh_configs([configs[i] for i in sampled]), device=dev)
+    graph_checked = [configs[i] for i in sampled]
+    made = generate_inputs_batch(configs + fresh_configs(graph_checked), device=dev)
     inputs = made[: len(configs)]
-    remember_fresh_inputs([configs[i] for i in sampled], made[len(configs):])
+    remember_fresh_inputs(graph_checked, made[len(configs):])
     synchronize(dev)
     # The inputs' host copies start now (a side stream) and the large ones are hashed in
     # threads beside the kernels and compare phases; the write phase takes the digests.

@@ -156,8 +156,8 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
     flat device buffer (a strided view too: on the device, not on the host under the
     GIL), which is copied on a side stream into pinned host buffers of
     ``HOST_CHUNK_BYTES`` (no input across two). With
-    ``threads``, the inputs of ``BACKGROUND_BYTES`` or more (nine tenths of the sweep's
-    bytes in a fifth of its tensors) are hashed there as soon as the copy lands, in a
+    ``threads``, the inputs of ``BACKGROUND_BYTES`` or more (99 % of the sweep's bytes in
+    a fifth of its tensors) are hashed there as soon as the copy lands, in a
     few tasks of about equal bytes, beside the caller's launches: a task holds the GIL
     only between hashlib calls, which release it, and the switch interval is short
     while they run (gil.py). The small rest is hashed by the function returned. On the
@@ -198,9 +198,7 @@ def _hashing(inputs: list, pieces: list, chunk: int, place: list, threads: Optio
     def finished() -> list[tuple[dict, str]]:
         wait()
         digests: list = [None] * len(jobs)
-        for part, future in zip(parts, early):
-            for k, d in zip(part, future.result()):
-                digests[k] = d
+        _scatter(digests, parts, [future.result() for future in early])
         rest = [k for k in range(len(jobs)) if digests[k] is None]
         for k, d in zip(rest, _digest([jobs[k] for k in rest])):
             digests[k] = d
@@ -303,10 +301,15 @@ def _digests(inputs: list, threads: Optional[ThreadPoolExecutor]) -> list[tuple[
         return _assembled(inputs, jobs, _digest(jobs))
     parts = _parts(everything, jobs, HASHING_THREADS)
     digests: list = [None] * len(jobs)
-    for part, got in zip(parts, threads.map(lambda p: _digest([jobs[k] for k in p]), parts)):
+    _scatter(digests, parts, threads.map(lambda p: _digest([jobs[k] for k in p]), parts))
+    return _assembled(inputs, jobs, digests)
+
+
+def _scatter(digests: list, parts: list, results) -> None:
+    """Each part's digests (one result per part, in its order) into ``digests`` by job index."""
+    for part, got in zip(parts, results):
         for k, d in zip(part, got):
             digests[k] = d
-    return _assembled(inputs, jobs, digests)
 
 
 def _parts(chosen: list, jobs: list, n: int) -> list[list]:
