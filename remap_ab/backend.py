@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 
-from remap_ab import gil
+from remap_ab import gil, heap, variant_loads
 from remap_ab.errors import BackendError
 
 _chosen: str | None = None
@@ -32,7 +32,8 @@ def default_device() -> str:
 
 def select(device: str | None = None) -> str:
     """Fix this process's device ("cpu" or "cuda"); later calls must agree. A process
-    that only compiles (``select_compile_only``) counts as "cuda"."""
+    that only compiles (``select_compile_only``) counts as "cuda". The first choice
+    also keeps the host memory the process frees for its next case (``heap``)."""
     global _chosen
     if _chosen is not None and device == _chosen:
         return _chosen
@@ -47,6 +48,7 @@ def select(device: str | None = None) -> str:
             f"so run the {wanted} work in a separate process"
         )
     if _chosen is None:
+        heap.keep_freed_memory()
         if wanted == "cpu":
             _require_interpreter_before_import()
             os.environ["TRITON_INTERPRET"] = "1"
@@ -61,6 +63,7 @@ def select(device: str | None = None) -> str:
             # cache hit reads fewer files (docs/measured/h200-2026-12-01-e). =0 keeps them.
             os.environ.setdefault("TRITON_STORE_BINARY_ONLY", "1")
             _hash_triton_in_background()
+            variant_loads.share()
         _chosen = wanted
     return _chosen
 

@@ -305,3 +305,78 @@ def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
 
     assert backend.chosen() == "cuda"
     assert os.environ.get("TRITON_STORE_BINARY_ONLY") == "1" and knobs.compilation.store_binary_only
+
+
+
+_FAULTS_AFTER_WARMUP = """
+import resource, sys, torch
+from remap_ab import backend
+torch.set_num_threads(1)
+if sys.argv[1] == "selected":
+    backend.select(backend.default_device())
+faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def case(n):  # a case's buffers: four of about 8 MB (a little larger each case), written, then freed
+    for t in [torch.empty(n, dtype=torch.int32) for _ in range(4)]:
+        t.fill_(1)
+for r in range(5):
+    case((2 << 20) + r * 1024)
+before = faults()
+for r in range(5, 15):
+    case((2 << 20) + r * 1024)
+print(faults() - before)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the malloc tuning is glibc's (a no-op elsewhere)")
+def test_a_process_that_runs_kernels_reuses_the_memory_its_cases_freed_instead_of_faulting_it_in_again():
+    import subprocess
+    import sys
+
+    def faults(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", _FAULTS_AFTER_WARMUP, mode], capture_output=True, text=True, check=True)
+        return int(done.stdout.split()[-1])
+
+    pages = 10 * 4 * (8 << 20) // 4096  # what ten more cases touch
+    assert faults("selected") < pages // 20
+    assert faults("plain") > pages // 2  # the control: glibc alone hands large freed blocks back
+
+
+def test_tritons_per_kernel_metadata_class_is_made_once_per_field_set_and_other_namedtuples_are_untouched():
+    from remap_ab import variant_loads
+
+    fields = ["name", "num_warps", "shared"]
+    first = variant_loads._namedtuple("KernelMetadata", fields)
+    assert variant_loads._namedtuple("KernelMetadata", list(fields)) is first
+    assert variant_loads._namedtuple("KernelMetadata", fields + ["target"]) is not first
+    assert first(name="k", num_warps=8, shared=0).num_warps == 8
+    assert variant_loads._namedtuple("Point", "x y") is not variant_loads._namedtuple("Point", "x y")
+    # The installed Triton looks the factory up per kernel, so sharing reaches it.
+    assert variant_loads._metadata_made_per_call()
+
+
+def test_a_launcher_module_is_built_once_per_distinct_source():
+    from remap_ab import variant_loads
+
+    built = []
+
+    def build(src, name, library_dirs=None, include_dirs=None, libraries=None):
+        built.append(src)
+        return object()
+
+    shared = variant_loads._module_once(build)
+    one = shared(src="int a;", name="__triton_launcher", library_dirs=["/x"], include_dirs=["/y"], libraries=["cuda"])
+    assert shared(src="int a;", name="__triton_launcher", library_dirs=["/x"], include_dirs=["/y"], libraries=["cuda"]) is one
+    assert shared(src="int b;", name="__triton_launcher", library_dirs=["/x"], include_dirs=["/y"], libraries=["cuda"]) is not one
+    assert built == ["int a;", "int b;"]
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="kernels are loaded from Triton's cache only on a GPU")
+def test_variants_loaded_in_a_gpu_process_share_their_metadata_class():
+    from kernels_new import _remap
+
+    for topk in (256, 512):
+        c = CONVERT.replace(topk=topk, block_n=128, seed=topk)
+        run_case(c, "old", "new", device=DEVICE)
+    kernels = [k for cache in _remap._convert_req_index_to_global_index_kernel.device_caches.values() for k in cache[0].values()]
+    assert len(kernels) >= 2
+    assert len({type(k.metadata) for k in kernels if k.metadata._fields == kernels[0].metadata._fields}) == 1
