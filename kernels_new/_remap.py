@@ -104,15 +104,18 @@ def _convert_req_index_to_global_index_kernel(
     if COMPACT_TO_FRONT:
         # §5: lanes land at base + e, e the exclusive prefix sum within the tile.
         excl = tl.cumsum(valid.to(tl.int32), axis=0) - valid.to(tl.int32)
-        n_valid = tl.sum(valid.to(tl.int32), axis=0)
         if SINGLE_TILE:
             # The program owns the row: it starts at slot 0 and stores the count.
             slot_base = 0
-            tl.store(valid_counts_ptr + row, n_valid)
         else:
+            n_valid = tl.sum(valid.to(tl.int32), axis=0)
             slot_base = tl.atomic_add(valid_counts_ptr + row, n_valid)
         # The row's base address comes after the sums, as in the kernel this models.
         out_row = out_ptr + row * out_stride0
+        if SINGLE_TILE:
+            # Reduced here, inside its store: on sm_90 at K = 2048 a register fewer than
+            # reduced earlier or into a named value (docs/measured/h200-2026-12-01-f).
+            tl.store(valid_counts_ptr + row, tl.sum(valid.to(tl.int32), axis=0))
         tl.store(out_row + (slot_base + excl) * out_stride1, val, mask=valid)
     else:
         out_row = out_ptr + row * out_stride0

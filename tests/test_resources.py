@@ -55,6 +55,25 @@ def test_the_same_kernel_passes_and_every_row_has_its_figures(tmp_path, capsys):
     assert "PASS" in text and "sm_90 (sm_90a, Triton" in text and "gfx942 (gfx942" in text
 
 
+# Upstream's DCP compaction after #50365 in this specialisation (W = 64, sm_90a, Triton
+# 3.7.1), as issue 22 gives it; the figure moves with the kernel's statement order.
+UPSTREAM_DCP_COMPACT_2048_SM90_REGS = 47
+
+
+def test_one_job_compiles_in_a_process_of_its_own_and_the_dcp_compaction_matches_upstreams_registers(tmp_path):
+    import triton
+
+    out = tmp_path / "r.json"
+    rc = cli.main(["resources", "--targets", "sm_90", "--paths", "dcp-compact", "--topk", "2048", "--jobs", "1",
+                   "--json", str(out)])
+    assert rc == 0
+    (row,) = [r for r in json.loads(out.read_text())["rows"] if r["side"] == "B"]
+    if triton.__version__ == "3.7.1":
+        assert row["regs"] == UPSTREAM_DCP_COMPACT_2048_SM90_REGS, row
+    else:
+        assert row["regs"] > 0
+
+
 def test_the_figures_stay_whole_beside_a_gpu_process_that_caches_binaries_only(tmp_path, monkeypatch):
     # A GPU process sets TRITON_STORE_BINARY_ONLY=1 (remap_ab.backend); the figures read
     # the PTX and AMDGCN text, so the cross-compile keeps them all the same.
