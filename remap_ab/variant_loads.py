@@ -29,19 +29,22 @@ _modules: dict = {}
 _make_namedtuple = collections.namedtuple
 
 
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _namedtuple(typename, field_names, **options):
     if typename != _METADATA_TYPENAME:
         return _make_namedtuple(typename, field_names, **options)
-    key = (typename, tuple(field_names) if not isinstance(field_names, str) else field_names,
-           tuple(sorted(options.items())))
-    cls = _classes.get(key)
+    fields = field_names if isinstance(field_names, str) else list(field_names)
+    key = (_frozen(fields), tuple(sorted((k, _frozen(v)) for k, v in options.items())))
+    try:
+        cls = _classes.get(key)
+    except TypeError:  # an option that cannot be a key: made as before
+        return _make_namedtuple(typename, fields, **options)
     if cls is None:
-        cls = _classes[key] = _make_namedtuple(typename, field_names, **options)
+        cls = _classes[key] = _make_namedtuple(typename, fields, **options)
     return cls
-
-
-def _frozen(value):
-    return tuple(value) if isinstance(value, list) else value
 
 
 def _module_once(build):

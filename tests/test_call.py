@@ -349,6 +349,8 @@ def test_tritons_per_kernel_metadata_class_is_made_once_per_field_set_and_other_
     assert variant_loads._namedtuple("KernelMetadata", list(fields)) is first
     assert variant_loads._namedtuple("KernelMetadata", fields + ["target"]) is not first
     assert first(name="k", num_warps=8, shared=0).num_warps == 8
+    assert variant_loads._namedtuple("KernelMetadata", iter(fields)) is first  # an iterable is read once
+    assert variant_loads._namedtuple("KernelMetadata", fields, defaults=[{}]) is not first  # unhashable: made anew
     assert variant_loads._namedtuple("Point", "x y") is not variant_loads._namedtuple("Point", "x y")
     # The installed Triton looks the factory up per kernel, so sharing reaches it.
     assert variant_loads._metadata_made_per_call()
