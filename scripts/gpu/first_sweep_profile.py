@@ -1,7 +1,7 @@
 """Where the first sweep of a fresh GPU process spends its time (issues 20 and 22).
 
 Run in a fresh process with a warm Triton cache (one sweep before it):
-    python3 scripts/gpu/first_sweep_profile.py ROOT [--second] [--cprofile N] [--call-checks off|sample]
+    python3 scripts/gpu/first_sweep_profile.py ROOT [--second] [--cprofile N [--dump FILE]] [--call-checks off|sample]
         [--time MODULE:NAME ...]
 Prints the sweep's phases, then every JIT launch split into "a variant new to this
 process" and "a variant already loaded", with the seconds of each and the time spent
@@ -72,6 +72,7 @@ from remap_ab.sweep import Sweep, SweepOptions  # noqa: E402
 p = argparse.ArgumentParser()
 p.add_argument("root")
 p.add_argument("--cprofile", type=int, default=0)
+p.add_argument("--dump", metavar="FILE", help="with --cprofile, also save the profile (pstats) to FILE")
 p.add_argument("--call-checks", default="sample")
 p.add_argument("--second", action="store_true", help="profile the second sweep of the process, not the first")
 p.add_argument("--time", nargs="*", default=[], metavar="MODULE:NAME",
@@ -115,5 +116,7 @@ for label in sorted(counts, key=lambda k: -seconds[k]):
     print(f"  {seconds[label]:7.2f} s  {counts[label]:6d}x  {1e3 * seconds[label] / counts[label]:7.3f} ms each  {label}")
 if prof:
     s = pstats.Stats(prof)
+    if o.dump:
+        s.dump_stats(o.dump)
     s.sort_stats("tottime").print_stats(o.cprofile)
     s.sort_stats("cumulative").print_stats(o.cprofile)
