@@ -1,7 +1,7 @@
 """Where the first sweep of a fresh GPU process spends its time (issues 20 and 22).
 
 Run in a fresh process with a warm Triton cache (one sweep before it):
-    python3 scripts/gpu/first_sweep_profile.py ROOT [--second] [--cprofile N [--dump FILE]] [--call-checks off|sample]
+    python3 scripts/gpu/first_sweep_profile.py ROOT [--second] [--cprofile N [--dump FILE]] [--call-checks off|sample] [--no-share]
         [--time MODULE:NAME ...]
 Prints the sweep's phases, then every JIT launch split into "a variant new to this
 process" and "a variant already loaded", with the seconds of each and the time spent
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import json
 import pstats
 import sys
@@ -30,6 +31,8 @@ seconds: Counter = Counter()
 
 
 def timed(label, fn):
+    # wraps: inspect.getsource sees the function wrapped (remap_ab.variant_loads reads Triton's source)
+    @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         t = time.perf_counter()
         try:
@@ -75,9 +78,15 @@ p.add_argument("--cprofile", type=int, default=0)
 p.add_argument("--dump", metavar="FILE", help="with --cprofile, also save the profile (pstats) to FILE")
 p.add_argument("--call-checks", default="sample")
 p.add_argument("--second", action="store_true", help="profile the second sweep of the process, not the first")
+p.add_argument("--no-share", action="store_true",
+               help="leave Triton's per-variant rebuilds as they are (remap_ab.variant_loads not applied)")
 p.add_argument("--time", nargs="*", default=[], metavar="MODULE:NAME",
                help="functions to time (remap_ab.call:_graph_check, remap_ab.call:PrivateInputs.__init__, ...)")
 o = p.parse_args()
+if o.no_share:
+    from remap_ab import variant_loads
+
+    variant_loads._shared = True  # share() then applies nothing
 for spec in o.time:  # each wrapped where it is looked up: its module's global, or its class's attribute
     module_name, _, path = spec.partition(":")
     owner = __import__("importlib").import_module(module_name)
@@ -112,6 +121,12 @@ m = json.load(open(runs[-1]))["last_session"]
 which = f"{'second' if o.second else 'first'} sweep{' (cProfiled)' if prof else ''}"
 print(f"{which}: {wall:.2f} s here, in-process {m['wall_seconds']:.2f} s: "
       + ", ".join(f"{k} {v:.2f}" for k, v in m["phase_seconds"].items()))
+import collections  # noqa: E402
+
+from remap_ab import variant_loads  # noqa: E402
+
+print(f"variant_loads: metadata class shared {collections.namedtuple is variant_loads._namedtuple}, "
+      f"{len(variant_loads._classes)} class(es); launcher modules shared {len(variant_loads._modules)}")
 for label in sorted(counts, key=lambda k: -seconds[k]):
     print(f"  {seconds[label]:7.2f} s  {counts[label]:6d}x  {1e3 * seconds[label] / counts[label]:7.3f} ms each  {label}")
 if prof:
