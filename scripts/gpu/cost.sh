@@ -47,3 +47,16 @@ soaks() {
       | tee -a "$OUT/soak.log"
   done
 }
+
+# loads_without_and_with N: after one sweep warmed this tree's cache, N pairs of fresh
+# processes' first sweeps, without remap_ab.variant_loads (--no-share), then with it; the
+# head of each profile appended to $OUT/first.log.
+loads_without_and_with() {
+  python3 -m remap_ab sweep -j 6 --no-progress --root /tmp/warm --call-checks off 2>&1 | grep -E "verdicts:"
+  for i in $(seq "$1"); do
+    for mode in --no-share ""; do
+      echo "[${mode:-shared}]" | tee -a "$OUT/first.log"
+      python3 scripts/gpu/first_sweep_profile.py /tmp/p-$i$mode $mode 2>&1 | head -4 | tee -a "$OUT/first.log"
+    done
+  done
+}

@@ -4,12 +4,7 @@
 # the cache), then every seeded mutant of the catalogue on the GPU (its kill matrix and
 # each kill's verdict line as JSON). At most 8 files under $OUT.
 . "$(dirname "$0")/setup.sh"
-python3 -m remap_ab sweep -j 6 --no-progress --root /tmp/warm --call-checks off 2>&1 | grep -E "verdicts:"
-for i in 1 2 3; do
-  for mode in --no-share ""; do
-    echo "[${mode:-shared}]" | tee -a "$OUT/first.log"
-    python3 scripts/gpu/first_sweep_profile.py /tmp/p-$i$mode $mode 2>&1 | head -3 | tee -a "$OUT/first.log"
-  done
-done
+. "$(dirname "$0")/cost.sh"
+loads_without_and_with 3
 timeout 200 python3 -m remap_ab mutants --device cuda -j 8 --json "$OUT/mutants.json" > "$OUT/mutants.log" 2>&1
 grep -E "^killed|KILLED|SURVIVED|NEEDS" "$OUT/mutants.log" | tail -40
