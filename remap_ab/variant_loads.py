@@ -12,6 +12,8 @@ only on what is shared by many variants:
 ``share()`` makes each of them once per distinct input. Each part is applied only where
 the installed Triton is as described and is otherwise left alone: a load then costs
 what it did. Nothing but the time changes: the same class, the same compiled module.
+The first part replaces ``collections.namedtuple`` for the whole process with a function
+that passes every call not naming Triton's class straight through.
 """
 
 from __future__ import annotations
