@@ -293,17 +293,15 @@ def _close(q) -> None:
         pass
 
 
-def map_tasks(fn: Callable, tasks: list, workers: int, own_process: bool = False) -> Iterator[tuple[Any, Any]]:
+def map_tasks(fn: Callable, tasks: list, workers: int) -> Iterator[tuple[Any, Any]]:
     """``(task, fn(task))`` for every task, in the order they finish, from ``workers``
-    spawned processes. For self-contained jobs that hold no case state and need no GPU
-    (cross-compiling a kernel for another target): a plain process pool. The sweep's
-    ``Pool`` above re-runs a dead worker's cases one by one and records verdicts; here a
-    task that raises raises in the caller, and a worker that dies is an InternalError.
-    One worker runs the tasks in this process, unless ``own_process`` (a task that fixes
-    its process's Triton backend, which this one has already chosen)."""
-    if (workers <= 1 or len(tasks) <= 1) and not own_process:
-        for t in tasks:
-            yield t, fn(t)
+    spawned processes (one worker too: a task may fix its process's Triton backend,
+    which this one has already chosen). For self-contained jobs that hold no case state
+    and need no GPU (cross-compiling a kernel for another target): a plain process pool.
+    The sweep's ``Pool`` above re-runs a dead worker's cases one by one and records
+    verdicts; here a task that raises raises in the caller, and a worker that dies is an
+    InternalError."""
+    if not tasks:
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool

@@ -447,5 +447,5 @@ def run(a: str, b: str, targets: Sequence[str], paths: Sequence[str], topks: Seq
 
     tasks = tasks_for(a, b, targets, paths, topks, block_ns)
     order = {t: i for i, t in enumerate(tasks)}
-    done = sorted(pool.map_tasks(compile_task, tasks, workers, own_process=True), key=lambda tr: order[tr[0]])
+    done = sorted(pool.map_tasks(compile_task, tasks, workers), key=lambda tr: order[tr[0]])
     return [r for _, rows in done for r in rows]
