@@ -246,7 +246,6 @@ def test_the_real_kernels_pass_every_call_check():
     assert v.passed and any("checked on the GPU as vLLM calls it: graph, stream, sync" in i for i in v.info)
 
 
-
 def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_again():
     import sys
 
@@ -305,7 +304,6 @@ def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
 
     assert backend.chosen() == "cuda"
     assert os.environ.get("TRITON_STORE_BINARY_ONLY") == "1" and knobs.compilation.store_binary_only
-
 
 
 _FAULTS_AFTER_WARMUP = """
