@@ -196,7 +196,7 @@ def run_batch(
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-    from remap_ab.memcheck import replay_command
+    from remap_ab.sanitizer.memcheck import replay_command
 
     return replay_command(config, a, b, device)
 
@@ -204,7 +204,7 @@ def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
 def _sanitize(configs: list, inputs: list, outs: list, a: str, b: str) -> None:
     """Replay the batch's A and B under compute-sanitizer; each output gets its report
     (``compare`` makes a finding fail the case)."""
-    from remap_ab import sanitizer
+    from remap_ab.sanitizer import compute as sanitizer
 
     for side, name in ((0, a), (2, b)):
         # An output that raised was not run to the end: it stays "not checked".

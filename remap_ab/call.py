@@ -279,12 +279,12 @@ def calling(device: torch.device, impl_name: str, watched: Optional[dict] = None
     (name -> tensor) on the CPU, every memory access checked in the interpreter.
     Yields the memcheck session (None without), whose report outlives an exception."""
     if device.type == "cuda":
-        from remap_ab import backend
+        from remap_ab import runtime
 
-        backend.triton_key_ready()
+        runtime.triton_key_ready()
     watch: contextlib.AbstractContextManager = contextlib.nullcontext()
     if watched is not None and device.type != "cuda":
-        from remap_ab import memcheck as memcheck_module
+        from remap_ab.sanitizer import memcheck as memcheck_module
 
         watch = memcheck_module.watching(watched, impl_name)
     with (context() if context else contextlib.nullcontext()), poisoned_empty(), \
@@ -345,7 +345,7 @@ def call(
                       guard=(private, index), findings=findings)
     report = session.report if session is not None else None
     if memcheck and cuda:
-        from remap_ab import sanitizer
+        from remap_ab.sanitizer import compute as sanitizer
 
         report = sanitizer.check_case(impl.name, config, inputs)
     findings += aliasing(out, counts, private.storages(index), impl.name)
@@ -432,14 +432,14 @@ def _other_streams_delayed(caller: torch.cuda.Stream):
     not made to wait for is then still pending when the caller reads, whatever the
     GPU's scheduling (without it, such a kernel and the caller's read become ready
     together and the read wins or loses by chance)."""
-    from remap_ab import backend
+    from remap_ab import runtime
 
     def delayed(launch, fn, *args, grid, warmup, **kwargs):
         if not warmup and torch.cuda.current_stream(caller.device) != caller:
             torch.cuda._sleep(2 * _STREAM_SLEEP_CYCLES)
         return launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
 
-    return backend.jit_launches_through(delayed)
+    return runtime.jit_launches_through(delayed)
 
 
 def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFinding]:

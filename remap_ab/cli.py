@@ -21,7 +21,6 @@ import importlib
 import os
 import sys
 
-from remap_ab.commands.common import add_config_arguments, config_from_args  # noqa: F401  (re-exported)
 from remap_ab.errors import InternalError, RemapABError, UnloadableFileError
 
 COMMANDS = {
@@ -63,9 +62,9 @@ def _choose_backend_early() -> None:
     # Triton decides interpreter-or-GPU when a kernel is decorated, i.e. imported.
     # A command line without a GPU turns the interpreter on before any command runs;
     # the library itself never touches the environment on import.
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    backend.choose_early()
+    runtime.choose_early()
 
 
 def _one_line(text: object) -> str:
@@ -118,8 +117,8 @@ def _main(argv) -> int:
 def _run(name: str, args) -> int:
     """The command's status; every error but an unloadable implementation file (which
     ``--bisect`` maps on its own) already printed and turned into its status."""
-    from remap_ab.interrupts import terminate_as_interrupt
     from remap_ab.options import resolve_implementations
+    from remap_ab.processes.interrupts import terminate_as_interrupt
 
     terminate_as_interrupt()  # SIGTERM unwinds like Ctrl-C: clean-ups run, no process or semaphore left
     try:

@@ -468,7 +468,6 @@ def is_segment_permutation(row_out: list, lanes: list, valid: list, segment: int
     return place(0, tuple(range(len(segs))))
 
 
-_is_segment_permutation = is_segment_permutation  # the name older callers import
 
 
 # ... and proved fast (vectorised over rows, no host sync) for the batch runner.

@@ -25,10 +25,10 @@ from typing import Optional
 
 import torch
 
-from remap_ab import gil
 from remap_ab.config import INT32_MAX, CaseConfig
 from remap_ab.errors import InputError, ResourceError
-from remap_ab.layouts import copy_all
+from remap_ab.layouts import copy_all, place_all
+from remap_ab.processes import gil
 
 INT32_MIN = -(2**31)
 _M32 = 0xFFFFFFFF
@@ -98,7 +98,7 @@ class CaseInputs:
     prefill_request_ids: Optional[torch.Tensor] = None
     prefill_starts: Optional[torch.Tensor] = None
     # Input name -> (storage address, first, one past the last storage element) of this
-    # case's part of the buffer its layout placed it in (layouts.apply_all): what its
+    # case's part of the buffer its layout placed it in (layouts.place_all): what its
     # writes are looked for in. A tensor replaced since is in another storage: not its part.
     owned: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -361,7 +361,7 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
 
     All cases' lanes (and token rows, table entries) lie back to back in flat tensors,
     each element reading its own case's parameters; then every case is placed in its
-    layout, for the whole batch at once (``layouts.apply_all``: one buffer per input
+    layout, for the whole batch at once (``layouts.place_all``: one buffer per input
     for all cases, each case's tensors views into them). A stream's value depends only
     on its key and the element's index within the case, so drawing a stream that a
     case does not use changes nothing."""
@@ -392,9 +392,19 @@ def generate_inputs_batch(configs, device="cpu") -> list[CaseInputs]:
     # Every case is placed in its layout (``contiguous`` too): its tensors then lie in the
     # layouts' few buffers, 128-byte aligned as a fresh tensor is (Triton specialises on
     # alignment: the sweep, ``run`` and a replay of a case compile the same kernel).
-    from remap_ab import layouts
+    return in_layouts([(c.layout, x) for c, x in zip(configs, cases)])
 
-    return layouts.apply_all([(c.layout, x) for c, x in zip(configs, cases)])
+
+def in_layouts(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
+    """Each ``(layout name, inputs)``'s values in that layout (``layouts.place_all``),
+    each case recording its part of the shared buffers in ``owned``."""
+    placed = place_all([(name, x.tensors()) for name, x in cases])
+    return [CaseInputs(**tensors, owned=owned) for tensors, owned in placed]
+
+
+def in_layout(name: str, inputs: CaseInputs) -> CaseInputs:
+    """``inputs``' values in layout ``name`` (``contiguous``: a contiguous copy)."""
+    return in_layouts([(name, inputs)])[0]
 
 
 def _offsets(counts) -> list[int]:

@@ -16,13 +16,12 @@ Output buffers are not part of a layout: the SPEC §1 API has no ``out=`` parame
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config.py imports this table: no torch at import time
     import torch
-
-    from remap_ab.inputs import CaseInputs
 
 
 @dataclass(frozen=True)
@@ -87,13 +86,13 @@ def _geometry(t: torch.Tensor, rows_pad: int, col_step: int, step: int, offset: 
     return offset + (n + spare) * step, (step,), offset
 
 
-def _plan(name: str, inputs: CaseInputs) -> dict:
+def _plan(name: str, tensors: Mapping[str, torch.Tensor]) -> dict:
     """Input name -> ``(values, filler, buffer length, strides, offset)`` in layout ``name``."""
     layout = LAYOUTS[name]
     fillers = {**_FILLER, **dict(layout.fillers)}
     spare = layout.spare_rows
     plan = {}
-    for field_name, t in inputs.tensors().items():
+    for field_name, t in tensors.items():
         if field_name == "token_indices":
             geometry = _geometry(t, layout.token_row_pad, layout.token_col_step, 1, layout.offset, spare)
         elif field_name == "block_table":
@@ -106,12 +105,12 @@ def _plan(name: str, inputs: CaseInputs) -> dict:
     return plan
 
 
-def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
-    """Each ``(layout name, inputs)``'s values in that layout (``contiguous``: a
-    contiguous copy). One filler-filled buffer per input name holds every case's
-    part, 128-byte aligned, and one ``_foreach_copy_`` fills the views: on a GPU a
-    batch costs a few launches, not a few per tensor. Each case records its part of
-    each buffer in ``owned`` (what ``call.PrivateInputs`` copies and compares for its
+def place_all(cases: list[tuple[str, Mapping[str, torch.Tensor]]]) -> list[tuple[dict, dict]]:
+    """Each ``(layout name, tensors by input name)``'s values in that layout
+    (``contiguous``: a contiguous copy), as ``(views by input name, owned)`` pairs. One
+    filler-filled buffer per input name holds every case's part, 128-byte aligned, and
+    one ``_foreach_copy_`` fills the views: on a GPU a batch costs a few launches, not a
+    few per tensor. Each case records its part of each buffer in ``owned`` (what ``call.PrivateInputs`` copies and compares for its
     writes, slack included). One case alone gets a buffer per input, as a caller would pass
     them (an access past one input is then outside every allocation)."""
     import torch
@@ -148,11 +147,7 @@ def apply_all(cases: list[tuple[str, CaseInputs]]) -> list[CaseInputs]:
             sources.append(t)
             views.append(view)
     copy_all(views, sources)
-    out = []
-    for (_, x), tensors, own in zip(cases, placed, owned):
-        # CaseInputs, without importing inputs.py (it imports config, which imports this)
-        out.append(type(x)(**tensors, owned=own))
-    return out
+    return list(zip(placed, owned))
 
 
 def copy_all(destinations: list, sources: list) -> None:
@@ -166,11 +161,6 @@ def copy_all(destinations: list, sources: list) -> None:
         chosen = [k for k, p in enumerate(plain) if p == wanted]
         if chosen:
             torch._foreach_copy_([destinations[k] for k in chosen], [sources[k] for k in chosen])
-
-
-def apply(name: str, inputs: CaseInputs) -> CaseInputs:
-    """``inputs``' values in layout ``name`` (``contiguous``: a contiguous copy)."""
-    return apply_all([(name, inputs)])[0]
 
 
 def describe(t: torch.Tensor) -> str:

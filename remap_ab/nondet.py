@@ -60,7 +60,7 @@ class Run:
 
 def cpu_schedule_runs(runs: int) -> list[Run]:
     """``runs`` interpreter schedules: the fixed adversaries first, then random seeds."""
-    from remap_ab.schedule import interpreter_schedule
+    from remap_ab.interpreter.schedule import interpreter_schedule
 
     pairs = list(FIXED_SCHEDULES[:runs])
     pairs += [("random", seed) for seed in range(runs - len(pairs))]

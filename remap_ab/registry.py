@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Optional
 
-from remap_ab import backend, sources
+from remap_ab import runtime, sources
 from remap_ab.compare import OrderContract
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ImplementationError, ImplementationOutputError, UnloadableFileError, exception_line
@@ -175,7 +175,7 @@ def get(name: str, repo: Optional[str] = None) -> Implementation:
         return _cache[key]
     path = BUILTIN.get(name, name) if isinstance(name, str) else name
     if path != BUILTIN["oracle"]:
-        backend.select(backend.chosen())  # fixes TRITON_INTERPRET before any @triton.jit import
+        runtime.select(runtime.chosen())  # fixes TRITON_INTERPRET before any @triton.jit import
     spec = sources.parse(name, repo) if isinstance(name, str) and name not in BUILTIN else None
     if spec is not None:
         module, source = sources.load(spec)

@@ -327,9 +327,9 @@ def attempt(impl, case: RejectionCase, inputs) -> Attempt:
 def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device: Optional[str] = None,
                   memcheck: bool = False):
     """The verdict of one rejection case: A's and B's attempts, judged by compare.py."""
-    from remap_ab import backend, registry
+    from remap_ab import registry, runtime
 
-    dev = backend.select(device)
+    dev = runtime.select(device)
     return judged(case, registry.get(a), registry.get(b), dev, memcheck)[0]
 
 

@@ -12,12 +12,12 @@ from typing import Optional
 
 import torch
 
-from remap_ab import backend, call, layouts, oracle, registry
+from remap_ab import call, oracle, registry, runtime
 from remap_ab.backend_views import backend_views
 from remap_ab.call import poisoned_empty, synchronize
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
-from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, ragged_arange
+from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, in_layout, ragged_arange
 
 __all__ = ["CaseResult", "poisoned_empty", "reference", "reference_batch", "run_case", "run_implementation", "synchronize"]
 
@@ -171,7 +171,7 @@ def run_case(
     access of ``a`` and ``b`` (memcheck.py); an access outside every argument tensor
     fails the case. ``production``: the CUDA graph, stream and sync checks (default:
     on where the device is a GPU)."""
-    dev = backend.select(device)
+    dev = runtime.select(device)
     if inputs is not None:
         check_inputs(config, inputs)
     check_fits(config, dev)
@@ -180,7 +180,7 @@ def run_case(
     else:
         inputs = inputs.to(dev)
         if config.layout != "contiguous":
-            inputs = layouts.apply(config.layout, inputs)
+            inputs = in_layout(config.layout, inputs)
     production = torch.device(dev).type == "cuda" if production is None else production
     impl_a, impl_b = registry.get(a), registry.get(b)
     out_a = call.call(impl_a, config, inputs, schedule, memcheck=memcheck, production=production)
@@ -209,6 +209,6 @@ def oracle_problem(o: Output, ref: Reference) -> Optional[str]:
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-    from remap_ab.memcheck import replay_command
+    from remap_ab.sanitizer.memcheck import replay_command
 
     return replay_command(config, a, b, device)

@@ -30,12 +30,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the table here")
     args = p.parse_args(argv)
 
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    backend.select("cpu")
+    runtime.select("cpu")
     from remap_ab import grid
+    from remap_ab.interpreter.schedule import interpreter_schedule
     from remap_ab.runner import run_case
-    from remap_ab.schedule import interpreter_schedule
 
     points = grid.load("callers").points()
     if args.batch:

@@ -13,7 +13,7 @@ Public surface (everything else is internal):
     replay_command(config, a, b, schedule), failure_message(result, headline, ...)
     drawn_examples(test), coverage_of(tests)   what a @given test draws, and its classes
 
-Sizes follow the active profile (``remap_ab.profiles``): the same strategy draws
+Sizes follow the active profile (``remap_ab.properties.profiles``): the same strategy draws
 16-token cases on the interpreter and 1024-token ones on a GPU.
 """
 

@@ -87,10 +87,10 @@ def case_classes(config: CaseConfig, inputs: Optional[CaseInputs] = None, refere
     caller has them already; otherwise they are generated (on the GPU when there is
     one: a 1024-token case is 2M lanes) and the oracle alone runs — no kernel."""
     if inputs is None or reference is None:
-        from remap_ab import backend
+        from remap_ab import runtime
         from remap_ab.runner import reference as oracle_reference
 
-        inputs = generate_inputs(config, device=backend.current())
+        inputs = generate_inputs(config, device=runtime.current())
         reference = oracle_reference(config, inputs)
     return list(_config_classes(config)) + list(
         _input_classes(config, inputs, reference.valid.cpu(), reference.lanes.cpu())

@@ -16,9 +16,10 @@ from typing import Optional
 
 from hypothesis import strategies as st
 
-from remap_ab import config, profiles
+from remap_ab import config
 from remap_ab.config import INT32_MAX, CaseConfig
 from remap_ab.layouts import LAYOUT_NAMES
+from remap_ab.properties import profiles
 
 # K = NUM_TOPK_TOKENS. Powers of two take the new kernel's single-tile path when it
 # counts; the others keep the tiled atomic path in both kernels (SPEC §6-§7).
@@ -162,7 +163,7 @@ SCHEDULE_POLICIES = ("tiles_reversed", "reversed", "random", "tiles_rotated")
 
 
 def schedules() -> st.SearchStrategy[tuple[str, int]]:
-    """(policy, seed) for ``remap_ab.schedule.interpreter_schedule``; the adversarial
+    """(policy, seed) for ``remap_ab.interpreter.schedule.interpreter_schedule``; the adversarial
     tiles_reversed first, so a failure shrinks to the most readable schedule."""
     return st.tuples(st.sampled_from(SCHEDULE_POLICIES), st.integers(0, 2**16))
 

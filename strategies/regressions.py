@@ -61,9 +61,9 @@ def regressions(*names: str, arg: str = "config", transform: Callable[[CaseConfi
 
     ``transform`` adapts a regression to the property's preconditions (for example
     forcing counts on); ``extra`` fills the property's other arguments."""
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    on_cuda = backend.current() == "cuda"
+    on_cuda = runtime.current() == "cuda"
     chosen = [REGRESSIONS[n] for n in names]
 
     def decorate(test):

@@ -1,7 +1,7 @@
 """The suite's shared set-up.
 
 - The remap-ab pytest plugin (options, fixtures, profiles, GPU pinning, the backend):
-  ``remap_ab/pytest_plugin.py``.
+  ``remap_ab/pytest/plugin.py``.
 - ``remap_ab.strategies`` bound to this checkout's ``strategies/`` folder. An install
   maps it there through setuptools' package-dir (pyproject.toml); a checkout tested
   without installing it, or a worktree whose editable install points elsewhere, gets
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ("remap_ab.pytest_plugin",)
+pytest_plugins = ("remap_ab.pytest.plugin",)
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ROOT / "strategies"

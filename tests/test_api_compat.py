@@ -12,10 +12,10 @@ import pytest
 
 import kernels_new
 import kernels_old
-from remap_ab import api_compat, backend, registry
+from remap_ab import api_compat, registry, runtime
 from remap_ab.cli import main as cli_main
 
-DEVICE = backend.current()
+DEVICE = runtime.current()
 CONVERT = ("req_id, block_table, token_indices, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048, BLOCK_N=128, "
            "HAS_PREFILL_WORKSPACE=False, prefill_workspace_request_ids=None, prefill_workspace_starts=None, "
            "return_valid_counts=False")

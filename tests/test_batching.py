@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from remap_ab import backend
+from remap_ab import runtime
 from remap_ab.batch import hash_inputs
 from remap_ab.config import CaseConfig, ConfigError
 from remap_ab.inputs import generate_inputs, generate_inputs_batch
@@ -179,7 +179,7 @@ def want_counts_max(c):
     return counts.max() if counts.numel() else 0
 
 
-@pytest.mark.skipif(backend.default_device() != "cpu", reason="compares against CPU runs in this process")
+@pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 @pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed", "misbehaves"])
 def test_run_batch_verdicts_equal_run_case(b, broken_impl):
     from remap_ab.batch import run_batch
@@ -206,7 +206,7 @@ def test_run_batch_verdicts_equal_run_case(b, broken_impl):
         assert {o.verdict.status.value for o in outcomes} >= {"pass", "error", "fail"}
 
 
-@pytest.mark.skipif(backend.default_device() != "cpu", reason="compares against CPU runs in this process")
+@pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch):
     from remap_ab import batch, oracle
 
@@ -241,7 +241,7 @@ def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     from remap_ab.layouts import LAYOUT_NAMES
 
     configs = [c.replace(layout=LAYOUT_NAMES[i % len(LAYOUT_NAMES)]) for i, c in enumerate(_sample(24, seed=4))]
-    inputs = generate_inputs_batch(configs, device=backend.default_device())
+    inputs = generate_inputs_batch(configs, device=runtime.default_device())
     transposed = generate_inputs(CaseConfig(tokens=4))
     transposed.token_indices = transposed.token_indices.t()  # not a layout's view either: gathered all the same
     inputs.append(transposed)

@@ -15,14 +15,14 @@ from collections import namedtuple
 import pytest
 import torch
 
-from remap_ab import backend, bench, cli, registry
-from remap_ab.bench import attention, cold_l2, contention, decode, figures, host, page, resources, width_scan
+from remap_ab import cli, registry, runtime
+from remap_ab.bench import attention, cold_l2, contention, decode, figures, host, page, pr_table, resources, width_scan
 from remap_ab.bench.timing import Budget, Timing
 from remap_ab.config import CaseConfig
 from remap_ab.errors import DisagreementError, UsageError
 from remap_ab.inputs import generate_inputs
 
-needs_no_cuda = pytest.mark.skipif(backend.cuda_available(), reason="checks the behaviour without a GPU")
+needs_no_cuda = pytest.mark.skipif(runtime.cuda_available(), reason="checks the behaviour without a GPU")
 
 
 # ---------------------------------------------------------------- command line
@@ -321,23 +321,23 @@ def off_by_one_module(broken_impl):
 
 
 def _small(path: str) -> CaseConfig:
-    return [c for c in bench.bench_cases([256], [2], [path]) if bench.path_of(c) == path][0]
+    return [c for c in pr_table.bench_cases([256], [2], [path]) if pr_table.path_of(c) == path][0]
 
 
 def test_gate_refuses_a_disagreeing_pair(off_by_one_module):
-    backend.select(backend.default_device())
+    runtime.select(runtime.default_device())
     config = _small("counts")
-    inputs = generate_inputs(config, device=backend.default_device())
+    inputs = generate_inputs(config, device=runtime.default_device())
     with pytest.raises(DisagreementError, match="refusing to time old vs broken_off_by_one"):
-        bench.agreement_gate(config, inputs, registry.get("old"), registry.get(off_by_one_module))
+        pr_table.agreement_gate(config, inputs, registry.get("old"), registry.get(off_by_one_module))
 
 
 def test_cell_gate_refuses_a_disagreeing_variant_and_passes_tile_widths(off_by_one_module):
     from remap_ab.bench.measure import gate, wrapper_variant
 
-    backend.select(backend.default_device())
+    runtime.select(runtime.default_device())
     config = _small("dcp")
-    inputs = generate_inputs(config, device=backend.default_device())
+    inputs = generate_inputs(config, device=runtime.default_device())
     old, new, bad = registry.get("old"), registry.get("new"), registry.get(off_by_one_module)
     variants = contention.variants(config, (128, 256), old, new)
     assert [v.name for v in variants] == ["2 tiles", "1 tile (old)", "1 tile (new)"]
@@ -348,27 +348,27 @@ def test_cell_gate_refuses_a_disagreeing_variant_and_passes_tile_widths(off_by_o
 
 
 def test_gate_passes_old_and_new_on_both_paths():
-    backend.select(backend.default_device())
+    runtime.select(runtime.default_device())
     for path in ("counts", "dcp"):
         config = _small(path)
-        inputs = generate_inputs(config, device=backend.default_device())
-        assert bench.agreement_gate(config, inputs, registry.get("old"), registry.get("new")).passed
+        inputs = generate_inputs(config, device=runtime.default_device())
+        assert pr_table.agreement_gate(config, inputs, registry.get("old"), registry.get("new")).passed
 
 
 def test_floor_grids_follow_each_implementations_launch():
     config = CaseConfig(mode="convert", topk=2048, tokens=1024, counts=True)
-    assert bench.launch_shape(registry.get("old"), config) == ((1024, 16), 4)
-    assert bench.launch_shape(registry.get("new"), config) == ((1024, 1), 8)
-    assert bench.launch_shape(registry.get("new"), config.replace(topk=384)) == ((1024, 3), 4)
+    assert pr_table.launch_shape(registry.get("old"), config) == ((1024, 16), 4)
+    assert pr_table.launch_shape(registry.get("new"), config) == ((1024, 1), 8)
+    assert pr_table.launch_shape(registry.get("new"), config.replace(topk=384)) == ((1024, 3), 4)
     names = [v.name for v in contention.variants(config, (128, 256, 512, 1024), registry.get("old"), registry.get("new"))]
     assert names == ["16 tiles", "8 tiles", "4 tiles", "2 tiles", "1 tile (new)"]
 
 
 def test_grid_is_the_pull_requests():
-    cases = bench.bench_cases([512, 2048], [1, 256, 1024])
-    counts = [c for c in cases if bench.path_of(c) == "counts"]
-    assert {(c.topk, c.tokens) for c in counts} == set(bench.PR_GB200_US)
-    assert all(c.compacts and c.dcp_size == 4 for c in cases if bench.path_of(c) == "dcp")
+    cases = pr_table.bench_cases([512, 2048], [1, 256, 1024])
+    counts = [c for c in cases if pr_table.path_of(c) == "counts"]
+    assert {(c.topk, c.tokens) for c in counts} == set(pr_table.PR_GB200_US)
+    assert all(c.compacts and c.dcp_size == 4 for c in cases if pr_table.path_of(c) == "dcp")
 
 
 def test_width_scan_direct_launch_matches_the_oracle_on_the_interpreter():
@@ -376,11 +376,11 @@ def test_width_scan_direct_launch_matches_the_oracle_on_the_interpreter():
     path must pass the gate (a wrong argument would show here, not on the GPU)."""
     from remap_ab.bench.measure import gate
 
-    backend.select(backend.default_device())
+    runtime.select(runtime.default_device())
     import kernels_new
 
     config = CaseConfig(mode="convert", topk=256, tokens=2, counts=True)
-    inputs = generate_inputs(config, backend.default_device())
+    inputs = generate_inputs(config, runtime.default_device())
     facts: dict = {}
     vs = [width_scan.direct_variant(kernels_new._convert_req_index_to_global_index_kernel, config, single=single,
                                     block_n=bn, warps=w, name=n, facts=facts)
@@ -393,7 +393,7 @@ def test_width_scan_direct_launch_matches_the_oracle_on_the_interpreter():
 
 
 def test_attention_consumer_matches_a_row_by_row_reference():
-    backend.select(backend.default_device())
+    runtime.select(runtime.default_device())
     config = attention.cases([256], [3])[0]
     inputs = generate_inputs(config, "cpu")
     consumer = attention.Consumer.for_case(config, inputs, head_dim=16)
@@ -418,7 +418,7 @@ def test_attention_consumer_matches_a_row_by_row_reference():
 def test_determinism_section_on_the_cpu_shows_the_race_downstream(tmp_path):
     """Old (2 tiles at K=256) changes its compacted order under permuted schedules and
     the fp32 attention output with it; new (a single tile) gives one output."""
-    if backend.cuda_available():
+    if runtime.cuda_available():
         pytest.skip("the CPU conditions (schedules) need the interpreter")
     rc = cli.main(["bench", "--sections", "determinism", "--det-topk", "256", "--det-tokens", "1", "--det-runs", "4",
                    "--report", str(tmp_path)])
@@ -494,17 +494,17 @@ def test_cell_formatting():
 
 
 def test_pr_table_rows_with_cold_timings_and_a_refused_cell():
-    timed_config, refused_config = bench.bench_cases([512], [1], ["counts", "dcp"])
-    timed = bench.Cell(timed_config, "old", "new", verified_in_graph=True, bytes=4200, cold_sets=9000,
+    timed_config, refused_config = pr_table.bench_cases([512], [1], ["counts", "dcp"])
+    timed = pr_table.Cell(timed_config, "old", "new", verified_in_graph=True, bytes=4200, cold_sets=9000,
                        cold_footprint_over_l2=0.4)
     timed.times = {key: Timing([us, us * 1.02]) for key, us in
                    (("a", 2.9), ("b", 1.5), ("floor_a", 0.8), ("floor_b", 0.7), ("a_cold", 3.5), ("b_cold", 1.9))}
     timed.grids = {"a": ((1, 4), 4), "b": ((1, 1), 8)}
-    refused = bench.Cell(refused_config, "old", "new", status="refused", why="refusing to time old vs new: ...")
+    refused = pr_table.Cell(refused_config, "old", "new", status="refused", why="refusing to time old vs new: ...")
     r = timed.row()
     assert r["cold_speedup"] == pytest.approx(3.5 / 1.9, rel=0.02) and r["a_grid"] == "1x4"
     assert r["pr_gb200_old_us"] == 2.50
-    shown = bench.printable([timed, refused])
+    shown = pr_table.printable([timed, refused])
     assert list(shown["check"]) == ["ok", "REFUSED"]
     assert "(partly warm)" in shown.loc[0, "rotation"]
     assert math.isnan(refused.row()["speedup"])
@@ -514,8 +514,8 @@ def test_pr_table_rows_with_cold_timings_and_a_refused_cell():
 
 
 def test_host_overhead_rows_on_the_cpu():
-    backend.select(backend.default_device())
-    if backend.cuda_available():
+    runtime.select(runtime.default_device())
+    if runtime.cuda_available():
         pytest.skip("times the interpreter's wrappers: a CUDA process has the GPU backend "
                     "(the GPU rows run in test_every_gpu_section_runs_small)")
     calls = []
@@ -533,8 +533,8 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     run's run.json and the row says what ran."""
     from remap_ab.bench.suite import Suite, SuiteOptions
 
-    backend.select(backend.default_device())
-    opts = SuiteOptions(sections=["sweep"], device=backend.default_device(), sweep_fresh_process=False,
+    runtime.select(runtime.default_device())
+    opts = SuiteOptions(sections=["sweep"], device=runtime.default_device(), sweep_fresh_process=False,
                         sweep_filters=("path=convert-counts", "tokens=1", "k=128", "invalid=0", "oor=off"))
     suite = Suite(opts, tmp_path, {}, say=lambda line: None)
     (section,) = suite.run()
@@ -652,7 +652,7 @@ def fake_graph_timing(monkeypatch):
 def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_timing):
     from remap_ab.bench.suite import Suite, SuiteOptions
 
-    backend.select("cpu")
+    runtime.select("cpu")
     opts = SuiteOptions(
         sections=["pr", "contention", "decode", "width", "resources"], device="cuda", timing_device="cpu",
         calls=2, repeats=2, pr_topk=(512,), pr_tokens=(1,), cold_l2=True, contention_tokens=(1,),
@@ -710,7 +710,7 @@ def test_a_cell_whose_graph_output_goes_wrong_after_timing_is_flagged(tmp_path, 
     """The post-timing check judges what the graph's last call returned: spoil it."""
     from remap_ab.bench import measure
 
-    backend.select("cpu")
+    runtime.select("cpu")
     real_capture = measure.capture
 
     def spoiling_capture(fn, calls, warmup=3):
@@ -724,10 +724,10 @@ def test_a_cell_whose_graph_output_goes_wrong_after_timing_is_flagged(tmp_path, 
 
     monkeypatch.setattr(measure, "capture", spoiling_capture)
     config = CaseConfig(mode="convert", topk=256, tokens=1, counts=True)
-    cell = bench.bench_cell(config, registry.get("old"), registry.get("new"), calls=2, repeats=1, device="cpu")
+    cell = pr_table.bench_cell(config, registry.get("old"), registry.get("new"), calls=2, repeats=1, device="cpu")
     assert cell.status == "timed" and cell.verified_in_graph is False
     assert "graph outputs fail the oracle after timing" in cell.why
-    assert bench.printable([cell]).loc[0, "check"] == "FAIL"
+    assert pr_table.printable([cell]).loc[0, "check"] == "FAIL"
 
 
 def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab import backend, layouts
+from remap_ab import layouts, runtime
 from remap_ab.batch import run_batch
 from remap_ab.call import PrivateInputs
 from remap_ab.config import CaseConfig
@@ -14,7 +14,7 @@ from remap_ab.inputs import generate_inputs
 from remap_ab.runner import run_case
 from remap_ab.status import Check
 
-DEVICE = backend.default_device()
+DEVICE = runtime.default_device()
 
 IN_PLACE = '''
 """An 'in-place' convert: its result is copied into token_indices, which it returns."""
@@ -255,10 +255,10 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 
     interval = sys.getswitchinterval()
     cache.triton_key.cache_clear()
-    backend._hash_triton_in_background()
-    assert backend._triton_key_thread is not None
+    runtime._hash_triton_in_background()
+    assert runtime._triton_key_thread is not None
     with calling(torch.device("cuda"), "new"):  # a CUDA call's block (nothing is allocated in it)
-        assert backend._triton_key_thread is None
+        assert runtime._triton_key_thread is None
         assert cache.triton_key.cache_info().currsize == 1
     misses = cache.triton_key.cache_info().misses
     cache.triton_key()  # what the first kernel lookup asks for: found, not hashed again
@@ -269,7 +269,7 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 def test_the_switch_interval_is_short_while_any_helper_holds_it_and_restored_by_the_last():
     import sys
 
-    from remap_ab import gil
+    from remap_ab.processes import gil
 
     interval = sys.getswitchinterval()
     first, second = gil.hand_over_quickly(), gil.hand_over_quickly()
@@ -302,16 +302,16 @@ def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
 
     from triton import knobs
 
-    assert backend.chosen() == "cuda"
+    assert runtime.chosen() == "cuda"
     assert os.environ.get("TRITON_STORE_BINARY_ONLY") == "1" and knobs.compilation.store_binary_only
 
 
 _FAULTS_AFTER_WARMUP = """
 import resource, sys, torch
-from remap_ab import backend
+from remap_ab import runtime
 torch.set_num_threads(1)
 if sys.argv[1] == "selected":
-    backend.select(backend.default_device())
+    runtime.select(runtime.default_device())
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 def case(n):  # a case's buffers: four of about 8 MB (a little larger each case), written, then freed
     for t in [torch.empty(n, dtype=torch.int32) for _ in range(4)]:
@@ -340,7 +340,7 @@ def test_a_process_that_runs_kernels_reuses_the_memory_its_cases_freed_instead_o
 
 
 def test_tritons_per_kernel_metadata_class_is_made_once_per_field_set_and_other_namedtuples_are_untouched():
-    from remap_ab import variant_loads
+    from remap_ab.processes import variant_loads
 
     fields = ["name", "num_warps", "shared"]
     first = variant_loads._namedtuple("KernelMetadata", fields)
@@ -355,7 +355,7 @@ def test_tritons_per_kernel_metadata_class_is_made_once_per_field_set_and_other_
 
 
 def test_a_launcher_module_is_built_once_per_distinct_source():
-    from remap_ab import variant_loads
+    from remap_ab.processes import variant_loads
 
     built = []
 

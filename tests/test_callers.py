@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from remap_ab import backend, backend_views, grid
+from remap_ab import backend_views, grid, runtime
 from remap_ab.backend_views import backend_views as views_of
 from remap_ab.batch import run_batch
 from remap_ab.compare import compare
@@ -80,7 +80,7 @@ def test_inputs_are_built_as_the_backends_build_them():
 
 
 def test_the_persistent_layout_is_the_backends_buffers():
-    from remap_ab.layouts import apply
+    from remap_ab.inputs import in_layout as apply
 
     c = CaseConfig(mode="convert", tokens=3, topk=128, num_reqs=2, blocks_per_req=4, layout="persistent")
     x = generate_inputs(c)
@@ -117,14 +117,14 @@ _D = CaseConfig(mode="dcp", counts=True, compact=True, dcp_size=2, dcp_rank=1, t
                 backend="flashinfer-sm100", block_size=32, blocks_per_req=128, table="persistent")
 
 
-needs_interpreter = pytest.mark.skipif(backend.current() != "cpu", reason="program schedules need the Triton interpreter")
+needs_interpreter = pytest.mark.skipif(runtime.current() != "cpu", reason="program schedules need the Triton interpreter")
 
 
 @needs_interpreter
 def test_the_racy_compaction_order_is_invisible_to_flashinfer_sm100():
     # Under tiles_reversed the old kernel's compacted prefix comes out in another order
     # than new's: the wrapper contract allows it and SM100 reads a set, so the same view.
-    from remap_ab.schedule import interpreter_schedule
+    from remap_ab.interpreter.schedule import interpreter_schedule
 
     r = run_case(_D, "old", "new", schedule=lambda: interpreter_schedule("tiles_reversed", 0))
     assert r.verdict.passed and r.verdict.order_differs, r.verdict.describe()
@@ -135,7 +135,7 @@ def test_the_racy_compaction_order_is_invisible_to_flashinfer_sm100():
 def test_an_order_sensitive_reader_of_that_output_fails_naming_the_backend(monkeypatch):
     # The same outputs read in order: the check must fail, say the wrapper allowed it,
     # and name the backend — the path a backend that read order would take.
-    from remap_ab.schedule import interpreter_schedule
+    from remap_ab.interpreter.schedule import interpreter_schedule
 
     ordered = dataclasses.replace(backend_views.MODELS["flashinfer-sm100"], ordered=True)
     monkeypatch.setitem(backend_views.MODELS, "flashinfer-sm100", ordered)
@@ -212,7 +212,7 @@ def test_a_bug_only_sm120_calls_reach_is_caught_and_named_by_backend(points, bro
     # Every backend's non-DCP calls and one DCP call per size, at one batch shape.
     chosen = [p for p in points if p.label("batch") == "decode-8"
               and (p.config.pattern != "D" or (p.config.dcp_rank == 0 and p.config.interleave == 1))]
-    outcomes = run_batch([p.config for p in chosen], "old", planted, backend.current())
+    outcomes = run_batch([p.config for p in chosen], "old", planted, runtime.current())
     failed = [o for o in outcomes if not o.verdict.passed]
     assert failed, "the planted block-256 bug went unnoticed"
     assert {(o.config.backend, o.config.block_size) for o in failed} == {("flashinfer-sm120", 256)}
@@ -225,12 +225,12 @@ def test_a_bug_only_sm120_calls_reach_is_caught_and_named_by_backend(points, bro
 
 
 def test_the_summary_has_a_by_backend_table(points, broken_impl, tmp_path):
-    from remap_ab.summary import format_summary
-    from remap_ab.sweep import Sweep, SweepOptions
+    from remap_ab.sweep.run import Sweep, SweepOptions
+    from remap_ab.sweep.summary import format_summary
 
     planted = broken_impl(_BLOCK_256_BUG)
     calls = "flashinfer-sm120-C-b256,flashinfer-sm120-C-b64,fa3-A-b64,flashinfer-sm100-D-b32-dcp4r1-i8"
-    sweep = Sweep(SweepOptions(b=planted, device=backend.current(), filters=[f"call={calls}", "batch=decode-1,spec-2-graph-4"],
+    sweep = Sweep(SweepOptions(b=planted, device=runtime.current(), filters=[f"call={calls}", "batch=decode-1,spec-2-graph-4"],
                                workers=0, root=str(tmp_path), grid_file=CALLERS, progress=False))
     sweep.prepare()
     s = sweep.run()

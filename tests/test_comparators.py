@@ -8,7 +8,7 @@ the comparators together."""
 import pytest
 import torch
 
-from remap_ab import backend
+from remap_ab import runtime
 from remap_ab.compare import OrderContract, Output, Reference, compare
 from remap_ab.config import CaseConfig
 from remap_ab.runner import run_case
@@ -72,7 +72,7 @@ def test_tiled_order_must_be_a_segment_permutation(broken_impl):
     assert "segments" in v.first.message
 
 
-@pytest.mark.skipif(backend.default_device() != "cpu", reason="needs the interpreter's column-ordered tiled output")
+@pytest.mark.skipif(runtime.default_device() != "cpu", reason="needs the interpreter's column-ordered tiled output")
 def test_tiled_segment_swap_is_allowed_and_reported(broken_impl):
     # Reversing whole segments is what a racy allocator may legitimately produce.
     body = """

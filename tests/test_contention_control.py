@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab import backend, registry
+from remap_ab import registry, runtime
 from remap_ab.bench import contention, contention_control
 from remap_ab.bench.measure import gate, wrapper_variant
 from remap_ab.config import CaseConfig
@@ -28,7 +28,7 @@ CASES = {
 def _inputs(config: CaseConfig):
     """The case's inputs on the device this process runs kernels on: the control is
     launched as the bench launches it, so a CPU tensor cannot reach a CUDA kernel."""
-    device = backend.select(backend.default_device())
+    device = runtime.select(runtime.default_device())
     return generate_inputs(config, device)
 
 

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from remap_ab.strategies import REQUIRED_CLASSES, case_configs, replay_command, schedules
 from remap_ab.strategies.coverage import coverage_of, drawn_examples
 
-from remap_ab import profiles
-from remap_ab.cli import build_parser, config_from_args
+from remap_ab.cli import build_parser
+from remap_ab.commands.common import config_from_args
+from remap_ab.properties import profiles
 
 PROPERTY_MODULES = sorted(p.stem for p in pathlib.Path(__file__).parent.glob("test_properties_*.py"))
 

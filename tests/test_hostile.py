@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import backend
+from remap_ab import runtime
 
 
 @dataclass(frozen=True)
@@ -375,9 +375,9 @@ def _run_with_bad_req_id(api):
 
 
 def _needs(r: Hostile):
-    if r.needs == "cpu" and backend.cuda_available():
+    if r.needs == "cpu" and runtime.cuda_available():
         pytest.skip("a CPU-only refusal: this machine has CUDA")
-    if r.needs == "gpu" and not backend.cuda_available():
+    if r.needs == "gpu" and not runtime.cuda_available():
         pytest.skip("needs a CUDA device")
     if r.needs == "non-root" and hasattr(os, "geteuid") and os.geteuid() == 0:
         pytest.skip("root writes into read-only folders")

@@ -19,23 +19,23 @@ import pytest
 import torch
 from conftest import importable_mutants
 
-from remap_ab import backend
+from remap_ab import runtime
 
-if backend.default_device() != "cpu":
+if runtime.default_device() != "cpu":
     # On a GPU machine kernels are compiled, never interpreted, in this process; the
     # interpreter's batched mode has nothing to run against here.
     pytest.skip("CPU-only: the batched mode is the Triton interpreter's (a CUDA device is present)", allow_module_level=True)
 
-backend.select("cpu")  # before triton is imported: the imports below are E402 on purpose
+runtime.select("cpu")  # before triton is imported: the imports below are E402 on purpose
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from remap_ab import interp_batched as ib  # noqa: E402
 from remap_ab import mutants, registry, runner  # noqa: E402
 from remap_ab.call import PrivateInputs  # noqa: E402
 from remap_ab.config import CaseConfig  # noqa: E402
 from remap_ab.inputs import generate_inputs  # noqa: E402
-from remap_ab.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
+from remap_ab.interpreter import batched as ib  # noqa: E402
+from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
 
 
 def _catalogue():
@@ -103,7 +103,7 @@ def mutant_packages(tmp_path_factory):
         yield {m.id: (m, packages[m.id]) for m in _catalogue()}
 
 
-@pytest.mark.parametrize("mutant_id", [m.id for m in _catalogue()] if backend.default_device() == "cpu" else [])
+@pytest.mark.parametrize("mutant_id", [m.id for m in _catalogue()] if runtime.default_device() == "cpu" else [])
 def test_every_mutant_agrees_on_its_witness(mutant_packages, mutant_id):
     mutant, package = mutant_packages[mutant_id]
     # The witness is where the mutant misbehaves (a wrong slot, an unwritten lane read
@@ -263,7 +263,7 @@ def test_memcheck_sees_every_batched_access(monkeypatch):
             seen.append((kind, addresses[mask], programs[mask]))
 
     fake = types.SimpleNamespace(active=lambda: Session())
-    monkeypatch.setitem(sys.modules, "remap_ab.memcheck", fake)
+    monkeypatch.setitem(sys.modules, "remap_ab.sanitizer.memcheck", fake)
     counter = torch.zeros(2, dtype=torch.int32)
     tickets = torch.zeros((12, 4), dtype=torch.int32)
     with ib.using("batched"):
@@ -325,7 +325,7 @@ def _over_read_kernel(x_ptr, y_ptr, N: tl.constexpr):
 
 
 def test_memcheck_findings_are_the_sequential_ones():
-    memcheck = pytest.importorskip("remap_ab.memcheck", reason="remap_ab.memcheck is not in this checkout yet")
+    memcheck = pytest.importorskip("remap_ab.sanitizer.memcheck", reason="remap_ab.sanitizer.memcheck is not in this checkout yet")
     reports = {}
     for mode in ("sequential", "batched"):
         x, y = torch.arange(32, dtype=torch.int32), torch.zeros(32, dtype=torch.int32)

@@ -305,9 +305,9 @@ def test_the_6eb5809148de_regression(tmp_path, monkeypatch):
     m = v.first
     assert (m.check, m.row, m.col, m.lanes, m.rows) == (Check.PREFIX_SET, 0, 596, 1, 1)
     assert (m.values["brk_drop_last"], m.values["oracle"]) == (-1, 59148)
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    if backend.current() == "cpu":
+    if runtime.current() == "cpu":
         # The interpreter runs old's tiles in column order; on a GPU old's compacted
         # order is a race, so its value at col 596 is whichever tile won there.
         assert m.values["old"] == 59148

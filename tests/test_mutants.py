@@ -19,15 +19,15 @@ import sys
 import pytest
 from conftest import by_id, importable_mutants
 
-from remap_ab import backend
 from remap_ab import mutants as M
+from remap_ab import runtime
 from remap_ab.mutants import catalogue as catalogue_module
 from remap_ab.mutants import checks, properties
 from remap_ab.mutants.session import MutantResult, plan
 from remap_ab.status import Check, Outcome
 
 CATALOGUE = M.select()
-DEVICE = backend.current()
+DEVICE = runtime.current()
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_witness_inputs_are_made_on_the_device_the_kernels_run_on(monkeypatch):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(inputs, "generate_inputs", spy)
-    monkeypatch.setattr(backend, "current", lambda: "cuda")
+    monkeypatch.setattr(runtime, "current", lambda: "cuda")
     with pytest.raises(RuntimeError, match="stop here"):
         M.compare_to_original(M.get("blk_le_w"), M.get("blk_le_w").witness_config())
     assert seen == ["cuda"]

@@ -9,19 +9,19 @@ from collections import Counter
 
 import pytest
 
-from remap_ab import backend, cli, nondet, registry
+from remap_ab import cli, nondet, registry, runtime
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import generate_inputs
 from remap_ab.runner import reference
 
-pytestmark = pytest.mark.skipif(backend.cuda_available(), reason="schedule fuzzing runs in the Triton interpreter (CPU)")
+pytestmark = pytest.mark.skipif(runtime.cuda_available(), reason="schedule fuzzing runs in the Triton interpreter (CPU)")
 
 RUNS = 5  # row_major, reversed, tiles_reversed, tiles_rotated:1, random:0
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _cpu():
-    backend.select("cpu")
+    runtime.select("cpu")
 
 
 def _case(topk: int, tokens: int) -> CaseConfig:

@@ -9,8 +9,9 @@ import itertools
 
 import pytest
 
-from remap_ab import precompile, soak
 from remap_ab.config import CaseConfig
+from remap_ab.processes import precompile
+from remap_ab.soak import run as soak
 
 H200 = precompile.Target("cuda", 90, 32)
 

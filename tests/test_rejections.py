@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import by_id, importable_mutants
 
-from remap_ab import backend, registry, rejections
+from remap_ab import registry, rejections, runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.compare import judge_rejection
 from remap_ab.config import CaseConfig
@@ -25,7 +25,7 @@ from remap_ab.rejections import Attempt
 from remap_ab.status import Check, Status
 
 CALLS = rejections.load()
-DEVICE = backend.current()
+DEVICE = runtime.current()
 
 
 @pytest.fixture(scope="module")

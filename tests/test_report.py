@@ -228,7 +228,7 @@ def test_report_does_not_reach_up_into_the_registry_or_sys_modules():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert not {"sys", "remap_ab.registry", "remap_ab.runner", "remap_ab.batch", "remap_ab.sweep"} & imported
+    assert not {"sys", "remap_ab.registry", "remap_ab.runner", "remap_ab.batch", "remap_ab.sweep.run"} & imported
 
 
 # --- corrupt reports: one line naming the file and the field, exit 2 -------------------
@@ -329,7 +329,7 @@ def test_replay_root_that_is_a_file_is_a_usage_error(tmp_path, capsys):
 
 
 def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
-    from remap_ab import backend, runner
+    from remap_ab import runner, runtime
     from remap_ab.cli import main as cli_main
 
     seen = {}
@@ -340,13 +340,14 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner, "run_case", spy)
-    device = backend.current()  # the session's: a process's Triton backend is fixed (cpu is refused after cuda)
+    device = runtime.current()  # the session's: a process's Triton backend is fixed (cpu is refused after cuda)
     sanitized = []
     if device == "cuda":
         # What is checked here is replay's --memcheck reaching run_case and each call's
         # memcheck; compute-sanitizer itself (a child that can stall starting CUDA on a
         # loaded GPU) is test_sanitizer.py's. On the CPU the interpreter's check runs.
-        from remap_ab import memcheck, sanitizer
+        from remap_ab.sanitizer import compute as sanitizer
+        from remap_ab.sanitizer import memcheck
 
         def stand_in(impl_name, config, inputs, timeout_s=0.0):
             sanitized.append(impl_name)
@@ -363,14 +364,14 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
 
 
 def test_custom_path_is_recorded_and_replay_suggests_it(tmp_path, broken_impl, capsys):
-    from remap_ab import backend, registry
+    from remap_ab import registry, runtime
     from remap_ab.cli import main as cli_main
     from remap_ab.runner import run_case
 
     # A real implementation module on a custom path: kernels_new, wrong in one lane.
     name, folder = broken_impl(patch="out = out.clone(); out[0, 5] += 1", name="brk_lane5"), broken_impl.folder
     config = CaseConfig(mode="dcp", tokens=1, topk=128, dcp_size=2, compact=False)
-    result = run_case(config, "old", name, device=backend.select(None))
+    result = run_case(config, "old", name, device=runtime.select(None))
     assert result.verdict.status == "fail" and (result.verdict.first.row, result.verdict.first.col) == (0, 5)
     report = write_case_report(result, tmp_path / "run", implementations=(registry.get("old"), registry.get(name)))
     meta = json.loads((report / "verdict.json").read_text())
@@ -544,11 +545,11 @@ def test_the_batch_proof_agrees_with_compare(damage):
 
 
 def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():
-    from remap_ab import backend, registry
+    from remap_ab import registry, runtime
+    from remap_ab.interpreter.schedule import interpreter_schedule
     from remap_ab.runner import run_implementation
-    from remap_ab.schedule import interpreter_schedule
 
-    if backend.select(None) != "cpu":
+    if runtime.select(None) != "cpu":
         pytest.skip("program schedules need the interpreter")
     c = CaseConfig(mode="dcp", tokens=2, topk=512, dcp_size=2, compact=True, counts=True, invalid_ratio=0.3)
     x = generate_inputs(c)
@@ -559,11 +560,11 @@ def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():
 
 
 def test_batch_verdicts_equal_run_case_verdicts(tmp_path):
-    from remap_ab import backend, grid
+    from remap_ab import grid, runtime
     from remap_ab.batch import run_batch
     from remap_ab.runner import run_case
 
-    device = backend.select(None)
+    device = runtime.select(None)
     g = grid.load()
     pts = g.select(grid.parse_filters(g, ["tokens=1", "k=128,384", "invalid=0.3", "oor=on", "path=dcp-compact,convert-prefill-counts"]))
     assert len(pts) == 4
@@ -574,10 +575,10 @@ def test_batch_verdicts_equal_run_case_verdicts(tmp_path):
 
 
 def test_schedule_is_recorded_and_replayed(tmp_path, capsys):
-    from remap_ab import backend
+    from remap_ab import runtime
     from remap_ab.cli import main as cli_main
 
-    if backend.select(None) != "cpu":
+    if runtime.select(None) != "cpu":
         pytest.skip("program schedules need the interpreter")
     folder = write_case_report(_result(CFG.replace(tokens=1, topk=128)), tmp_path, schedule=("tiles_reversed", 0))
     assert json.loads((folder / "verdict.json").read_text())["schedule"] == ["tiles_reversed", 0]

@@ -4,12 +4,12 @@ does not, and every order stays admissible."""
 import pytest
 import torch
 
-from remap_ab import backend
+from remap_ab import runtime
 from remap_ab.config import CaseConfig
+from remap_ab.interpreter.schedule import interpreter_schedule, program_order
 from remap_ab.runner import run_case
-from remap_ab.schedule import interpreter_schedule, program_order
 
-pytestmark = pytest.mark.skipif(backend.default_device() != "cpu", reason="schedules permute the CPU interpreter")
+pytestmark = pytest.mark.skipif(runtime.default_device() != "cpu", reason="schedules permute the CPU interpreter")
 
 
 def test_program_orders_are_permutations():

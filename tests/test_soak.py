@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import backend, cli, soak
+from remap_ab import cli, runtime
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
 from remap_ab.layouts import LAYOUT_NAMES
+from remap_ab.soak import run as soak
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,7 +93,7 @@ def _soak(tmp_path, *extra):
     # In-process: the device this test session runs kernels on (the interpreter on a
     # CPU machine, the GPU on a CUDA one: the backend is fixed per process). Small T
     # and K either way; on a GPU every other case runs under the contending stream.
-    return cli.main(["soak", "--minutes", "5", "--device", backend.current(), "--max-topk", "256",
+    return cli.main(["soak", "--minutes", "5", "--device", runtime.current(), "--max-topk", "256",
                      "--max-tokens", "4", "--contend-every", "2", "--root", str(tmp_path / "root"), *extra])
 
 
@@ -180,7 +181,7 @@ def test_ctrl_c_stops_with_a_summary(tmp_path):
 ])
 def test_bad_options_are_one_line_and_exit_2(argv, message, capsys, tmp_path):
     try:
-        code = cli.main(["soak", "--device", backend.current(), "--root", str(tmp_path), *argv])
+        code = cli.main(["soak", "--device", runtime.current(), "--root", str(tmp_path), *argv])
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
     assert code == 2
@@ -241,7 +242,7 @@ def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_b
 
     from remap_ab.batch import BatchTimes
     from remap_ab.config import CaseConfig
-    from remap_ab.pool import Job
+    from remap_ab.processes.pool import Job
 
     entered = []
 
@@ -253,7 +254,7 @@ def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_b
 
     monkeypatch.setattr(soak, "_LOAD", Load())
     configs = [CaseConfig(mode="convert", tokens=2, topk=128, seed=s) for s in range(3)]
-    job = Job("old", "new", backend.current(), str(tmp_path))
+    job = Job("old", "new", runtime.current(), str(tmp_path))
     rows = soak.judge_batch(configs, job, BatchTimes(), [False, True, False])
     assert [r["case_id"] for r in rows] == [c.case_id for c in configs]
     assert [str(r["status"]) for r in rows] == ["pass"] * 3

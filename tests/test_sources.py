@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import backend, registry, sources
 from remap_ab import grid as gridmod
+from remap_ab import registry, runtime, sources
 from remap_ab.cli import main as cli_main
 from remap_ab.mutants.generate import kernel_source
 
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FILE = "vllm/v1/attention/backends/mla/sparse_utils.py"
 # The machine's device: a pytest worker on a GPU machine runs its kernels on CUDA, and
 # the backend is fixed once per process, so an in-process CPU run there is refused.
-DEVICE = backend.default_device()
+DEVICE = runtime.default_device()
 SMALL = ["--tokens", "2", "--topk", "256", "--device", DEVICE]
 BUG = ("val = base * BLOCK_SIZE + off\n", "val = base * BLOCK_SIZE + off + 1\n")
 VLLM_IMPORT = "from vllm.triton_utils import tl, triton\n"
@@ -248,7 +248,7 @@ def test_git_bisect_run_finds_the_first_bad_commit(repo, tmp_path):
 
 def _plugin(repo, a: str, b: str, tmp_path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REMAP_AB_EXAMPLES": "3", "REMAP_AB_REPORT_DIR": str(tmp_path)}
-    # tests.conftest: remap_ab.pytest_plugin, with remap_ab.strategies bound to this checkout.
+    # tests.conftest: remap_ab.pytest.plugin, with remap_ab.strategies bound to this checkout.
     argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--pyargs", "remap_ab.properties",
             "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
             "--remap-repo", str(repo), "--remap-a", a, "--remap-b", b]
@@ -307,7 +307,7 @@ def test_models_grid_rejections_are_rejected_by_both_kernels():
         kinds = []
         for name in ("old", "new"):
             module = registry.get(name).module  # fixes this process's backend
-            inputs = generate_inputs(config, device=backend.current())
+            inputs = generate_inputs(config, device=runtime.current())
             _call(module, config, inputs, config.block_n)  # the base case is accepted
             with pytest.raises(Exception) as caught:
                 _call(module, config, inputs, block_n)

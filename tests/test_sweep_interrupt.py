@@ -166,7 +166,7 @@ def test_a_worker_starts_with_the_stop_signals_blocked():
     them once it ignores them), and the parent's own mask is left as it was."""
     import multiprocessing as mp
 
-    from remap_ab import gpus
+    from remap_ab.processes import gpus
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

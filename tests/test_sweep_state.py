@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remap_ab import backend
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.rejections import load as rejection_calls
 
@@ -152,7 +152,7 @@ def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run
     table = run / "results.csv"
     table.write_text("".join(table.read_text().splitlines(keepends=True)[:2]))
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from remap_ab.run_folder import RunLock; "
+        [sys.executable, "-c", "import sys, time; from remap_ab.sweep.run_folder import RunLock; "
          "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(run)],
         stdout=subprocess.PIPE, text=True,
     )
@@ -177,7 +177,7 @@ def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run
 
 def test_the_lock_is_per_open_not_per_process(tmp_path):
     from remap_ab.errors import UsageError
-    from remap_ab.run_folder import RunLock
+    from remap_ab.sweep.run_folder import RunLock
 
     with RunLock(tmp_path):
         assert RunLock.holder(tmp_path).startswith(f"pid {os.getpid()}")
@@ -214,8 +214,9 @@ def test_case_timeout_needs_workers(capsys, tmp_path):
 
 
 def test_a_worker_that_keeps_dying_before_its_first_case_is_an_internal_error(tmp_path, monkeypatch):
-    from remap_ab import grid, pool
+    from remap_ab import grid
     from remap_ab.errors import InternalError
+    from remap_ab.processes import pool
 
     monkeypatch.setattr(pool, "STARTUP_RETRIES", 0)
     point = grid.load().points()[0]
@@ -309,7 +310,7 @@ def test_root_that_is_read_only(tmp_path, capsys):
 
 
 def test_progress_talks_to_a_log_at_least_every_heartbeat():
-    from remap_ab.progress import Progress
+    from remap_ab.sweep.progress import Progress
 
     log = io.StringIO()
     p = Progress(100, stream=log, heartbeat=0.2)
@@ -326,7 +327,7 @@ def _true_seconds(lanes: int) -> float:
 
 
 def test_eta_prices_the_cases_left_by_their_size_not_their_count():
-    from remap_ab.progress import CostModel
+    from remap_ab.sweep.progress import CostModel
 
     small, big = 1 * 128, 1024 * 2048  # the grid's extremes: 16384x apart in lanes
     # Grid order runs the small ones first: a count-based ETA then thinks the big rest is cheap.
@@ -356,7 +357,7 @@ def test_eta_prices_the_cases_left_by_their_size_not_their_count():
 
 
 def test_eta_with_cases_of_one_size_is_per_case():
-    from remap_ab.progress import CostModel
+    from remap_ab.sweep.progress import CostModel
 
     now = [0.0]
     model = CostModel(clock=lambda: now[0])
@@ -370,7 +371,7 @@ def test_eta_with_cases_of_one_size_is_per_case():
 
 
 def test_progress_line_eta_follows_the_cost_of_what_is_left():
-    from remap_ab import progress
+    from remap_ab.sweep import progress
 
     now = [0.0]
     costs = [100] * 10 + [10000] * 10
@@ -384,7 +385,7 @@ def test_progress_line_eta_follows_the_cost_of_what_is_left():
 
 
 def test_progress_line_shows_the_recent_eta():
-    from remap_ab import progress
+    from remap_ab.sweep import progress
 
     now = [0.0]
     p = progress.Progress(101, stream=io.StringIO(), heartbeat=3600, clock=lambda: now[0])
@@ -416,8 +417,8 @@ def test_list_says_what_it_lists(capsys):
 
 def test_failures_by_dimension_list_every_value_and_the_valid_lanes(tmp_path):
     from remap_ab import grid
-    from remap_ab.run_folder import RESULT_FIELDS, result_columns, write_run_json
-    from remap_ab.summary import format_summary, summarise
+    from remap_ab.sweep.run_folder import RESULT_FIELDS, result_columns, write_run_json
+    from remap_ab.sweep.summary import format_summary, summarise
 
     g = grid.load()
     pts = g.select(grid.parse_filters(g, ["tokens=3", "k=512", "oor=off", "invalid=0", "path=convert,dcp-compact"]))
@@ -452,12 +453,13 @@ def test_results_table_records_each_cases_valid_lanes(done_run):
 def test_memcheck_runs_every_case_through_its_device_check(monkeypatch):
     """CPU: each case through ``run_case(..., memcheck=True)``; GPU: the batch's A and B
     each replayed under compute-sanitizer in one child."""
-    from remap_ab import batch, runner, sanitizer
+    from remap_ab import batch, runner
     from remap_ab.config import CaseConfig
+    from remap_ab.sanitizer import compute as sanitizer
 
     calls = []
     configs = [CaseConfig(tokens=1, topk=128), CaseConfig(tokens=1, topk=128, mode="dcp", dcp_size=2)]
-    device = backend.current()  # the session's device: the backend is fixed per process
+    device = runtime.current()  # the session's device: the backend is fixed per process
     if device == "cuda":
         real_check = sanitizer.check_cases
 
@@ -497,10 +499,10 @@ def test_report_reads_the_run_without_the_sweep_and_the_batch_writes_no_report(d
         "import sys\n"
         "from remap_ab.cli import main\n"
         f"assert main(['report', {str(done_run)!r}]) == 0\n"
-        "print(sorted(m for m in ('remap_ab.sweep', 'remap_ab.pool', 'remap_ab.batch', 'remap_ab.progress',"
+        "print(sorted(m for m in ('remap_ab.sweep.run', 'remap_ab.processes.pool', 'remap_ab.batch', 'remap_ab.sweep.progress',"
         " 'remap_ab.recording') if m in sys.modules))\n"
         "import remap_ab.batch\n"
-        "print(sorted(m for m in ('remap_ab.report', 'remap_ab.recording', 'remap_ab.sweep') if m in sys.modules))\n"
+        "print(sorted(m for m in ('remap_ab.report', 'remap_ab.recording', 'remap_ab.sweep.run') if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

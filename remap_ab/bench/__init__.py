@@ -15,29 +15,4 @@ One module per question (issue 14):
 
 Shared machinery: timing.py (CUDA-graph timing, floors, the budget), gate.py (nothing
 is timed that disagrees with the oracle), measure.py (one gated, timed cell).
-
-The names below are the pull request table's, importable as ``remap_ab.bench.X``
-since before the package existed.
 """
-
-from remap_ab.bench.pr_table import (  # noqa: F401
-    H200_HBM_PEAK_BYTES_PER_S,
-    PATHS,
-    PR_GB200_US,
-    Cell,
-    Timing,
-    agreement_gate,
-    bench_cases,
-    bench_cell,
-    bytes_moved,
-    capture,
-    empty_kernel,
-    judge_on_cpu,
-    launch_shape,
-    path_of,
-    printable,
-    replay_us,
-    require_cuda,
-    run_bench,
-    table,
-)

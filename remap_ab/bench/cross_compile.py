@@ -93,9 +93,9 @@ def tasks_for(a: str, b: str, targets: Sequence[str], paths: Sequence[str], topk
 
 def _compile_only_process() -> None:
     # Triton decides interpreter-or-compiler when a kernel module is imported.
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    backend.select_compile_only()
+    runtime.select_compile_only()
 
 
 @contextlib.contextmanager
@@ -107,7 +107,7 @@ def captured_launches(target):
     from triton.compiler import make_backend
     from triton.runtime import jit
 
-    from remap_ab import backend as remap_backend
+    from remap_ab import runtime as remap_backend
 
     backend = make_backend(target)
     binders: dict = {}
@@ -443,7 +443,7 @@ def table_rows(rows: Sequence[dict], target: Optional[str] = None) -> list[dict]
 def run(a: str, b: str, targets: Sequence[str], paths: Sequence[str], topks: Sequence[int], block_ns: Sequence[int],
         workers: int) -> list[dict]:
     """Every row, compiled in ``workers`` processes (pool.map_tasks)."""
-    from remap_ab import pool
+    from remap_ab.processes import pool
 
     tasks = tasks_for(a, b, targets, paths, topks, block_ns)
     order = {t: i for i, t in enumerate(tasks)}

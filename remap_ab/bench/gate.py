@@ -12,28 +12,14 @@ and ``compare`` on host copies decides whenever the proof does not hold.
 
 from __future__ import annotations
 
-import importlib
 from typing import Optional
 
 from remap_ab import registry
-from remap_ab.compare import Output, Reference, Verdict, compare
+from remap_ab.compare import Output, Reference, Verdict, compare, proof_of_pass
 from remap_ab.config import CaseConfig
 from remap_ab.errors import DisagreementError
 from remap_ab.inputs import CaseInputs
 from remap_ab.runner import reference, run_implementation
-
-
-def _device_proof():
-    """The sweep's device-side proof of passing, wherever it lives now (it is moving
-    from batch.py to compare.py); None when neither has it."""
-    for name in ("remap_ab.compare", "remap_ab.batch"):
-        try:
-            fn = getattr(importlib.import_module(name), "proof_of_pass", None)
-        except ImportError:
-            fn = None
-        if callable(fn):
-            return fn
-    return None
 
 
 def _on_cpu(o: Output) -> Output:
@@ -51,11 +37,10 @@ def judge_on_cpu(config: CaseConfig, inputs: CaseInputs, a: Output, b: Output) -
 def judge(config: CaseConfig, inputs: CaseInputs, a: Output, b: Output, ref: Optional[Reference] = None) -> Verdict:
     """The verdict for ``a`` and ``b`` on ``inputs``: the device proof when it holds for
     both, else ``compare`` on host copies."""
-    proof = _device_proof()
-    if proof is not None and a.error is None and b.error is None:
+    if a.error is None and b.error is None:
         ref = ref if ref is not None else reference(config, inputs)
         try:
-            flags = [proof(o, ref, config) for o in (a, b)]
+            flags = [proof_of_pass(o, ref, config) for o in (a, b)]
         except Exception:  # a proof that cannot run decides nothing
             flags = [None, None]
         if all(f is not None for f in flags) and all(bool(f) for f in flags):

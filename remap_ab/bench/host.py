@@ -141,8 +141,8 @@ def sweep_in_process(root: Path, name: str, filters: Sequence[str] = ()) -> dict
     """``remap-ab sweep -j 0`` in this process, through the sweep's own API (not the
     command line: the bench sits below it); its printout is kept, not shown."""
     from remap_ab.errors import RemapABError
-    from remap_ab.summary import format_summary
-    from remap_ab.sweep import Sweep, SweepOptions
+    from remap_ab.sweep.run import Sweep, SweepOptions
+    from remap_ab.sweep.summary import format_summary
 
     opts = SweepOptions(filters=list(filters), workers=0, root=str(root), run=name, progress=False)
     start = time.perf_counter()
@@ -214,7 +214,7 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
     g = gridmod.load(None)
     points = g.points()
     if filters:
-        from remap_ab.selection import select
+        from remap_ab.sweep.selection import select
 
         points = select(g, list(filters), None)
     configs = [p.config for p in points]

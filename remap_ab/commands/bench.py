@@ -194,10 +194,10 @@ def build_options(args, device: str):
 
 
 def main(args) -> int:
-    from remap_ab import backend
+    from remap_ab import runtime
     from remap_ab.bench.suite import Suite
 
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     opts = build_options(args, device)  # every bad option is one line before any work
     folder = _output_folder(args)
     env = environment(device)

@@ -60,10 +60,10 @@ def _selected_ids(only) -> list[str]:
 
 
 def _device(choice: str) -> str:
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    device = backend.default_device() if choice == "auto" else choice
-    if device == "cuda" and not backend.cuda_available():
+    device = runtime.default_device() if choice == "auto" else choice
+    if device == "cuda" and not runtime.cuda_available():
         raise BackendError("--device cuda was asked for but torch sees no CUDA device; use --device cpu (the Triton interpreter)")
     return device
 

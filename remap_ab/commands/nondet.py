@@ -42,7 +42,7 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import backend, nondet
+    from remap_ab import nondet, runtime
 
     if args.dcp_size < 2:
         raise UsageError(f"--dcp-size {args.dcp_size}: nondet studies DCP compaction, which needs 2 or more ranks "
@@ -50,7 +50,7 @@ def main(args) -> int:
     impl_names = [n.strip() for n in args.impls.split(",") if n.strip()]
     if not impl_names:
         raise UsageError(f"--impls {args.impls!r} names no implementation; give e.g. old,new")
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     out_dir = checked_output_dir(args.out or _default_out(args.root, device), "--out" if args.out else "--root")
     on_gpu = device == "cuda"
     tokens = int_list(args.tokens or (GPU_DEFAULT_TOKENS if on_gpu else CPU_DEFAULT_TOKENS), "--tokens")

@@ -27,8 +27,8 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import backend
     from remap_ab import grid as gridmod
+    from remap_ab import runtime
     from remap_ab.errors import ImplementationError, ReportError
     from remap_ab.report import find_report, load_report, mismatch_line
     from remap_ab.runner import run_case
@@ -59,7 +59,7 @@ def main(args) -> int:
         registry.adopt_repo({"a": report.a.source, "b": report.b.source})  # the recorded repository
     a = args.a or (report.a.pinned if report else "old")
     b = args.b or (report.b.pinned if report else "new")
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     try:
         if report is not None:
             config = report.config
@@ -71,7 +71,7 @@ def main(args) -> int:
                     raise ReportError(
                         f"report {report.folder} was produced under program schedule {policy}:{seed}; replay it with --device cpu"
                     )
-                from remap_ab.schedule import interpreter_schedule
+                from remap_ab.interpreter.schedule import interpreter_schedule
 
                 def schedule():
                     return interpreter_schedule(policy, int(seed))

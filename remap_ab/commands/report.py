@@ -26,8 +26,8 @@ def main(args) -> int:
     from pathlib import Path
 
     from remap_ab.errors import ReportError
-    from remap_ab.run_folder import find_run
-    from remap_ab.summary import format_summary, summarise
+    from remap_ab.sweep.run_folder import find_run
+    from remap_ab.sweep.summary import format_summary, summarise
 
     # Read only: a read-only --root is fine here; a file is not (find_run says so).
     folder = find_run(args.root, args.run)

@@ -42,7 +42,7 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import api_compat, backend, registry
+    from remap_ab import api_compat, registry, runtime
     from remap_ab.options import checked_output_dir
     from remap_ab.runner import run_case
 
@@ -51,7 +51,7 @@ def main(args) -> int:
     config = config_from_args(args)
     if args.report is not None:
         checked_output_dir(args.report, "--report")
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     inputs = _load_inputs(args.inputs) if args.inputs else None
     schedule = _schedule(args.schedule, device) if args.schedule else None
     result = run_case(config, args.a, args.b, device=device, inputs=inputs, schedule=schedule, memcheck=args.memcheck,
@@ -107,9 +107,9 @@ def main(args) -> int:
 
 def _rejections(args) -> int:
     """``--rejection``: each named call through A and B, its verdict printed."""
-    from remap_ab import api_compat, backend, rejections
+    from remap_ab import api_compat, rejections, runtime
 
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     names = [n for spec in args.rejection for n in spec.split(",") if n]
     cases = list(rejections.load()) if "all" in names else [rejections.by_id(n) for n in names]
     api = api_compat.check(args.a, args.b)
@@ -185,7 +185,7 @@ def _schedule_name(spec, device: str) -> str:
 
 def _schedule(spec: str, device: str):
     from remap_ab.errors import UsageError
-    from remap_ab.schedule import POLICIES, interpreter_schedule
+    from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule
 
     if device != "cpu":
         raise UsageError("--schedule permutes the Triton interpreter's programs; it needs --device cpu")

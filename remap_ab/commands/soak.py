@@ -48,7 +48,7 @@ def add_arguments(p):
     p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
-    from remap_ab.soak import CPU_MAX_TOKENS, GPU_MAX_TOKENS
+    from remap_ab.soak.run import CPU_MAX_TOKENS, GPU_MAX_TOKENS
 
     p.add_argument("--max-tokens", type=positive_int, default=None,
                    help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU)")
@@ -73,10 +73,12 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import backend, gpus, soak
+    from remap_ab import runtime
     from remap_ab.errors import UsageError
+    from remap_ab.processes import gpus
+    from remap_ab.soak import run as soak
 
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     on_gpu = device == "cuda"
     if args.max_topk < min(soak.BLOCK_NS):
         raise UsageError(f"--max-topk {args.max_topk}: K must allow at least one tile of {min(soak.BLOCK_NS)}; give 32 or more")
@@ -92,7 +94,7 @@ def main(args) -> int:
     elif args.compile_workers is not None:
         compile_workers = args.compile_workers
     else:
-        from remap_ab.precompile import default_workers
+        from remap_ab.processes.precompile import default_workers
 
         compile_workers = default_workers(workers)
     # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
@@ -154,7 +156,7 @@ def main(args) -> int:
         else:
             import dataclasses
 
-            from remap_ab.sweep import DEFAULT_CASE_TIMEOUT
+            from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
             # One draw stream for the pool, the same cases as --max-cases per worker.
             total = None if args.max_cases is None else args.max_cases * workers
@@ -173,7 +175,7 @@ def _clock(seconds: float) -> str:
 
 
 def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
-    from remap_ab import soak
+    from remap_ab.soak import run as soak
 
     now = time.time()
     elapsed = now - start

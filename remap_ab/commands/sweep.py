@@ -61,14 +61,14 @@ def add_arguments(p):
 
 
 def _list(args) -> int:
-    from remap_ab import backend
     from remap_ab import grid as gridmod
+    from remap_ab import runtime
     from remap_ab.compare import plural
     from remap_ab.rejections import sweep_points
-    from remap_ab.selection import cap_note, select_with_calls
+    from remap_ab.sweep.selection import cap_note, select_with_calls
 
     g = gridmod.load(args.grid)
-    device = backend.default_device() if args.device == "auto" else args.device
+    device = runtime.default_device() if args.device == "auto" else args.device
     pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
@@ -88,8 +88,8 @@ def _list(args) -> int:
 
 def main(args) -> int:
     from remap_ab.errors import UsageError
-    from remap_ab.summary import format_summary
-    from remap_ab.sweep import Sweep, SweepOptions
+    from remap_ab.sweep.run import Sweep, SweepOptions
+    from remap_ab.sweep.summary import format_summary
 
     if args.list:
         return _list(args)
@@ -125,7 +125,7 @@ def main(args) -> int:
     summary = sweep.run()
     print(format_summary(summary))
     if args.junitxml is not None:
-        from remap_ab import junit
+        from remap_ab.sweep import junit
 
         junit.write(args.junitxml, sweep.folder, sweep.points)
         print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)

@@ -72,7 +72,7 @@ def pytest_args(m: Mutant, root: Path, full: bool) -> list[str]:
     if not ini.exists():
         ini.write_text("[pytest]\n")
     args = ["-q", "--no-header", "-c", str(ini), "--rootdir", str(root),
-            "-p", "remap_ab.pytest_plugin", "-p", "remap_ab.mutants.probe", "-p", "no:cacheprovider", "-p", "no:xdist",
+            "-p", "remap_ab.pytest.plugin", "-p", "remap_ab.mutants.probe", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-W", "ignore::DeprecationWarning"]
     if not full:
         args.append("-x")

@@ -221,7 +221,7 @@ def _slot_envs(jobs: int, device: str) -> list[dict]:
     CUDA, no GPU and the interpreter on the CPU."""
     import os
 
-    from remap_ab import gpus
+    from remap_ab.processes import gpus
 
     visible = gpus.visible_gpus(os.environ, gpus.count_gpus()) if device == "cuda" else []
     return gpus.worker_environments(jobs, device, visible)

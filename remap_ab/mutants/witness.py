@@ -94,12 +94,12 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
     """Run the real kernel and the mutant (already importable) on one case, on the
     device the kernels run on, both with uninitialised memory poisoned; return a
     Witness where their outputs differ, else None."""
-    from remap_ab import backend
+    from remap_ab import runtime
     from remap_ab.compare import compare
     from remap_ab.inputs import generate_inputs
     from remap_ab.runner import reference, run_implementation
 
-    device = device or backend.current()
+    device = device or runtime.current()
     inputs = generate_inputs(config, device=device)
     orig = run_implementation(registry.get(m.original), config, inputs)
     if orig.error is not None:
@@ -161,9 +161,9 @@ def find_witness(m: Mutant, device: Optional[str] = None, declared_only: bool = 
     """The declared witness case first, then (unless ``declared_only``) the sweep
     subset: (witness or None, cases tried). A mutant of observable "rejection": its
     declared rejection call only."""
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    device = device or backend.current()
+    device = device or runtime.current()
     if m.observable == "rejection":
         return rejection_witness(m, device), 1
     corpus = [(m.witness_config(), "declared")]

@@ -6,5 +6,5 @@ It ships inside the package because ``remap-ab mutants`` runs it against every
 seeded mutant from an installed remap-ab as well as from a checkout; ``tests/``
 collects it through thin ``tests/test_properties_*.py`` modules. To run it alone:
 
-    pytest -p remap_ab.pytest_plugin --pyargs remap_ab.properties
+    pytest -p remap_ab.pytest.plugin --pyargs remap_ab.properties
 """

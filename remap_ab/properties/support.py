@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from remap_ab import backend
+from remap_ab import runtime
 from remap_ab.config import CaseConfig
+from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.runner import CaseResult, run_case
-from remap_ab.schedule import interpreter_schedule
 from remap_ab.strategies import failure_message, record_classes
 
 Schedule = Optional[tuple[str, int]]
@@ -22,7 +22,7 @@ Schedule = Optional[tuple[str, int]]
 
 def on_interpreter() -> bool:
     """Kernels run in the Triton interpreter here (no CUDA device)."""
-    return backend.current() == "cpu"
+    return runtime.current() == "cpu"
 
 
 def run(config: CaseConfig, impl_names: tuple[str, str], schedule: Schedule = None, record: bool = True) -> CaseResult:

@@ -7,7 +7,7 @@ profile's derandomized draws visit every (backend, pattern) class
 
 from hypothesis import given
 
-from remap_ab import profiles
+from remap_ab.properties import profiles
 from remap_ab.properties.support import assert_verdict_passes, fail, run
 from remap_ab.strategies import CALLS, caller_configs
 

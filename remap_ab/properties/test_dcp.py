@@ -3,7 +3,7 @@ interleave, in place and compacted (SPEC §3.3, §5, §7)."""
 
 from hypothesis import given
 
-from remap_ab import profiles
+from remap_ab.properties import profiles
 from remap_ab.properties.support import assert_verdict_passes, run
 from remap_ab.strategies import case_configs, regressions
 

@@ -5,7 +5,7 @@ case is varied (rows, seed), so the rejection cannot hinge on one shape."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remap_ab import profiles
+from remap_ab.properties import profiles
 from remap_ab.rejections import load, run_rejection
 
 

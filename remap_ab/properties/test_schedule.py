@@ -1,5 +1,5 @@
 """Race properties, shown without a GPU: the Triton interpreter runs the programs of a
-launch in permuted orders (remap_ab.schedule), which is exactly the freedom a GPU
+launch in permuted orders (remap_ab.interpreter.schedule), which is exactly the freedom a GPU
 has in which tile wins a row's atomic first.
 
 - the single-tile path's output never changes with the order;
@@ -16,8 +16,8 @@ import pytest
 import torch
 from hypothesis import event, given
 
-from remap_ab import profiles
-from remap_ab.compare import _is_segment_permutation, tile_segments
+from remap_ab.compare import is_segment_permutation, tile_segments
+from remap_ab.properties import profiles
 from remap_ab.properties.support import assert_verdict_passes, fail, on_interpreter, run
 from remap_ab.strategies import regressions, schedules, single_tile_configs, tiled_compaction_configs
 
@@ -52,7 +52,7 @@ def test_tiled_compaction_is_admissible_in_any_program_order(impl_names, config,
     for side in (result.a, result.b):
         segment = side.contract.segment if not side.contract.ordered else config.topk
         for row, (got, lanes, valid) in enumerate(zip(side.out.tolist(), ref.lanes.tolist(), ref.valid.tolist())):
-            if not _is_segment_permutation(got, lanes, valid, segment):
+            if not is_segment_permutation(got, lanes, valid, segment):
                 fail(result, f"{side.name}: compacted row {row} is no concatenation of its {segment}-wide tile segments", schedule)
 
 

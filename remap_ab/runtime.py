@@ -14,8 +14,8 @@ import contextlib
 import os
 import sys
 
-from remap_ab import gil, heap, variant_loads
 from remap_ab.errors import BackendError
+from remap_ab.processes import gil, heap, variant_loads
 
 _chosen: str | None = None
 
@@ -53,7 +53,7 @@ def select(device: str | None = None) -> str:
             _require_interpreter_before_import()
             os.environ["TRITON_INTERPRET"] = "1"
             # interp helper: run each launch's programs together (REMAP_AB_INTERPRETER).
-            from remap_ab import interp_batched
+            from remap_ab.interpreter import batched as interp_batched
 
             interp_batched.install()
         elif os.environ.get("TRITON_INTERPRET") == "1":
@@ -121,7 +121,7 @@ def _require_interpreter_before_import() -> None:
 
     if type(tl.sum).__name__ != "InterpretedFunction":
         raise BackendError(
-            "triton was imported before the CPU backend was chosen; call remap_ab.backend.select('cpu') "
+            "triton was imported before the CPU backend was chosen; call remap_ab.runtime.select('cpu') "
             "before anything that imports triton or torch's deterministic mode (or set TRITON_INTERPRET=1)"
         )
 

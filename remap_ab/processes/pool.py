@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from remap_ab import gpus
 from remap_ab.errors import InternalError, exception_line
+from remap_ab.processes import gpus
 from remap_ab.status import Status
 
 STARTUP_RETRIES = 3
@@ -79,11 +79,11 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, gpus.STOP_SIGNALS)  # blocked since start_process; ignored now
-    from remap_ab import backend
+    from remap_ab import runtime
     from remap_ab.batch import BatchTimes
     from remap_ab.recording import task_case
 
-    backend.select(job.device)
+    runtime.select(job.device)
     judge = _judge(job)
     if job.threads:
         import torch

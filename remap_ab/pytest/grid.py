@@ -102,9 +102,9 @@ class _Judge:
 
     def row(self, item: GridCase) -> dict:
         if not self.device:
-            from remap_ab import backend
+            from remap_ab import runtime
 
-            self.device = backend.select("auto")
+            self.device = runtime.select("auto")
             self.batch = self.size or (GPU_BATCH if self.device == "cuda" else CPU_BATCH)
         if item.case_id not in self.rows:
             self._judge([item, *self._upcoming(item)])
@@ -186,7 +186,7 @@ def _xdist_worker(config) -> Any:
 class GridPlugin:
     def __init__(self, config):
         from remap_ab import grid as gridmod
-        from remap_ab.selection import select
+        from remap_ab.sweep.selection import select
 
         self.file = config.getoption("--remap-grid") or None
         try:

@@ -87,7 +87,7 @@ def launch_order(grid: Grid, as_array: bool = False):
 @contextlib.contextmanager
 def interpreter_schedule(policy: str, seed: int = 0) -> Iterator[None]:
     """Within this block, every interpreted launch runs its programs in ``policy``
-    order. Needs ``TRITON_INTERPRET=1`` (remap_ab.backend.select('cpu'))."""
+    order. Needs ``TRITON_INTERPRET=1`` (remap_ab.runtime.select('cpu'))."""
     from triton.runtime import interpreter
 
     program_order(policy, (1, 1, 1), seed)  # an unknown policy fails here, not mid-launch

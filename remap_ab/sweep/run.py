@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import api_compat, gpus, rejections
+from remap_ab import api_compat, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
-from remap_ab.interrupts import Interrupted, Interrupts
 from remap_ab.options import checked_output_dir
-from remap_ab.progress import Progress, case_cost
-from remap_ab.run_folder import (
+from remap_ab.processes import gpus
+from remap_ab.processes.interrupts import Interrupted, Interrupts
+from remap_ab.status import Status
+from remap_ab.sweep.progress import Progress, case_cost
+from remap_ab.sweep.run_folder import (
     RUN_FORMAT,
     ResultsWriter,
     RunLock,
@@ -42,9 +44,8 @@ from remap_ab.run_folder import (
     result_columns,
     write_run_json,
 )
-from remap_ab.selection import cap_note, select_with_calls, selection_fingerprint
-from remap_ab.status import Status
-from remap_ab.summary import summarise
+from remap_ab.sweep.selection import cap_note, select_with_calls, selection_fingerprint
+from remap_ab.sweep.summary import summarise
 
 GPU_BATCH = 64
 # A 1024-token case at K=2048 on the CPU is 16384 interpreter programs (30-60 s on one
@@ -80,7 +81,7 @@ class Sweep:
 
     # -- setup: every check before anything is written
     def prepare(self) -> None:
-        from remap_ab import backend, registry
+        from remap_ab import registry, runtime
 
         o = self.opts
         checked_output_dir(o.root, "--root")
@@ -93,7 +94,7 @@ class Sweep:
             o.call_checks = str(meta["call_checks"]) if meta.get("call_checks") in ("all", "off") else "sample"
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
-        self.device = backend.select(o.device)
+        self.device = runtime.select(o.device)
         # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own
         # (--filter case=... keeps only the rows it names, of either kind).
         self.grid_points, calls = select_with_calls(self.grid, o.filters, o.max_tokens,
@@ -271,7 +272,7 @@ class Sweep:
 
     def _run_inline(self) -> None:
         from remap_ab.batch import BatchTimes
-        from remap_ab.pool import gpu_label
+        from remap_ab.processes.pool import gpu_label
         from remap_ab.recording import judge_and_record
 
         o = self.opts
@@ -298,7 +299,7 @@ class Sweep:
         return max(1, (os.cpu_count() or 1) // max(1, self.workers))
 
     def _run_workers(self) -> None:
-        from remap_ab.pool import Job, Pool
+        from remap_ab.processes.pool import Job, Pool
 
         o = self.opts
 

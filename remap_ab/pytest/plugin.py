@@ -1,4 +1,4 @@
-"""remap-ab's pytest plugin, loaded by ``tests/conftest.py`` (or ``-p remap_ab.pytest_plugin``).
+"""remap-ab's pytest plugin, loaded by ``tests/conftest.py`` (or ``-p remap_ab.pytest.plugin``).
 
 It is deliberately not a ``pytest11`` entry point: it turns the Triton interpreter on
 and installs Hypothesis profiles, which must not leak into other projects' test runs
@@ -18,9 +18,9 @@ Options (each also settable by environment variable, for subprocesses):
                                 current directory)
   --remap-profile / REMAP_AB_PROFILE
                                 the property suite's profile: ci (default), dev,
-                                nightly, gpu, mutants (see remap_ab/profiles.py)
+                                nightly, gpu, mutants (see remap_ab/properties/profiles.py)
   --remap-grid [FILE]           the sweep's grid as one item per case, nothing else
-                                (remap_ab/pytest_grid.py; --remap-grid-filter,
+                                (remap_ab/pytest/grid.py; --remap-grid-filter,
                                 --remap-grid-max-tokens, --remap-grid-batch)
 """
 
@@ -30,10 +30,11 @@ import os
 
 import pytest
 
-from remap_ab import backend, gpus
+from remap_ab import runtime
+from remap_ab.processes import gpus
 
 gpus.xdist_pin()  # pytest -n on several GPUs: pin this worker before CUDA starts
-backend.choose_early()  # the interpreter on a machine without CUDA, before triton is imported
+runtime.choose_early()  # the interpreter on a machine without CUDA, before triton is imported
 
 
 def pytest_addoption(parser):
@@ -48,7 +49,7 @@ def pytest_addoption(parser):
         default=os.environ.get("REMAP_AB_PROFILE"),
         help="property-suite profile: ci (default; derandomized), dev, nightly, gpu, mutants (ci without shrinking)",
     )
-    from remap_ab import pytest_grid
+    from remap_ab.pytest import grid as pytest_grid
 
     pytest_grid.add_options(group)
 
@@ -56,19 +57,19 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
     if config.getoption("--remap-grid") is not None:
-        from remap_ab import pytest_grid
+        from remap_ab.pytest import grid as pytest_grid
 
         config.pluginmanager.register(pytest_grid.GridPlugin(config), "remap-ab-grid")
     if not hasattr(config, "workerinput"):
         # The controller publishes the visible GPUs before xdist starts its workers;
         # each worker pins itself to GPU (i mod G) when it imports remap_ab (gpus.py).
-        from remap_ab import gpus
+        from remap_ab.processes import gpus
 
         gpus.export_gpu_list()
     _resolve_implementations(config)
     # Load the profile before test modules are imported: their @settings and
     # strategies read it at decoration time.
-    from remap_ab import profiles
+    from remap_ab.properties import profiles
 
     # An explicit --hypothesis-profile keeps its Hypothesis settings; ours sets the sizes.
     explicit_hypothesis_profile = bool(config.getoption("hypothesis_profile", None))
@@ -93,7 +94,8 @@ def _resolve_implementations(config) -> None:
 
 
 def pytest_report_header(config):
-    from remap_ab import profiles, sources
+    from remap_ab import sources
+    from remap_ab.properties import profiles
 
     a, b = config._remap_ab_impls
     lines = [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]
@@ -105,7 +107,7 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if backend.cuda_available():
+    if runtime.cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:

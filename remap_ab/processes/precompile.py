@@ -112,9 +112,9 @@ def _init_worker(target: Target) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     with contextlib.suppress(OSError):
         os.nice(10)
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    backend.select_compile_only()
+    runtime.select_compile_only()
     import triton.language as tl
 
     if type(tl.sum).__name__ == "InterpretedFunction":

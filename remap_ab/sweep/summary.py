@@ -12,8 +12,8 @@ from typing import Optional
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
 from remap_ab.config import BACKEND_NAMES
-from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
 from remap_ab.status import Status
+from remap_ab.sweep.run_folder import RunLock, read_results, read_run_json, resume_command
 
 # The derived dimension "valid lanes": each case's largest per-row valid count (the
 # oracle's), bucketed so that e.g. "fails only when a row has > 100 valid lanes" reads

@@ -15,8 +15,8 @@ import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from remap_ab.run_folder import read_results, read_run_json, resume_command
 from remap_ab.status import Status
+from remap_ab.sweep.run_folder import read_results, read_run_json, resume_command
 
 SUITE = "remap-ab sweep"
 

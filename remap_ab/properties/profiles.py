@@ -104,9 +104,9 @@ _active: Optional[Profile] = None
 
 
 def _device() -> str:
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    return backend.current()
+    return runtime.current()
 
 
 def _register(profile: Profile) -> None:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remap_ab.errors import SanitizerError
-from remap_ab.memcheck import DETAILED_FINDINGS, Finding, MemcheckReport
+from remap_ab.sanitizer.memcheck import DETAILED_FINDINGS, Finding, MemcheckReport
 
 SOURCE = "compute-sanitizer"
 CASE_MARK = "REMAP-AB-SANITIZER-CASE"
@@ -88,7 +88,7 @@ def command(sanitizer: str, payload: Path) -> list[str]:
         # A faulting kernel is ended without destroying the context: the batch's later
         # cases still run (and are checked) in this child.
         "--destroy-on-device-error", "kernel",
-        sys.executable, "-m", "remap_ab.sanitizer_child", str(payload),
+        sys.executable, "-m", "remap_ab.sanitizer.child", str(payload),
     ]
 
 

@@ -325,10 +325,10 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
     of LOOKAHEAD), each new variant handed to the compile workers, and the device
     judges the drawn cases whose variants are compiled, same variants together; with
     ``max_cases`` exactly the first ``max_cases`` draws are judged, whatever the order."""
-    from remap_ab import backend
+    from remap_ab import runtime
 
     times = times if times is not None else WorkerTimes()
-    device = backend.select(plan.device)
+    device = runtime.select(plan.device)
     on_gpu = device == "cuda"
     load = None
     if on_gpu and plan.contend_every:
@@ -337,7 +337,7 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
                    0, plan.fresh_every)
     judge = _Judge(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
-        from remap_ab import precompile
+        from remap_ab.processes import precompile
 
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
         try:
@@ -406,7 +406,7 @@ def _one_variant(window: list, size: int) -> list:
     """At most ``size`` draws of ``window``'s most drawn variant (the first drawn on a tie)."""
     from collections import Counter
 
-    from remap_ab.precompile import variant_key
+    from remap_ab.processes.precompile import variant_key
 
     keys = [variant_key(d.config) for d in window]
     most = Counter(keys).most_common(1)[0][0] if keys else None
@@ -417,7 +417,7 @@ def _batches(ready: list, size: int) -> list[tuple[bool, list]]:
     """``ready`` draws cut into ``(contended, batch)``s of at most ``size``: contended
     ones first and in batches of their own, each kind sorted by variant (a batch's
     launches of one variant follow one another)."""
-    from remap_ab.precompile import variant_key
+    from remap_ab.processes.precompile import variant_key
 
     out = []
     for contended in (True, False):
@@ -470,7 +470,7 @@ class _Judge:
 
 def _loads(device: str):
     """Counts this process's Triton compiles and cache loads on a GPU (none on the CPU)."""
-    from remap_ab.precompile import Loads
+    from remap_ab.processes.precompile import Loads
 
     return Loads() if device == "cuda" else Loads.none()
 
@@ -731,8 +731,8 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupte
     dies is replaced and the cases it held become crash records (pool.py)."""
     from collections import deque
 
-    from remap_ab import precompile
-    from remap_ab.pool import Job, Pool
+    from remap_ab.processes import precompile
+    from remap_ab.processes.pool import Job, Pool
     from remap_ab.recording import lost_case_row
 
     start = time.time()
@@ -743,7 +743,7 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupte
     ahead = None
     if plan.device == "cuda" and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
-    from remap_ab.precompile import _has_listener
+    from remap_ab.processes.precompile import _has_listener
 
     total = WorkerTimes(counted=plan.device == "cuda" and _has_listener(), interpreter=plan.device != "cuda")
     held: dict = {}  # case id -> Draw, handed out and not yet recorded
@@ -796,7 +796,7 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupte
         tally.add(_from_row(dataclasses.replace(plan, worker=wid), d, row, 0.0))
         progress()
 
-    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak:judge_batch"), envs, case_timeout,
+    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak.run:judge_batch"), envs, case_timeout,
                 on_rows=on_rows, on_lost=on_lost)
     try:
         pool.run(deque(), refill)

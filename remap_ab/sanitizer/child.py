@@ -1,4 +1,4 @@
-"""The process that compute-sanitizer runs (``python -m remap_ab.sanitizer_child
+"""The process that compute-sanitizer runs (``python -m remap_ab.sanitizer.child
 PAYLOAD``): every case of the payload once through its implementation on the GPU,
 printing the address of every tensor so the parent (``sanitizer.py``) can name the
 allocations in the sanitizer's findings.
@@ -12,7 +12,7 @@ import faulthandler
 import sys
 import time
 
-from remap_ab.sanitizer import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
+from remap_ab.sanitizer.compute import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
 
 
 def main(payload_path: str) -> int:
@@ -24,15 +24,15 @@ def main(payload_path: str) -> int:
     stage("started")
     # A start that stalls (sanitizer.START_TIMEOUT_S) prints where it is before the kill.
     faulthandler.dump_traceback_later(STACK_AFTER_S, exit=False, file=sys.stderr)
-    from remap_ab import backend
+    from remap_ab import runtime
 
-    backend.select("cuda")
+    runtime.select("cuda")
     import torch
 
-    from remap_ab import layouts, registry
+    from remap_ab import registry
     from remap_ab.call import PrivateInputs
     from remap_ab.config import CaseConfig
-    from remap_ab.inputs import CaseInputs
+    from remap_ab.inputs import CaseInputs, in_layout
     from remap_ab.runner import run_implementation
 
     payload = torch.load(payload_path, weights_only=False)
@@ -48,7 +48,7 @@ def main(payload_path: str) -> int:
         config = CaseConfig.from_dict(config_dict)
         inputs = CaseInputs(**{name: t.to(device) for name, t in tensors.items()})
         if config.layout != "contiguous":  # the payload's host copies are dense: lay them out again
-            inputs = layouts.apply(config.layout, inputs)
+            inputs = in_layout(config.layout, inputs)
         # The call gives the implementation its own copy of the inputs (call.py): the
         # copy's allocations are the ones its kernels touch, so they are the ones named.
         private = PrivateInputs([inputs])

@@ -12,7 +12,7 @@ the old kernel at K = 2048 is 16 384 programs, ~30 s. This module interprets a l
   Triton axis number (reductions, scans, ``expand_dims``) valid unchanged, and numpy
   broadcasting lines the program axes up.
 * program ``k`` along that axis is the k-th program the schedule runs
-  (``remap_ab.schedule.launch_order``), so "earlier in the schedule" is "lower lane".
+  (``remap_ab.interpreter.schedule.launch_order``), so "earlier in the schedule" is "lower lane".
 * loads gather per lane; stores and atomics scatter in program-major order (programs in
   schedule order, each program's lanes in the order the sequential interpreter walks
   them), through the same C routines as the sequential interpreter. Its routines handle
@@ -193,11 +193,11 @@ def _fall_back(fn, reason: str) -> None:
 def _run_batched(interpreter, fn, args, grid, args_hst, kwargs_hst) -> bool:
     """Run the launch batched; return False (with every argument tensor as it was
     before) when it must run sequentially instead."""
-    from remap_ab import schedule
+    from remap_ab.interpreter import schedule
 
     order = schedule.launch_order(grid, as_array=True)
     if order is None:
-        _fall_back(fn, "unknown program order: set_grid_idx is patched by something other than remap_ab.schedule")
+        _fall_back(fn, "unknown program order: set_grid_idx is patched by something other than remap_ab.interpreter.schedule")
         return False
     snapshot = _Snapshot(list(args_hst) + list(kwargs_hst.values()))
     memcheck_state = _MemcheckState()
@@ -429,7 +429,7 @@ def _memcheck_module():
     # A memcheck session can only be active once its module is imported (watching()
     # lives there), so look in sys.modules: no import attempt per launch, and a module
     # that appears later (optional piece of the tool) is still seen.
-    return sys.modules.get("remap_ab.memcheck")
+    return sys.modules.get("remap_ab.sanitizer.memcheck")
 
 
 def _memcheck_session():

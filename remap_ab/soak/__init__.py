@@ -1,0 +1,1 @@
+"""The soak: fresh random configurations beyond the grid until a deadline."""
