@@ -69,6 +69,13 @@ MODELS = {
                                   "reads the entries >= 0 of each row, in column order (no counts)"),
     "xpu": ViewModel("xpu", BACKEND_NAMES["xpu"], NON_NEGATIVE, True,
                      "reads the entries >= 0 of each row (masks idx >= 0), in column order"),
+    # vLLM main's further callers (docs/callers-main.md): the closest of the rules above.
+    "flashinfer-sm90": ViewModel("flashinfer-sm90", BACKEND_NAMES["flashinfer-sm90"], FIRST_COUNT, False,
+                                 "reads the set of the first count entries of each row (seq_lens = counts)"),
+    "cutlass-fa3": ViewModel("cutlass-fa3", BACKEND_NAMES["cutlass-fa3"], FIRST_COUNT, True,
+                             "reads the first count entries of each row, in order (seqused_k = counts)"),
+    "hisparse": ViewModel("hisparse", BACKEND_NAMES["hisparse"], ROW_AND_COUNT, True,
+                          "reads (indices, topk_length): the row and its count"),
 }
 _FLASHMLA_FP8 = {
     True: ViewModel("flashmla-fp8", BACKEND_NAMES["flashmla-fp8"], ROW_AND_COUNT, True,
@@ -78,12 +85,22 @@ _FLASHMLA_FP8 = {
 }
 
 
+_INDEX_GROUP = {
+    True: ViewModel("index-group", BACKEND_NAMES["index-group"], ROW_AND_COUNT, True,
+                    "reads its out= buffer and its valid_counts_out= buffer: the row and its count"),
+    False: ViewModel("index-group", BACKEND_NAMES["index-group"], NON_NEGATIVE, True,
+                     "reads the entries >= 0 of its out= buffer, in column order (no counts)"),
+}
+
+
 def model_for(config) -> Optional[ViewModel]:
     """The view model of the case's backend (None when it names none)."""
     if config.backend == "none":
         return None
     if config.backend == "flashmla-fp8":
         return _FLASHMLA_FP8[bool(config.counts_returned)]
+    if config.backend == "index-group":
+        return _INDEX_GROUP[bool(config.counts_returned)]
     return MODELS[config.backend]
 
 

@@ -268,6 +268,62 @@ def aliasing(out: Optional[torch.Tensor], counts: Optional[torch.Tensor], storag
     return found
 
 
+# ---------------------------------------------------------------- caller-owned outputs
+
+# What a caller's buffers hold before the call (SPEC §10): ``out`` a value no lane of a
+# correct output takes unwritten-looking (-1 would read as "invalid"), the counts
+# garbage as a buffer reused from the last step holds, and the guard elements around
+# each view a third value, so a write outside the view shows.
+_OUT_POISON = -123_456_789
+_GUARD = 64
+_GUARD_VALUE = 0x5EAD5EAD
+
+
+class CallerBuffers:
+    """The ``out`` / ``valid_counts_out`` a case with ``out_buffers`` hands its wrapper:
+    views into larger buffers with ``_GUARD`` elements on each side."""
+
+    def __init__(self, config: CaseConfig, device: torch.device):
+        rows, k = config.tokens, config.topk
+        self._out_base = torch.full((rows * k + 2 * _GUARD,), _GUARD_VALUE, dtype=torch.int32, device=device)
+        self.out = self._out_base[_GUARD:_GUARD + rows * k].view(rows, k)
+        self._counts_base = torch.full((rows + 2 * _GUARD,), _GUARD_VALUE, dtype=torch.int32, device=device)
+        self.counts = self._counts_base[_GUARD:_GUARD + rows]
+        self.poison()
+
+    def poison(self) -> None:
+        """Fill the views again, as the caller's buffers are before each step."""
+        self.out.fill_(_OUT_POISON)
+        rows = self.counts.shape[0]
+        # Plausible stale counts (the tiled path adds to whatever is there).
+        torch.remainder(torch.arange(rows, dtype=torch.int32, device=self.counts.device) * 7919 + 1237, 4099,
+                        out=self.counts)
+
+    def findings(self, config: CaseConfig, out, counts, impl: str) -> list[CallFinding]:
+        """What breaks SPEC §10: a returned tensor that is not the buffer given, or a
+        write outside the views."""
+        found = []
+        given = [("out", out, self.out)] + ([("valid_counts", counts, self.counts)] if config.counts else [])
+        for what, got, mine in given:
+            if not (isinstance(got, torch.Tensor) and got.data_ptr() == mine.data_ptr()
+                    and got.shape == mine.shape and got.stride() == mine.stride()):
+                found.append(CallFinding(Check.BUFFERS, f"{impl} returned {what} that is not the caller's buffer "
+                                                        f"it was given ({what}_out=); a caller reads the buffer"))
+        for what, base, n in (("out", self._out_base, self.out.numel()),
+                              ("valid_counts_out", self._counts_base, self.counts.numel())):
+            outside = torch.cat([base[:_GUARD], base[_GUARD + n:]])
+            changed = int((outside != _GUARD_VALUE).sum())
+            if changed:
+                found.append(CallFinding(Check.BUFFERS, f"{impl} wrote {changed} elements outside the caller's "
+                                                        f"{what} buffer (the {_GUARD} elements around it)"))
+        return found
+
+
+def caller_buffers(config: CaseConfig, device: torch.device) -> Optional[CallerBuffers]:
+    """The buffers a call of ``config`` is handed (None: it passes none)."""
+    return CallerBuffers(config, device) if config.out_buffers and config.mode == "convert" else None
+
+
 # ----------------------------------------------------------------------------- the call
 
 
@@ -326,17 +382,18 @@ def call(
     session = None
     span = None
     seconds = 0.0
+    buffers = caller_buffers(config, device)
     try:
         with calling(device, impl.name, own.tensors() if memcheck else None, schedule, context) as session:
             if clock is not None:
                 t0 = clock.start()
-                out, counts = _sync_checked(impl, config, own, production and cuda, findings)
+                out, counts = _sync_checked(impl, config, own, production and cuda, findings, buffers)
                 span = (t0, clock.start())
             else:
                 if settle:
                     synchronize(device)
                 start = time.perf_counter()
-                out, counts = _sync_checked(impl, config, own, production and cuda, findings)
+                out, counts = _sync_checked(impl, config, own, production and cuda, findings, buffers)
                 synchronize(device)
                 seconds = time.perf_counter() - start
     except Exception as exc:  # a broken implementation is a verdict, not a crash
@@ -349,6 +406,8 @@ def call(
 
         report = sanitizer.check_case(impl.name, config, inputs)
     findings += aliasing(out, counts, private.storages(index), impl.name)
+    if buffers is not None:
+        findings += buffers.findings(config, out, counts, impl.name)
     if production and cuda:
         findings += production_findings(impl, config, inputs, out, counts)
     o = Output(impl.name, out, counts, contract, seconds=seconds, memcheck=report, guard=(private, index),
@@ -360,18 +419,20 @@ def call(
 _SYNC_WORDS = "synchronizing"
 
 
-def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, findings: list):
-    """``impl(config, inputs)``; with ``check`` (CUDA), under sync debug mode "error": a
-    host synchronisation inside the call becomes a ``sync`` finding and the call is
-    made again without the mode, so its values are still judged."""
+def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, findings: list,
+                  buffers: Optional[CallerBuffers] = None):
+    """``impl(config, inputs, buffers)``; with ``check`` (CUDA), under sync debug mode
+    "error": a host synchronisation inside the call becomes a ``sync`` finding and the
+    call is made again without the mode (on buffers poisoned again), so its values are
+    still judged."""
     if not check:
-        return impl(config, inputs)
+        return impl(config, inputs, buffers)
     previous = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings():  # torch says the mode is a prototype on every switch
         warnings.simplefilter("ignore", UserWarning)
         torch.cuda.set_sync_debug_mode("error")
     try:
-        return impl(config, inputs)
+        return impl(config, inputs, buffers)
     except RuntimeError as exc:
         if _SYNC_WORDS not in str(exc):
             raise
@@ -384,7 +445,9 @@ def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, fin
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             torch.cuda.set_sync_debug_mode(previous)
-    return impl(config, inputs)
+    if buffers is not None:
+        buffers.poison()
+    return impl(config, inputs, buffers)
 
 
 # ------------------------------------------------------------------ production checks
@@ -448,8 +511,9 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
     caller.wait_stream(torch.cuda.current_stream(inputs.device))
     try:
         with poisoned_empty(), torch.cuda.stream(caller), _other_streams_delayed(caller):
+            buffers = caller_buffers(config, inputs.device)
             torch.cuda._sleep(_STREAM_SLEEP_CYCLES)  # keeps the caller's stream busy past the call's return
-            got, got_counts = impl(config, own)
+            got, got_counts = impl(config, own, buffers)
             snap = got.clone()
             snap_counts = got_counts.clone() if got_counts is not None else None
         caller.synchronize()  # the caller's stream only: what a caller reading there would see
@@ -538,11 +602,14 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
     side = torch.cuda.Stream(dev)
     side.wait_stream(torch.cuda.current_stream(dev))
     graph = torch.cuda.CUDAGraph()
+    # Caller-owned outputs (SPEC §10): one set of buffers for the warm-up, the capture
+    # and the replay, as a caller keeping graph addresses stable holds them.
+    buffers = caller_buffers(config, dev)
     try:
         with poisoned_empty():
             with torch.cuda.stream(side):
-                impl(config, static)  # warm-up: compiles and caches outside the capture
-            captured, captured_counts = _captured(graph, side, lambda: impl(config, static))
+                impl(config, static, buffers)  # warm-up: compiles and caches outside the capture
+            captured, captured_counts = _captured(graph, side, lambda: impl(config, static, buffers))
     except Exception as exc:
         torch.cuda.synchronize(dev)
         return [CallFinding(Check.GRAPH, f"{impl.name} cannot be captured in a CUDA graph: {exception_line(exc)[:240]}; "
@@ -550,14 +617,20 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
     fresh = fresh_inputs(config, dev)
     for name, t in static.tensors().items():
         t.copy_(getattr(fresh, name))
+    if buffers is not None:
+        buffers.poison()  # the replay must fill them again (and zero stale counts where it accumulates)
     graph.replay()
     torch.cuda.synchronize(dev)
     with poisoned_empty():
         eager, eager_counts = impl(config, PrivateInputs([fresh]).cases[0])
     torch.cuda.synchronize(dev)
+    found = []
+    if buffers is not None:
+        found = [CallFinding(Check.GRAPH, f"{f.message} (in the CUDA graph's replay)")
+                 for f in buffers.findings(config, captured, captured_counts, impl.name)]
     if _same(captured, eager, ordered) and _same(captured_counts, eager_counts, True):
-        return []
+        return found
     detail = _first_difference(captured, eager) if ordered and captured.shape == eager.shape else ""
-    return [CallFinding(Check.GRAPH, f"{impl.name}: replaying its captured CUDA graph on new inputs gives other outputs "
+    return found + [CallFinding(Check.GRAPH, f"{impl.name}: replaying its captured CUDA graph on new inputs gives other outputs "
                                      f"than an eager call on them{detail}; the call bakes in something of the "
                                      f"inputs it was captured with")]

@@ -25,20 +25,27 @@ ROW_LAYOUTS = ("uniform", "mixed", "one_tile", "tail_padded", "owned")
 # names no caller. Each backend's calls, block sizes and what it reads of the outputs
 # are declared in backend_views.py; the names and display words are here because the
 # configuration validates them.
-BACKENDS = ("none", "flashmla-bf16", "flashmla-fp8", "fa3", "flashinfer-sm100", "flashinfer-sm120", "xpu")
+BACKENDS = ("none", "flashmla-bf16", "flashmla-fp8", "fa3", "flashinfer-sm100", "flashinfer-sm120", "xpu",
+            "flashinfer-sm90", "cutlass-fa3", "hisparse", "index-group")
 BACKEND_NAMES = {
     "none": "", "flashmla-bf16": "FlashMLA bf16", "flashmla-fp8": "FlashMLA fp8", "fa3": "FA3 SM90",
     "flashinfer-sm100": "FlashInfer SM100", "flashinfer-sm120": "FlashInfer SM120", "xpu": "XPU",
+    "flashinfer-sm90": "FlashInfer SM90", "cutlass-fa3": "CUTLASS FA3", "hisparse": "HiSparse",
+    "index-group": "index group",
 }
 # The call patterns (``CaseConfig.pattern``) and block sizes each backend uses
-# (vLLM at the #50365 merge, 9e6be4a7); None: any block size.
+# (vLLM at the #50365 merge, 9e6be4a7, and vLLM main, docs/callers-main.md); None: any block size.
 BACKEND_CALLS: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {
-    "flashmla-bf16": (("A",), (64,)),
+    "flashmla-bf16": (("A", "E"), (64,)),
     "flashmla-fp8": (("A", "B", "C"), (64,)),
     "fa3": (("A",), (64,)),
     "flashinfer-sm100": (("A", "D"), (32, 64)),
     "flashinfer-sm120": (("C",), (64, 256)),
     "xpu": (("C",), None),
+    "flashinfer-sm90": (("A",), (64,)),
+    "cutlass-fa3": (("A",), (64,)),
+    "hisparse": (("A",), None),
+    "index-group": (("A", "C"), None),
 }
 
 
@@ -56,7 +63,8 @@ _CONVERT_NORMALISED = {"dcp_size": 1, "dcp_rank": 0, "interleave": 1, "compact":
 INPUT_FORMAT_VERSION = 1
 # Fields added after version 1 enter the case ID only when they differ from their
 # default, so every earlier case keeps its ID (and its saved reports replay).
-ADDED_FIELDS = ("layout", "backend", "graph_padding", "tokens_per_req", "prefill_chunk")
+ADDED_FIELDS = ("layout", "backend", "graph_padding", "tokens_per_req", "prefill_chunk", "block_stride",
+                "out_buffers")
 
 
 def _field(default: Any, help: str, choices: tuple = ()) -> Any:
@@ -119,6 +127,11 @@ class CaseConfig:
                                     "scheduler orders them; with prefill, the last requests are prefill ones")
     prefill_chunk: int = _field(0, "prefill workspace starts: 0 = one request after another; c >= 1 = rebased to 0 "
                                    "every c prefill requests, as chunked prefill does (e.g. 0, 10, 0, 20)")
+    block_stride: int = _field(0, "BLOCK_STRIDE_ROWS, physical KV rows per block (vLLM main, SPEC §9): 0 = not "
+                                  "passed (the wrapper's None, meaning BLOCK_SIZE); n >= 1 = passed as n, e.g. "
+                                  "the block size itself (a dense cache) or 4096 with block size 64 (packed)")
+    out_buffers: bool = _field(False, "caller-owned outputs (vLLM main forks, SPEC §10): the convert wrapper is "
+                                      "handed out= and, when counting, valid_counts_out=, both poisoned")
 
     def __post_init__(self):
         _check_types(self)
@@ -138,13 +151,16 @@ class CaseConfig:
     def pattern(self) -> str:
         """The attention backends' call pattern (issue 24): A convert with counts; B A
         with the prefill workspace; C convert without counts (the tiled path); D the DCP
-        filter with counts and compaction; "" for any other call."""
+        filter with counts and compaction; E the DCP filter with counts, in place
+        (FlashMLA on vLLM main); "" for any other call."""
         if self.mode == "convert":
             if not self.counts:
                 return "C"
             return "B" if self.has_prefill else "A"
         if self.is_dcp and self.compact and self.counts:
             return "D"
+        if self.is_dcp and not self.compact and self.counts:
+            return "E"
         return ""
 
     @property
@@ -154,6 +170,10 @@ class CaseConfig:
         if self.backend == "none":
             return ""
         words = [BACKEND_NAMES[self.backend], f"pattern {self.pattern}", f"block {self.block_size}"]
+        if self.block_stride:
+            words.append(f"BLOCK_STRIDE_ROWS {self.block_stride}")
+        if self.out_buffers:
+            words.append("caller-owned out")
         if self.is_dcp:
             words[1:1] = [f"DCP {self.dcp_size}", f"rank {self.dcp_rank}", f"interleave {self.interleave}"]
         if self.graph_padding:
@@ -161,6 +181,11 @@ class CaseConfig:
         if self.tokens_per_req > 1:
             words.append(f"{self.tokens_per_req} tokens per request")
         return ", ".join(words)
+
+    @property
+    def row_stride(self) -> int:
+        """The rows one block id stands for in the output's values (SPEC §9)."""
+        return self.block_stride or self.block_size
 
     @property
     def real_tokens(self) -> int:
@@ -388,6 +413,10 @@ def validate(c: CaseConfig) -> None:
         need(c.num_reqs >= requests,
              f"num_reqs={c.num_reqs} is fewer than the {requests} requests that {c.real_tokens} real rows at "
              f"tokens_per_req={c.tokens_per_req} need; raise num_reqs")
+    need(0 <= c.block_stride <= INT32_MAX,
+         f"block_stride={c.block_stride} must be 0 (not passed) or a positive int32 (BLOCK_STRIDE_ROWS)")
+    need(not c.out_buffers or c.mode == "convert",
+         "out_buffers needs mode=convert: only the convert wrapper takes out= and valid_counts_out=")
     need(c.prefill_chunk >= 0, f"prefill_chunk={c.prefill_chunk} must be 0 (stacked) or at least 1")
     if c.backend != "none":
         patterns, sizes = BACKEND_CALLS[c.backend]

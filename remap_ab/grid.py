@@ -39,6 +39,9 @@ class Value:
 
     label: str
     fields: tuple  # ((field, value), ...)
+    # ((dimension, (labels, ...)), ...): a dimension value combined only with these
+    # values of other dimensions (``only = { call = [...] }``); empty: with every value.
+    only: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,12 @@ class Grid:
     def _expand(self) -> Iterable[GridPoint]:
         sizes = [len(d.values) for d in self.dimensions]
         names = self.dimension_names
-        for n, idx in enumerate(itertools.product(*(range(s) for s in sizes))):
+        restricted = any(v.only for d in self.dimensions for v in d.values)
+        n = -1
+        for idx in itertools.product(*(range(s) for s in sizes)):
+            if restricted and not self._combined(idx):
+                continue
+            n += 1
             position = dict(zip(names, idx))
             merged = dict(self.defaults)
             labels = []
@@ -198,6 +206,11 @@ class Grid:
             for r, v in rot_values:
                 labels.append((r.name, _effective_label(r, v, config, dim_fields)))
             yield GridPoint(n, tuple(labels), config)
+
+    def _combined(self, idx: tuple) -> bool:
+        """Whether every value at ``idx`` allows the others (their ``only``)."""
+        chosen = {d.name: d.values[i] for d, i in zip(self.dimensions, idx)}
+        return all(chosen[dim].label in labels for v in chosen.values() for dim, labels in v.only)
 
     def rejections(self) -> list[Rejection]:
         """Every rejected (K, BLOCK_N) of ``widths`` on every combination of the
@@ -287,9 +300,18 @@ def _is_int(v) -> bool:
 
 
 def _parse_value(source: str, key: str, raw, field_name: Optional[str]) -> Value:
+    only: tuple = ()
     if isinstance(raw, dict):
         raw = dict(raw)
         label = raw.pop("label", None)
+        restriction = raw.pop("only", None)
+        if restriction is not None:
+            if not (isinstance(restriction, dict) and all(
+                    isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+                    for k, v in restriction.items())):
+                raise ConfigError(f"grid file {source}: {key}: `only` must be a table of dimension name -> list of "
+                                  f"value labels")
+            only = tuple((k, tuple(v)) for k, v in restriction.items())
         if not isinstance(label, (str, int, float)) or isinstance(label, bool):
             raise ConfigError(f"grid file {source}: {key}: a table value needs a `label` (a string or number)")
         fields_ = raw
@@ -303,7 +325,7 @@ def _parse_value(source: str, key: str, raw, field_name: Optional[str]) -> Value
     unknown = sorted(set(fields_) - set(CONFIG_FIELDS))
     if unknown:
         raise ConfigError(f"grid file {source}: {key} sets unknown field(s) {', '.join(unknown)}")
-    return Value(str(label), tuple(fields_.items()))
+    return Value(str(label), tuple(fields_.items()), only)
 
 
 def _widths(source: str, entries) -> tuple:
@@ -382,6 +404,15 @@ def parse(data: dict, source: str = "") -> Grid:
     if len(set(names)) != len(names):
         raise ConfigError(f"grid file {source}: axis names repeat")
     dim_names = {d.name for d in dims}
+    labels_of = {d.name: set(d.labels()) for d in dims}
+    for d in dims:
+        for v in d.values:
+            for dim, labels in v.only:
+                unknown_labels = sorted(set(labels) - labels_of.get(dim, set()))
+                if dim not in dim_names or dim == d.name or unknown_labels:
+                    raise ConfigError(f"grid file {source}: dimension {d.name!r} value {v.label!r}: `only` names "
+                                      f"{dim!r} {unknown_labels or ''}, which is no other dimension or none of its "
+                                      f"labels")
     for r in rots:
         bad = [o for o in r.over if o not in dim_names]
         if bad or not r.over:

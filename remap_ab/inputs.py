@@ -595,12 +595,20 @@ def _negative_values(u: torch.Tensor, kind: torch.Tensor, p: dict) -> torch.Tens
     return out
 
 
+def _near_edge(c: CaseConfig) -> int:
+    """Where a huge table's ids start: 2048 below INT32_MAX // (rows per block), so
+    that base * rows wraps right above them (less below a stride so large that there
+    are fewer ids than that)."""
+    top = INT32_MAX // c.row_stride
+    return top - min(2048, top // 2)
+
+
 def _block_tables(configs, device) -> torch.Tensor:
     """Every case's block_table, flat (row-major per case), int32."""
     per_case = [
         {
             "count": c.num_reqs * c.blocks_per_req, **_keys(c.seed, _TABLE_STREAMS), "width": c.blocks_per_req,
-            "ids": max(4 * c.num_reqs * c.blocks_per_req, 1024), "near": INT32_MAX // c.block_size - 2048,
+            "ids": max(4 * c.num_reqs * c.blocks_per_req, 1024), "near": _near_edge(c),
             "huge": int(c.table == "huge"), "padded": int(c.table == "padded"),
             "persistent": int(c.table == "persistent"),
             "real_reqs": -(-c.real_tokens // c.tokens_per_req) if c.tokens_per_req else c.num_reqs,

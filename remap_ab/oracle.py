@@ -41,6 +41,7 @@ def remap(
     token_indices: torch.Tensor,
     *,
     block_size: int,
+    block_stride=None,
     dcp_size: int = 1,
     dcp_rank: int = 0,
     interleave: int = 1,
@@ -53,7 +54,8 @@ def remap(
     To run the rows of many cases at once (``runner.reference_batch``), the four
     integers may also be int32 tensors holding one value per row ([rows, 1]; int32 so
     the arithmetic stays int32 and wraps as the kernels' does), and ``widths`` gives
-    each row's own table width where ``block_table`` stacks tables of several widths."""
+    each row's own table width where ``block_table`` stacks tables of several widths.
+    ``block_stride`` (SPEC §9): rows per block in the values, None meaning ``block_size``."""
     t = token_indices.to(torch.int32)
     rows = t.shape[0]
     width = block_table.shape[1] if widths is None else widths
@@ -78,8 +80,8 @@ def remap(
     safe_blk = blk.clamp(min=0).clamp(max=width - 1).to(torch.int64)
     base = block_table[q.view(rows, 1), safe_blk]
     base = torch.where(read, base, torch.zeros_like(base))
-    # int32 arithmetic wraps, as it does in the kernels (SPEC §2).
-    val = base * block_size + off
+    # int32 arithmetic wraps, as it does in the kernels (SPEC §2, §9).
+    val = base * (block_size if block_stride is None else block_stride) + off
 
     if prefill_request_ids is not None:  # §3.6
         assert prefill_starts is not None  # the prefill workspace comes as a pair
@@ -107,6 +109,22 @@ def _counts(valid: torch.Tensor) -> torch.Tensor:
     return valid.sum(dim=1, dtype=torch.int32)
 
 
+def _into(out, valid_counts_out, values: torch.Tensor, counts):
+    """SPEC §10: the results written into the caller's buffers (when given), which are
+    what comes back."""
+    if out is not None:
+        _require(out.shape == values.shape and out.dtype == torch.int32,
+                 f"out must be an int32 tensor of shape {tuple(values.shape)}")
+        out.copy_(values)
+        values = out
+    if counts is not None and valid_counts_out is not None:
+        _require(valid_counts_out.shape == counts.shape and valid_counts_out.dtype == torch.int32,
+                 f"valid_counts_out must be an int32 tensor of shape {tuple(counts.shape)}")
+        valid_counts_out.copy_(counts)
+        counts = valid_counts_out
+    return values, counts
+
+
 def _require(ok: bool, message: str) -> None:
     """SPEC §6's wrappers assert their preconditions; so does the oracle, with the same
     exception type, so that a rejection call judges it as it judges a kernel (``raise``,
@@ -131,15 +149,19 @@ def triton_convert_req_index_to_global_index(
     block_table,
     token_indices,
     BLOCK_SIZE=64,
+    BLOCK_STRIDE_ROWS=None,
     NUM_TOPK_TOKENS=2048,
     BLOCK_N=128,
     HAS_PREFILL_WORKSPACE=False,
     prefill_workspace_request_ids=None,
     prefill_workspace_starts=None,
     return_valid_counts=False,
+    out=None,
+    valid_counts_out=None,
 ):
-    """Reference for the plain convert (SPEC §6): its preconditions, then the remap
-    (BLOCK_N only shapes the kernels)."""
+    """Reference for the plain convert (SPEC §6, with vLLM main's BLOCK_STRIDE_ROWS, §9,
+    and caller-owned buffers, §10): its preconditions, then the remap (BLOCK_N only
+    shapes the kernels)."""
     _require_int32(req_id=req_id, block_table=block_table, token_indices=token_indices)
     _require(req_id.shape[0] == token_indices.shape[0],
              f"req_id ({req_id.shape[0]} rows) and token_indices ({token_indices.shape[0]} rows) must cover the same tokens")
@@ -150,17 +172,19 @@ def triton_convert_req_index_to_global_index(
             _require(t is not None, f"HAS_PREFILL_WORKSPACE needs {name}")
             _require_int32(**{name: t})
             _require(t.is_contiguous(), f"{name} must be contiguous")
-    out, valid = remap(
+    values, valid = remap(
         req_id,
         block_table,
         token_indices,
         block_size=BLOCK_SIZE,
+        block_stride=BLOCK_STRIDE_ROWS,
         prefill_request_ids=prefill_workspace_request_ids if HAS_PREFILL_WORKSPACE else None,
         prefill_starts=prefill_workspace_starts if HAS_PREFILL_WORKSPACE else None,
     )
+    values, counts = _into(out, valid_counts_out, values, _counts(valid) if return_valid_counts else None)
     if return_valid_counts:
-        return out, _counts(valid)
-    return out
+        return values, counts
+    return values
 
 
 def triton_filter_and_convert_dcp_index(
@@ -171,6 +195,7 @@ def triton_filter_and_convert_dcp_index(
     dcp_rank,
     cp_kv_cache_interleave_size=1,
     BLOCK_SIZE=64,
+    BLOCK_STRIDE_ROWS=None,
     NUM_TOPK_TOKENS=2048,
     BLOCK_N=128,
     return_valid_counts=False,
@@ -194,6 +219,7 @@ def triton_filter_and_convert_dcp_index(
             block_table,
             token_indices,
             BLOCK_SIZE=BLOCK_SIZE,
+            BLOCK_STRIDE_ROWS=BLOCK_STRIDE_ROWS,
             NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
             BLOCK_N=BLOCK_N,
             return_valid_counts=return_valid_counts,
@@ -203,6 +229,7 @@ def triton_filter_and_convert_dcp_index(
         block_table,
         token_indices,
         block_size=BLOCK_SIZE,
+        block_stride=BLOCK_STRIDE_ROWS,
         dcp_size=dcp_size,
         dcp_rank=dcp_rank,
         interleave=cp_kv_cache_interleave_size,

@@ -1,6 +1,6 @@
 """Implementations by name. A name is one of
 
-- ``old``, ``new``, ``oracle``;
+- ``old``, ``new``, ``main`` (kernels_new with vLLM main's optional parameters), ``oracle``;
 - a dotted module path on sys.path exposing the two SPEC §1 functions (for example
   vLLM's ``vllm.v1.attention.backends.mla.sparse_utils``, where vLLM is installed);
 - a path to a ``.py`` file, loaded as a module of its own (sources.py);
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Optional
 
-from remap_ab import runtime, sources
+from remap_ab import features, runtime, sources
 from remap_ab.compare import OrderContract
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ImplementationError, ImplementationOutputError, UnloadableFileError, exception_line
@@ -33,6 +33,7 @@ from remap_ab.sources import Source
 BUILTIN = {
     "old": "kernels_old",
     "new": "kernels_new",
+    "main": "kernels_main",
     "oracle": "remap_ab.oracle",
 }
 API = ("triton_convert_req_index_to_global_index", "triton_filter_and_convert_dcp_index")
@@ -75,12 +76,20 @@ class Implementation:
             return OrderContract(True, config.topk, why)
         return OrderContract(False, block_n, f"{tiles} tiles of {block_n}, atomic slot order")
 
-    def __call__(self, config: CaseConfig, inputs):
-        """Run the case through this implementation's public API (SPEC §1).
+    def __call__(self, config: CaseConfig, inputs, buffers=None):
+        """Run the case through this implementation's public API (SPEC §1), with the
+        optional parameters the case turns on (features.py: ``BLOCK_STRIDE_ROWS`` when
+        ``block_stride`` is set; ``buffers``, call.py's caller-owned outputs, as
+        ``out=`` / ``valid_counts_out=``). A parameter the case leaves off is not passed.
 
         Returns ``(out, counts)``; ``counts`` is None when the case does not ask for it.
         """
         m = self.module
+        if buffers is None and config.out_buffers and config.mode == "convert":
+            from remap_ab.call import caller_buffers  # a caller outside call.call: fresh buffers, unchecked
+
+            buffers = caller_buffers(config, inputs.device)
+        extra = features.call_arguments(config, buffers)
         if config.mode == "convert":
             result = m.triton_convert_req_index_to_global_index(
                 inputs.req_id,
@@ -93,6 +102,7 @@ class Implementation:
                 prefill_workspace_request_ids=inputs.prefill_request_ids,
                 prefill_workspace_starts=inputs.prefill_starts,
                 return_valid_counts=config.counts,
+                **extra,
             )
         else:
             result = m.triton_filter_and_convert_dcp_index(
@@ -107,6 +117,7 @@ class Implementation:
                 BLOCK_N=config.block_n,
                 return_valid_counts=config.counts,
                 compact_valid_to_front=config.compact,
+                **extra,
             )
         return checked_result(self.name, config, result, inputs.device)
 

@@ -12,11 +12,12 @@ from typing import Optional
 
 import torch
 
-from remap_ab import call, oracle, registry, runtime
+from remap_ab import call, features, oracle, registry, runtime
 from remap_ab.backend_views import backend_views
 from remap_ab.call import poisoned_empty, synchronize
 from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
+from remap_ab.errors import ConfigError
 from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, in_layout, ragged_arange
 
 __all__ = ["CaseResult", "poisoned_empty", "reference", "reference_batch", "run_case", "run_implementation", "synchronize"]
@@ -33,6 +34,7 @@ def reference(config: CaseConfig, inputs: CaseInputs) -> Reference:
         inputs.block_table,
         inputs.token_indices,
         block_size=config.block_size,
+        block_stride=config.row_stride,
         dcp_size=size,
         dcp_rank=rank,
         interleave=interleave,
@@ -55,11 +57,13 @@ def reference_batch(configs: list, inputs: list) -> list[Reference]:
     if not configs:
         return []
     dev = inputs[0].device
-    names = ("tokens", "topk", "block_size", "dcp_size", "dcp_rank", "interleave", "width", "num_reqs", "req_at", "prefill_at")
+    names = ("tokens", "topk", "block_size", "dcp_size", "dcp_rank", "interleave", "width", "num_reqs", "req_at", "prefill_at",
+             "row_stride")
     columns = []
     for c, (_, req_at, prefill_at) in zip(configs, _case_offsets(configs)):
         size, rank, interleave = c.effective_dcp
-        columns.append([c.tokens, c.topk, c.block_size, size, rank, interleave, c.blocks_per_req, c.num_reqs, req_at, prefill_at])
+        columns.append([c.tokens, c.topk, c.block_size, size, rank, interleave, c.blocks_per_req, c.num_reqs, req_at, prefill_at,
+                        c.row_stride])
     per_case = host_values(columns, dev).t()
     case = dict(zip(names, per_case))
     row_case, _ = ragged_arange(case["tokens"], sum(c.tokens for c in configs))
@@ -94,6 +98,7 @@ def reference_batch(configs: list, inputs: list) -> list[Reference]:
         table,
         tokens,
         block_size=per_row["block_size"],
+        block_stride=per_row["row_stride"],
         dcp_size=per_row["dcp_size"],
         dcp_rank=per_row["dcp_rank"],
         interleave=per_row["interleave"],
@@ -182,7 +187,7 @@ def run_case(
         if config.layout != "contiguous":
             inputs = in_layout(config.layout, inputs)
     production = torch.device(dev).type == "cuda" if production is None else production
-    impl_a, impl_b = registry.get(a), registry.get(b)
+    impl_a, impl_b = sides(config, a, b)
     out_a = call.call(impl_a, config, inputs, schedule, memcheck=memcheck, production=production)
     out_b = call.call(impl_b, config, inputs, schedule, memcheck=memcheck, production=production)
     ref = reference(config, inputs)
@@ -196,6 +201,17 @@ def run_case(
         views=backend_views(config, out_a, out_b, ref), caller=config.caller,
     )
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
+
+
+def sides(config: CaseConfig, a: str, b: str) -> tuple:
+    """The implementations that run ``config`` as A and B: a side whose wrappers lack an
+    optional parameter the case passes is replaced by the oracle, so the other side is
+    judged against it (features.py). A case neither side can take is a ConfigError."""
+    runs_a, runs_b = features.plan(a, b).runs(config)
+    if not (runs_a or runs_b):
+        raise ConfigError(f"neither {a} nor {b} accepts {', '.join(features.uses(config))}, which this case passes; "
+                          f"give a --b that does (e.g. --b main) or leave the option off")
+    return tuple(registry.get(name if runs else "oracle") for name, runs in ((a, runs_a), (b, runs_b)))
 
 
 def oracle_problem(o: Output, ref: Reference) -> Optional[str]:

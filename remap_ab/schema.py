@@ -230,6 +230,7 @@ class RunMeta(Open):
     call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = _ABSENT
     rejections: int = _COUNT
     api: list[ApiDifferenceData] = _ABSENT
+    features: list[str] = _ABSENT
     cap_note: str = _ABSENT
     phase_seconds: dict[str, float] = _ABSENT
     wall_seconds: float = _ABSENT

@@ -46,6 +46,7 @@ class Check(StrEnum):
     GRAPH = "graph"  # the call cannot be captured in a CUDA graph, or its replay differs from an eager call
     SYNC = "sync"  # the call synchronises with the host (torch.cuda.set_sync_debug_mode "error")
     STREAM = "stream"  # outputs read on the caller's stream are not ready: work left on another stream
+    BUFFERS = "buffers"  # a caller-owned output (out= / valid_counts_out=) not returned, or written around
     BACKEND_VIEW = "backend_view"  # an attention backend would read different KV rows from A's and B's outputs
 
 

@@ -26,19 +26,22 @@ def points():
 
 
 def test_the_callers_grid_is_every_backend_call(points):
-    assert len(points) == 550 and len({p.case_id for p in points}) == 550
+    assert len(points) == 680 and len({p.case_id for p in points}) == 680
     configs = [p.config for p in points]
     assert all(c.backend != "none" and c.caller for c in configs)
-    # Every backend in every pattern it makes, at exactly its block sizes (XPU: any; 16 and 128 here).
+    # Every backend in every pattern it makes, at exactly its block sizes (XPU: any; 4 to 256 here, with its
+    # strides; HiSparse and the index group: 64).
     seen = {(c.backend, c.pattern) for c in configs}
     assert seen == {(b, p) for b, (patterns, _) in BACKEND_CALLS.items() for p in patterns}
     for b, (_, sizes) in BACKEND_CALLS.items():
         got = {c.block_size for c in configs if c.backend == b}
-        assert got == (set(sizes) if sizes else {16, 128}), b
-    # No caller passes BLOCK_N; NUM_TOPK_TOKENS is 2048, the DCP indexer's 512/1024/2048 under DCP.
-    assert {c.block_n for c in configs} == {128}
-    assert {c.topk for c in configs if c.pattern != "D"} == {2048}
-    assert {c.topk for c in configs if c.pattern == "D"} == {512, 1024, 2048}
+        assert got == (set(sizes) if sizes else {4, 16, 64, 128, 256} if b == "xpu" else {64}), b
+    # No caller but HiSparse passes BLOCK_N (top_k when not a multiple of 128); NUM_TOPK_TOKENS is 2048
+    # (HiSparse's 64, the index group's GLM width 2176), the DCP indexer's 512/1024/2048 under DCP.
+    assert {c.block_n for c in configs} == {64, 128}
+    assert {c.backend for c in configs if c.block_n != 128} == {"hisparse"}
+    assert {c.topk for c in configs if c.pattern not in ("D", "E")} == {64, 2048, 2176}
+    assert {c.topk for c in configs if c.pattern in ("D", "E")} == {512, 1024, 2048}
     # D: sizes 2, 4, 8 with every rank and interleaves {1, 8, 32, block size}, at both block sizes.
     d = {(c.block_size, c.dcp_size, c.dcp_rank, c.interleave) for c in configs if c.pattern == "D"}
     want = {(b, s, r, i) for b in (32, 64) for s in (2, 4, 8) for r in range(s) for i in {1, 8, 32, b}}

@@ -118,6 +118,8 @@ def main(args) -> int:
         options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)
     sweep.prepare()
+    for line in sweep.feature_lines:  # the header: how each optional parameter is exercised
+        print(line, file=sys.stderr)
     if sweep.already:
         from remap_ab.compare import plural
 

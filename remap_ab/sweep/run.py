@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import api_compat, rejections
+from remap_ab import api_compat, features, rejections
 from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
@@ -112,6 +112,15 @@ class Sweep:
         o.a, o.b = impls[0].name, impls[1].name
         self.loaded = {role: impl.source.to_dict() if impl.source else None for role, impl in zip("ab", impls)}
         self.api = [d.to_dict() for d in api_compat.check(o.a, o.b)]  # a run-level check (SPEC §1 signatures)
+        # Optional parameters (features.py): how each is exercised, from the two signatures;
+        # a point neither side can take is not run (the lines say how many).
+        plan = features.plan(o.a, o.b)
+        self.feature_lines = features.lines(plan, [p.config for p in self.grid_points])
+        runnable = [p for p in self.grid_points if plan.runnable(p.config)]
+        if len(runnable) != len(self.grid_points):
+            self.grid_points = runnable
+            self.points = self.grid_points + calls
+            self.selection = selection_fingerprint(self.points)
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
         if o.workers is None:
@@ -176,6 +185,7 @@ class Sweep:
             "selected": len(self.points),
             "rejections": len(self.points) - len(self.grid_points),
             "api": self.api,
+            "features": self.feature_lines,
             "selection": self.selection,
             "memcheck": o.memcheck,
             "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",

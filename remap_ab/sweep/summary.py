@@ -108,6 +108,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "memcheck": bool(meta.get("memcheck", False)),
         "rejections": rejections,
         "api": api,
+        "features": meta.get("features", []),
         "api_compatible": not api_compat.fails(api),
         "failures_by_dimension": by_dim,
         "by_backend": by_backend,
@@ -213,6 +214,7 @@ def format_summary(s: dict, show: int = 10) -> str:
         lines.append(f"  capped: {s['cap_note']}")
     if s.get("api") is not None:
         lines += ["  " + line for line in api_compat.summary_lines(s["api"], s["a"], s["b"])]
+    lines += ["  " + line for line in s.get("features") or []]
     if rejections_line(s):
         lines.append(rejections_line(s))
     if s.get("memcheck"):
