@@ -45,6 +45,7 @@ from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
+from remap_ab.speed import size_bucket
 
 PHASES = ("gen", "kernels", "compare", "write")
 
@@ -392,19 +393,14 @@ _PRODUCTION_CHECKED: set = set()
 _LARGEST_CHECKED: dict = {}
 
 
-def size_bucket(tokens: int) -> int:
-    """A case's batch-size bucket: the power of two its token rows reach (1; 2-3; 4-7;
-    ...; 256-511; ...). A wrapper that behaves otherwise above some batch size (a
-    debug read-back, another launch, a fallback) shows in the bucket past it."""
-    return max(int(tokens), 1).bit_length()
-
-
 def _production_sampled(configs: list) -> list[int]:
     """Indices of the cases the graph and stream checks run on (the sync check runs on
     every call): the first case of each wrapper path, launch shape (one tile of K ==
     BLOCK_N, a power-of-two K, tiled) and batch-size bucket this process meets, and
     the case with the most token rows of each path and shape whenever it has more
     than every case checked so far, so the largest batch of a run is always checked.
+    (A wrapper that behaves otherwise above some batch size, say a debug read-back,
+    shows in the bucket past it.)
     Each costs a graph capture and a queued sleep per call; what they check (streams,
     what a capture bakes in) is the wrapper's host code and launch, which the path,
     the shape and the batch size select."""
