@@ -20,7 +20,7 @@ Options (each also settable by environment variable, for subprocesses):
                                 the property suite's profile: ci (default), dev,
                                 nightly, gpu, mutants (see remap_ab/profiles.py)
   --remap-fail-slower / REMAP_AB_FAIL_SLOWER
-                                the speed gate of ``remap-ab bench`` (bench/speed_gate.py)
+                                the speed gate of ``remap-ab bench`` (remap_ab/speed.py)
                                 on the pull request's cells, as the property suite's
                                 test_speed.py: fail a cell where B is slower than A by
                                 more than PCT beyond noise (5%, or 0.05); default off.
@@ -75,8 +75,8 @@ def pytest_configure(config):
 
         gpus.export_gpu_list()
     _resolve_implementations(config)
-    from remap_ab.bench.speed_gate import parse_fail_slower
     from remap_ab.errors import UsageError
+    from remap_ab.speed import parse_fail_slower
 
     try:
         config._remap_ab_fail_slower = parse_fail_slower(config.getoption("--remap-fail-slower"))

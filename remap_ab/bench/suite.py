@@ -109,7 +109,7 @@ class SuiteOptions:
     host_impls: tuple = ("old", "new")
     sweep_filters: tuple = ()
     sweep_fresh_process: bool = True
-    # The speed gate on the pr cells (speed_gate.py): the fraction by which B may be
+    # The speed gate on the pr cells (remap_ab/speed.py): the fraction by which B may be
     # slower than A beyond noise; None turns it off.
     fail_slower: Optional[float] = 0.05
     # Where the GPU sections put their inputs. Always "cuda" from the command line; the
@@ -231,10 +231,10 @@ class Suite:
         self._finish(section, len(configs) - len(cells), "cells")
 
     def _speed_gate(self, cells, rows, section: Section) -> None:
-        """The speed gate (speed_gate.py) on every timed pr cell: B's median over A's
+        """The speed gate (remap_ab/speed.py) on every timed pr cell: B's median over A's
         with its bootstrap interval in the row; a cell where B is slower beyond noise
         is named in the findings and fails the run."""
-        from remap_ab.bench.speed_gate import judge_speed
+        from remap_ab.speed import judge_speed
 
         o = self.opts
         if o.fail_slower is None:

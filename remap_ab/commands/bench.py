@@ -187,7 +187,7 @@ def build_options(args, device: str):
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
     repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
-    from remap_ab.bench.speed_gate import parse_fail_slower
+    from remap_ab.speed import parse_fail_slower
 
     fail_slower = parse_fail_slower(args.fail_slower)
     host_impls = tuple(x for x in (args.host_impls or f"{args.a},{args.b}").split(",") if x)

@@ -1,5 +1,5 @@
 """B is not slower than A beyond noise: ``remap-ab bench``'s speed gate
-(remap_ab/bench/speed_gate.py) on the pull request's cells, through pytest.
+(remap_ab/speed.py) on the pull request's cells, through pytest.
 
 Off unless ``--remap-fail-slower PCT`` (env ``REMAP_AB_FAIL_SLOWER``) is given. Speed is
 judged on a GPU only: on the CPU every cell is skipped, saying so.
@@ -10,7 +10,7 @@ import torch
 
 from remap_ab import registry
 from remap_ab.bench import pr_table
-from remap_ab.bench.speed_gate import judge_speed
+from remap_ab.speed import judge_speed
 
 CELLS = pr_table.bench_cases((512, 2048), (1, 256, 1024))
 CALLS, REPEATS = 100, 20
