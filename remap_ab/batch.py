@@ -45,6 +45,8 @@ from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
+from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
+from remap_ab.speed import size_bucket
 
 PHASES = ("gen", "kernels", "compare", "write")
 
@@ -69,11 +71,13 @@ class BatchTimes:
 
 
 def timed_call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: CallClock,
-               private: Optional[PrivateInputs] = None, index: int = 0, production: bool = False, context=None):
+               private: Optional[PrivateInputs] = None, index: int = 0, production: bool = False, context=None,
+               sync: Optional[bool] = None):
     """One implementation on one case, as the sweep calls it (bench's host section times
     this too): ``(Output, (start, end))`` for ``clock.elapsed_ms``, or ``(Output, None)``
-    when it raised. ``context``: as ``call``'s."""
-    o = call(impl, config, inputs, private=private, index=index, clock=clock, production=production, context=context)
+    when it raised. ``context``, ``sync``: as ``call``'s."""
+    o = call(impl, config, inputs, private=private, index=index, clock=clock, production=production, context=context,
+             sync=sync)
     return o, o.span
 
 
@@ -108,8 +112,9 @@ def run_batch(
     implementation for the whole batch (sanitizer.py), its findings folded into the
     verdicts; that time counts as the compare phase.
 
-    ``call_checks`` (options.CALL_CHECKS): on a GPU, which cases get the graph, stream
-    and sync checks of their calls. ``context``: entered around each call of A and B
+    ``call_checks`` (options.CALL_CHECKS): on a GPU, which cases get the graph and
+    stream checks of their calls (``_production_sampled``); the sync check runs on every
+    call unless it is "off". ``context``: entered around each call of A and B
     (``call``'s: the soak queues a contending side-stream load there)."""
     times = times if times is not None else BatchTimes()
     dev = torch.device(device)
@@ -138,11 +143,12 @@ def run_batch(
     outs = []
     own_a, own_b = PrivateInputs.each(inputs, 2)
     chosen = set(sampled)
+    sync = call_checks != "off"
     for i, (c, x) in enumerate(zip(configs, inputs)):
         # A case passing an optional parameter one side lacks: the oracle stands in for it (features.py).
         ia, ib = sides(c, a, b)
-        oa, ta = timed_call(ia, c, x, clock, own_a, i, production=i in chosen, context=context)
-        ob, tb = timed_call(ib, c, x, clock, own_b, i, production=i in chosen, context=context)
+        oa, ta = timed_call(ia, c, x, clock, own_a, i, production=i in chosen, context=context, sync=sync)
+        ob, tb = timed_call(ib, c, x, clock, own_b, i, production=i in chosen, context=context, sync=sync)
         outs.append((oa, ta, ob, tb))
     synchronize(dev)
     t2 = time.perf_counter()
@@ -382,21 +388,41 @@ def forget_checked_paths() -> None:
     every path (tests)."""
     _API_PATHS_CHECKED.clear()
     _PRODUCTION_CHECKED.clear()
+    _LARGEST_CHECKED.clear()
 
 
-_PRODUCTION_CHECKED: set = set()  # (wrapper path, launch shape) the production checks ran on
+# (wrapper path, launch shape, batch-size bucket) the graph and stream checks ran on
+_PRODUCTION_CHECKED: set = set()
+# (wrapper path, launch shape) -> the most token rows those checks ran on
+_LARGEST_CHECKED: dict = {}
 
 
 def _production_sampled(configs: list) -> list[int]:
-    """Indices of the cases the GPU call checks (graph, stream, sync) run on: the first
-    case of each wrapper path and launch shape (one tile of K == BLOCK_N, a power-of-two
-    K, tiled) this process meets. Each costs a graph capture and a queued sleep per
-    call; what they check (host syncs, streams, what a capture bakes in) is the
-    wrapper's host code and launch, which these alone select."""
+    """Indices of the cases the graph and stream checks run on (the sync check runs on
+    every call): the first case of each wrapper path, launch shape (one tile of K ==
+    BLOCK_N, a power-of-two K, tiled) and batch-size bucket this process meets, and
+    the case with the most token rows of each path and shape whenever it has more
+    than every case checked so far, so the largest batch of a run is always checked.
+    (A wrapper that behaves otherwise above some batch size, say a debug read-back,
+    shows in the bucket past it.)
+    Each costs a graph capture and a queued sleep per call; what they check (streams,
+    what a capture bakes in) is the wrapper's host code and launch, which the path,
+    the shape and the batch size select."""
     first: dict[tuple, int] = {}
+    largest: dict[tuple, int] = {}
     for i, c in enumerate(configs):
-        key = (_path(c), c.topk == c.block_n, c.topk_is_pow2)
+        shape = (_path(c), c.topk == c.block_n, c.topk_is_pow2)
+        key = (*shape, size_bucket(c.tokens))
         if key not in _PRODUCTION_CHECKED:
             first.setdefault(key, i)
+        best = largest.get(shape)
+        if c.tokens > _LARGEST_CHECKED.get(shape, 0) and (best is None or c.tokens > configs[best].tokens):
+            largest[shape] = i
     _PRODUCTION_CHECKED.update(first)
-    return sorted(first.values())
+    for shape, i in largest.items():
+        _LARGEST_CHECKED[shape] = configs[i].tokens
+    chosen = set(first.values()) | set(largest.values())
+    for i in chosen:  # a case checked for its size covers its bucket too
+        c = configs[i]
+        _PRODUCTION_CHECKED.add((_path(c), c.topk == c.block_n, c.topk_is_pow2, size_bucket(c.tokens)))
+    return sorted(chosen)

@@ -9,13 +9,16 @@ A call
 3. times it: CUDA events without a sync when the caller passes a ``CallClock`` (the
    batch engine), else a synchronize on each side and ``perf_counter``;
 4. turns an exception, or a return that is no output, into the Output's ``error``;
-5. on CUDA with ``production=True``, checks what vLLM's decode path needs beyond the
-   values (``production_findings``): no host synchronisation inside the call, outputs
-   ready on the caller's stream, and a CUDA-graph capture whose replay on new inputs
-   equals an eager call.
+5. checks the layout of what came back against A's (out_layout.py: row-major
+   contiguous, or a caller-owned buffer's), on every call and every device;
+6. on CUDA, checks what vLLM's decode path needs beyond the values: no host
+   synchronisation inside the call (every call, unless ``sync=False``), and with
+   ``production=True`` (``production_findings``) outputs ready on the caller's stream
+   and a CUDA-graph capture whose replay on new inputs equals an eager call.
 
 What a call found goes into the ``Output`` (``guard`` for input writes and aliasing,
-``findings`` for the production checks); ``compare`` turns all of it into the verdict.
+``findings`` for the layout and production checks); ``compare`` turns all of it into
+the verdict.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from remap_ab.compare import CallFinding, Output
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs
+from remap_ab.out_layout import layout_findings, wrapper_layouts
 from remap_ab.status import Check
 
 if TYPE_CHECKING:
@@ -359,6 +363,8 @@ def call(
     index: int = 0,
     clock: Optional[CallClock] = None,
     production: bool = False,
+    sync: Optional[bool] = None,
+    layout: Optional[dict] = None,
     context=None,
     settle: bool = True,
 ) -> Output:
@@ -368,7 +374,10 @@ def call(
     ``index`` of the originals); made here when not given. ``clock``: time with it and
     do not synchronise (the caller does, once per batch). ``memcheck``: every memory
     access checked (CPU: in the interpreter; GPU: compute-sanitizer in a child).
-    ``production``: on CUDA, the graph, stream and sync checks as well. ``context``: a
+    ``production``: on CUDA, the graph and stream checks as well. ``sync``: on CUDA,
+    the host-sync check (default: on every call; False turns it off). ``layout``: the
+    strides each returned tensor must have (out_layout.Expected by name; default the
+    wrappers' row-major contiguous layout of the case). ``context``: a
     context manager factory entered first, before the poisoning (a contending
     side-stream load is queued there); ``settle=False``: no device synchronisation
     before the call (it would drain that load first)."""
@@ -378,6 +387,7 @@ def call(
     own = private.cases[index]
     device = inputs.device
     cuda = device.type == "cuda"
+    sync = cuda and (sync is None or sync)
     findings: list[CallFinding] = []
     session = None
     span = None
@@ -386,14 +396,12 @@ def call(
     try:
         with calling(device, impl.name, own.tensors() if memcheck else None, schedule, context) as session:
             if clock is not None:
-                t0 = clock.start()
-                out, counts = _sync_checked(impl, config, own, production and cuda, findings, buffers)
-                span = (t0, clock.start())
+                out, counts, span = _sync_checked(impl, config, own, sync, findings, clock, buffers)
             else:
                 if settle:
                     synchronize(device)
                 start = time.perf_counter()
-                out, counts = _sync_checked(impl, config, own, production and cuda, findings, buffers)
+                out, counts, _ = _sync_checked(impl, config, own, sync, findings, buffers=buffers)
                 synchronize(device)
                 seconds = time.perf_counter() - start
     except Exception as exc:  # a broken implementation is a verdict, not a crash
@@ -406,12 +414,15 @@ def call(
 
         report = sanitizer.check_case(impl.name, config, inputs)
     findings += aliasing(out, counts, private.storages(index), impl.name)
-    if buffers is not None:
+    if buffers is not None:  # the buffers given must come back: their layout is theirs
         findings += buffers.findings(config, out, counts, impl.name)
+    else:
+        findings += layout_findings(out, counts, wrapper_layouts(config) if layout is None else layout, impl.name)
     if production and cuda:
         findings += production_findings(impl, config, inputs, out, counts)
+    checks = (("sync",) if sync else ()) + (("stream", "graph") if production and cuda else ())
     o = Output(impl.name, out, counts, contract, seconds=seconds, memcheck=report, guard=(private, index),
-               findings=findings, checks=("sync", "stream", "graph") if production and cuda else ())
+               findings=findings, checks=checks)
     o.span = span
     return o
 
@@ -420,19 +431,19 @@ _SYNC_WORDS = "synchronizing"
 
 
 def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, findings: list,
-                  buffers: Optional[CallerBuffers] = None):
-    """``impl(config, inputs, buffers)``; with ``check`` (CUDA), under sync debug mode
-    "error": a host synchronisation inside the call becomes a ``sync`` finding and the
-    call is made again without the mode (on buffers poisoned again), so its values are
-    still judged."""
+                  clock: Optional[CallClock] = None, buffers: Optional[CallerBuffers] = None):
+    """``(out, counts, span)`` of ``impl(config, inputs, buffers)``; with ``check``
+    (CUDA), under sync debug mode "error": a host synchronisation inside the call
+    becomes a ``sync`` finding and the call is made again without the mode (on buffers
+    poisoned again), so its values are still judged. ``span``: the ``clock``'s marks
+    around the call that counts (None without a clock); the mode's switches fall
+    outside them."""
     if not check:
-        return impl(config, inputs, buffers)
+        return _timed(impl, config, inputs, clock, buffers)
     previous = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings():  # torch says the mode is a prototype on every switch
-        warnings.simplefilter("ignore", UserWarning)
-        torch.cuda.set_sync_debug_mode("error")
+    _set_sync_debug_mode(2)  # "error"
     try:
-        return impl(config, inputs, buffers)
+        return _timed(impl, config, inputs, clock, buffers)
     except RuntimeError as exc:
         if _SYNC_WORDS not in str(exc):
             raise
@@ -442,12 +453,30 @@ def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, fin
             f"inside CUDA graphs, where a host sync fails the capture",
         ))
     finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            torch.cuda.set_sync_debug_mode(previous)
+        _set_sync_debug_mode(previous)
     if buffers is not None:
         buffers.poison()
-    return impl(config, inputs, buffers)
+    return _timed(impl, config, inputs, clock, buffers)
+
+
+def _timed(impl, config: CaseConfig, inputs: CaseInputs, clock: Optional[CallClock], buffers=None):
+    if clock is None:
+        return (*impl(config, inputs, buffers), None)
+    start = clock.start()
+    out, counts = impl(config, inputs, buffers)
+    return out, counts, (start, clock.start())
+
+
+def _set_sync_debug_mode(mode: int) -> None:
+    # The C switch itself: torch.cuda's wrapper re-checks its lazy init on every call,
+    # and the switch says the mode is a prototype each time (silenced here).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        setter = getattr(torch._C, "_cuda_set_sync_debug_mode", None)
+        if setter is None:
+            torch.cuda.set_sync_debug_mode(mode)
+        else:
+            setter(mode)
 
 
 # ------------------------------------------------------------------ production checks

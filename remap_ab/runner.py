@@ -188,8 +188,8 @@ def run_case(
             inputs = in_layout(config.layout, inputs)
     production = torch.device(dev).type == "cuda" if production is None else production
     impl_a, impl_b = sides(config, a, b)
-    out_a = call.call(impl_a, config, inputs, schedule, memcheck=memcheck, production=production)
-    out_b = call.call(impl_b, config, inputs, schedule, memcheck=memcheck, production=production)
+    out_a = call.call(impl_a, config, inputs, schedule, memcheck=memcheck, production=production, sync=production)
+    out_b = call.call(impl_b, config, inputs, schedule, memcheck=memcheck, production=production, sync=production)
     ref = reference(config, inputs)
     # The oracle also runs through its public API, so the wrappers' plumbing
     # (delegation, return shapes) is checked against the direct reference too.

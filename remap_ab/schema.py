@@ -336,7 +336,7 @@ class MutantEntry(Strict):
     edit: list[EditData] = Field(min_length=1)
     equivalent: Optional[Words] = None
     needs_gpu: Optional[Words] = None
-    observable: typing.Literal["output", "memcheck", "call", "rejection"] = "output"
+    observable: typing.Literal["output", "memcheck", "call", "rejection", "speed"] = "output"
 
 
 # Rejection calls (rejections.toml): the file's shape, then each call's.

@@ -42,6 +42,7 @@ class Check(StrEnum):
     # The production contract beyond the values (SPEC §6 and how vLLM calls it).
     INPUTS_WRITTEN = "inputs_written"  # the call changed a byte of an input it was given
     ALIASED = "aliased"  # an output shares storage with an input
+    LAYOUT = "layout"  # out or valid_counts comes back with other strides than A's layout (row-major contiguous)
     REJECTS = "rejects"  # A rejects a call (a SPEC §6 precondition) that B accepts, or with another exception type
     GRAPH = "graph"  # the call cannot be captured in a CUDA graph, or its replay differs from an eager call
     SYNC = "sync"  # the call synchronises with the host (torch.cuda.set_sync_debug_mode "error")

@@ -127,8 +127,8 @@ def test_mutant_changes_an_output_on_its_witness_case(m, mutant_root):
     w, _ = M.find_witness(m, DEVICE, declared_only=not (m.needs_gpu and DEVICE == "cuda"))
     if m.equivalent:
         assert w is None, f"{m.id} is declared equivalent but changes an output: {w.line()}"
-    elif m.observable in ("memcheck", "call"):
-        assert w is None, f"{m.id} must change no output (only a memory or call check may see it): {w.line()}"
+    elif m.observable in ("memcheck", "call", "speed"):
+        assert w is None, f"{m.id} must change no output (only a memory, call or speed check may see it): {w.line()}"
     else:
         assert w is not None, f"{m.id}: its witness case shows no difference from the real kernel"
 
@@ -219,7 +219,9 @@ def test_plan_runs_what_can_kill_and_says_why_the_rest_does_not():
     cpu = plan(racy, "cpu")
     assert cpu.run == ("race",) and "needs a GPU" in cpu.skipped["properties"]
     assert plan(racy, "cuda").run == ("race", "sweep", "properties")
-    assert plan(racy, "cpu", full=True).run == ("race", "call", "memcheck", "rejects", "sweep", "properties")
+    assert plan(racy, "cpu", full=True).run == ("race", "call", "memcheck", "rejects", "speed", "sweep", "properties")
+    slow = plan(M.get("launched_eight_times"), "cpu")
+    assert slow.run == ("speed",) and "only the speed gate" in slow.skipped["race"]
     unchecked = plan(M.get("req_id_length_unchecked"), "cpu")
     assert unchecked.run == ("rejects",) and "only a call SPEC §6 rejects" in unchecked.skipped["sweep"]
     assert plan(oob, "cpu").run == ("memcheck",) and "outputs unchanged" in plan(oob, "cpu").skipped["sweep"]
@@ -254,6 +256,11 @@ def test_verdicts_never_count_a_check_that_did_not_run():
     assert _result(unchecked, "cpu", rejects=K, sweep=N).verdict == Outcome.KILLED
     assert _result(unchecked, "cpu", witness=False, rejects=K).verdict == Outcome.NO_WITNESS
     assert _result(unchecked, "cpu", rejects=S).verdict == Outcome.SURVIVED
+    slow = M.get("launched_eight_times")
+    assert _result(slow, "cpu", witness=False, speed=N).verdict == Outcome.NEEDS_GPU
+    assert _result(slow, "cuda", witness=False, speed=K).verdict == Outcome.KILLED
+    assert _result(slow, "cuda", witness=False, speed=S).verdict == Outcome.SURVIVED
+    assert _result(slow, "cuda", witness=True, speed=K).verdict == Outcome.BROKEN  # it changed an output
 
 
 # --------------------------------------------------------------------------- the rejects check

@@ -109,6 +109,9 @@ class SuiteOptions:
     host_impls: tuple = ("old", "new")
     sweep_filters: tuple = ()
     sweep_fresh_process: bool = True
+    # The speed gate on the pr cells (remap_ab/speed.py): the fraction by which B may be
+    # slower than A beyond noise; None turns it off.
+    fail_slower: Optional[float] = 0.05
     # Where the GPU sections put their inputs. Always "cuda" from the command line; the
     # tests set "cpu" with the graph timing replaced, to run everything else of those
     # sections (gates, tables, findings, charts) on the interpreter.
@@ -126,6 +129,7 @@ class Suite:
         self.contention_rows: list = []
         self.book: Optional[VariantBook] = None  # made by run()
         self.failed_checks = 0  # refused or post-timing-failed cells
+        self.slower_cells: list = []  # pr cells the speed gate failed: "path K=.. T=..: <judgement>"
 
     # ---------------------------------------------------------------- driver
     def run(self) -> list:
@@ -202,6 +206,7 @@ class Suite:
                                    progress=progress, budget=self.budget, device=o.timing_device)
         rows = [c.row() for c in cells]
         self._count_checks(rows)
+        self._speed_gate(cells, rows, section)
         section.tables.append(Table("cells", "µs per call (medians over repeats)", rows, caption=(
             "a = " + o.a + ", b = " + o.b + "; floor = empty Triton kernel on the same grid and warps; "
             "GBps = minimum bytes moved / time; cold columns: rotating input copies (cold_sets, footprint / L2).")))
@@ -224,6 +229,36 @@ class Suite:
                 section.findings.append(f"{r['path']} K={r['topk']} T={r['tokens']}: the cold figure is partly warm "
                                         f"(rotation covers {r['cold_footprint_over_l2']:.2f}x L2)")
         self._finish(section, len(configs) - len(cells), "cells")
+
+    def _speed_gate(self, cells, rows, section: Section) -> None:
+        """The speed gate (remap_ab/speed.py) on every timed pr cell: B's median over A's
+        with its bootstrap interval in the row; a cell where B is slower beyond noise
+        is named in the findings and fails the run."""
+        from remap_ab.speed import judge_speed
+
+        o = self.opts
+        if o.fail_slower is None:
+            section.findings.append("speed gate off (--fail-slower off): B's speed against A's is not judged")
+            return
+        slower = []
+        for cell, r in zip(cells, rows):
+            name = f"{r['path']} K={r['topk']} T={r['tokens']}"
+            if cell.status != CellStatus.TIMED or "a" not in cell.times:
+                r["speed_gate"] = "not judged (not timed)"
+                continue
+            j = judge_speed(cell.times["a"].samples, cell.times["b"].samples, fail_slower=o.fail_slower)
+            r["b_over_a"], r["b_over_a_ci_low"], r["b_over_a_ci_high"] = j.ratio, j.low, j.high
+            r["speed_gate"] = "SLOWER" if j.slower else ("ok" if j.judged else "not judged")
+            if j.slower:
+                slower.append(f"{name}: {j.line(o.a, o.b)}")
+            elif not j.judged:
+                section.findings.append(f"{name}: {j.line(o.a, o.b)}")
+        self.slower_cells += slower
+        judged = sum(1 for r in rows if r.get("speed_gate") in ("ok", "SLOWER"))
+        section.findings += [f"SLOWER {line}" for line in slower]
+        section.findings.append(
+            f"speed gate (B slower than A by more than {100 * o.fail_slower:.0f} % with 95 % confidence, bootstrap "
+            f"interval of the ratio of medians over {o.repeats} repeats): {len(slower)} of {judged} judged cells fail")
 
     def _section_contention(self, section: Section) -> None:
         from remap_ab.bench import contention

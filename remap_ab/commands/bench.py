@@ -27,9 +27,12 @@ spills and shared memory are printed with the table). --sweep-phases: host and s
 Output: <root>/bench/<stamp>/ (or --report DIR): index.html (every table and chart),
 results.json and tables.zip (CSV per table, PNG per chart), rewritten after every section so
 a run stopped by --budget-s or killed keeps what was measured. Nothing is timed that
-disagrees with the oracle on the timed inputs. Exit status: 0 every section complete and
-every check passed; 1 a timing refused or failing its post-timing check, or a section
-partial / not run / in error; 2 bad input, or only GPU sections asked for without a GPU.
+disagrees with the oracle on the timed inputs. The pr cells pass a speed gate: a cell
+where B is slower than A beyond noise (--fail-slower, default 5%: the whole bootstrap
+interval of B's median over A's above 1.05) is named and fails the run. Exit status: 0
+every section complete and every check passed; 1 a timing refused or failing its
+post-timing check, a cell the speed gate fails, or a section partial / not run / in
+error; 2 bad input, or only GPU sections asked for without a GPU.
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ def add_arguments(p):
     t.add_argument("--calls", type=options.positive_int, default=200, help="calls captured per graph (default 200)")
     t.add_argument("--repeats", type=options.positive_int, default=None,
                    help="timed replays per graph (default 20 for pr alone, 10 with --all)")
+    t.add_argument("--fail-slower", default="5%", metavar="PCT",
+                   help="pr: fail a cell where B is slower than A by more than PCT beyond noise (the whole 95%% "
+                        "bootstrap interval of the ratio of medians over the repeats above 1 + PCT; at least 5 "
+                        "repeats); a percentage (5%%) or a fraction (0.05), or off (default 5%%)")
     t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
     t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
     t.add_argument("--tokens", default="1,256,1024", help="pr: token counts (default 1,256,1024)")
@@ -180,6 +187,9 @@ def build_options(args, device: str):
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
     repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
+    from remap_ab.speed import parse_fail_slower
+
+    fail_slower = parse_fail_slower(args.fail_slower)
     host_impls = tuple(x for x in (args.host_impls or f"{args.a},{args.b}").split(",") if x)
     return SuiteOptions(
         sections=sections, device=device, budget_s=args.budget_s, a=args.a, b=args.b, calls=args.calls,
@@ -190,6 +200,7 @@ def build_options(args, device: str):
         det_topk=lists["--det-topk"], det_tokens=det_tokens, det_runs=args.det_runs,
         host_calls=args.host_calls or (2000 if on_gpu else 10), host_impls=host_impls,
         sweep_filters=tuple(args.sweep_filter), sweep_fresh_process=not args.no_fresh_process,
+        fail_slower=fail_slower,
     )
 
 
@@ -221,4 +232,8 @@ def main(args) -> int:
         print(f"INCOMPLETE {s.key}: {s.status}" + (f" — {s.note}" if s.note else ""))
     if suite.failed_checks:
         print(f"FAIL: {suite.failed_checks} timing(s) refused or failing their post-timing check (see the page)")
-    return 1 if incomplete or suite.failed_checks else 0
+    if suite.slower_cells:
+        print(f"FAIL: {opts.b} is slower than {opts.a} beyond noise in {len(suite.slower_cells)} cell(s):")
+        for line in suite.slower_cells:
+            print(f"  {line}")
+    return 1 if incomplete or suite.failed_checks or suite.slower_cells else 0

@@ -125,7 +125,7 @@ def _list(M, selected, verbose):
     for m in selected:
         tag = "  [equivalent]" if m.equivalent else ("  [needs a GPU]" if m.needs_gpu else "")
         tag += {"memcheck": "  [memcheck only]", "call": "  [call checks only]",
-                "rejection": "  [rejection calls only]"}.get(m.observable, "")
+                "rejection": "  [rejection calls only]", "speed": "  [speed gate only]"}.get(m.observable, "")
         print(f"  {m.id:<30} {m.target:<4} {m.area:<22} {m.description}{tag}")
         if verbose:
             src = M.kernel_source(m.target)
@@ -159,29 +159,33 @@ def _cell(check: dict | None) -> str:
         return f"{_short(check['killer'])}{n} {check['seconds']:.1f}s"
     if check["check"] == "race":
         return f"{check['killer']} {check['how']} {check['seconds']:.1f}s"
-    if check["check"] in ("memcheck", "call", "rejects"):
+    if check["check"] in ("memcheck", "call", "rejects", "speed"):
         return f"{check['killer']} {check['seconds']:.1f}s"
     return f"case {check['examples']} ({check['killer']}) {check['seconds']:.1f}s"
+
+
+MATRIX = ("properties", "sweep", "race", "call", "memcheck", "rejects", "speed")  # the kill matrix's columns
 
 
 def _print_matrix(results, device, wall, verbose):
     print()
     print(f"kill matrix on {device} (properties: first failing test, its examples up to the kill, time; "
           "sweep: first failing case; race: first failing case and condition; call, memcheck: the witness case; "
-          "rejects: the first call the mutant accepts or rejects otherwise)")
+          "rejects: the first call the mutant accepts or rejects otherwise; speed: the witness cell under bench's "
+          "speed gate, GPU only)")
     head = (f"{'mutant':<30} {'side':<4} {'witness':<8} {'properties':<56} {'sweep':<36} {'race':<30} "
-            f"{'call':<20} {'memcheck':<20} {'rejects':<28} verdict")
+            f"{'call':<20} {'memcheck':<20} {'rejects':<28} {'speed':<20} verdict")
     print(head)
     print("-" * len(head))
     for r in results:
-        w = "yes" if r.witness else ("none" if (r.equivalent or r.observable in ("memcheck", "call") or
+        w = "yes" if r.witness else ("none" if (r.equivalent or r.observable in ("memcheck", "call", "speed") or
                                                (r.needs_gpu and device == "cpu")) else "NONE")
-        cells = [_cell(r.checks.get(c)) for c in ("properties", "sweep", "race", "call", "memcheck", "rejects")]
+        cells = [_cell(r.checks.get(c)) for c in MATRIX]
         print(f"{r.id:<30} {r.target:<4} {w:<8} {cells[0]:<56} {cells[1]:<36} {cells[2]:<30} {cells[3]:<20} "
-              f"{cells[4]:<20} {cells[5]:<28} {str(r.verdict).upper()}")
+              f"{cells[4]:<20} {cells[5]:<28} {cells[6]:<20} {str(r.verdict).upper()}")
     counted = [r for r in results if not r.equivalent]
     by = {c: sum(1 for r in counted if r.status_of(c) == Outcome.KILLED)
-          for c in ("properties", "sweep", "race", "call", "memcheck", "rejects")}
+          for c in MATRIX}
     tally = {o: [r for r in counted if r.verdict == o] for o in Outcome}
     print("-" * len(head))
     parts = [f"killed {len(tally[Outcome.KILLED])}/{len(counted)} "
@@ -197,7 +201,8 @@ def _print_matrix(results, device, wall, verbose):
     print("; ".join(parts))
     if tally[Outcome.NEEDS_GPU]:
         print()
-        print("needs a GPU (not killed on the CPU; the race check ran the permuted program orders and saw nothing):")
+        print("needs a GPU (not killed on the CPU, where the catalogue says why the bug cannot show; a race check "
+              "ran the permuted program orders where one was planned):")
         for r in tally[Outcome.NEEDS_GPU]:
             print(f"  {r.id}: {r.needs_gpu}")
     if tally[Outcome.NOT_RUN]:
@@ -220,6 +225,8 @@ def _print_matrix(results, device, wall, verbose):
             print(f"  {r.id}: outputs unchanged on its witness case, as declared; only the memory check sees it")
         elif r.observable == "call":
             print(f"  {r.id}: outputs unchanged on its witness case, as declared; only the call checks see it")
+        elif r.observable == "speed":
+            print(f"  {r.id}: outputs unchanged on its witness case, as declared; only the speed gate on a GPU sees it")
         elif r.needs_gpu and device == "cpu":
             print(f"  {r.id}: no difference on its declared case here (needs a GPU)")
         elif r.verdict == Outcome.KILLED:

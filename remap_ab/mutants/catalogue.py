@@ -19,7 +19,7 @@ from remap_ab.errors import ConfigError, MutantError
 
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
-OBSERVABLE = ("output", "memcheck", "call", "rejection")
+OBSERVABLE = ("output", "memcheck", "call", "rejection", "speed")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,9 @@ class Mutant:
                  "call": no output changes, only the call checks (inputs written,
                  aliasing; on CUDA sync, stream, graph) see it; "rejection": no valid
                  case changes, only a call that breaks a SPEC §6 precondition shows it
-                 (the witness is ``{"rejection": id}``, an id of rejections.toml).
+                 (the witness is ``{"rejection": id}``, an id of rejections.toml);
+                 "speed": every output the same, only slower: only the speed gate
+                 on a GPU (the bench's, remap_ab/speed.py) sees it.
     """
 
     id: str

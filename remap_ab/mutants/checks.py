@@ -19,10 +19,10 @@ from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.status import Check, Outcome
 
-CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects")
+CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects", "speed")
 
 # The failures of the call checks (call.py): what the production contract adds to the values.
-CALL_CHECKS = (Check.INPUTS_WRITTEN, Check.ALIASED, Check.SYNC, Check.STREAM, Check.GRAPH)
+CALL_CHECKS = (Check.INPUTS_WRITTEN, Check.ALIASED, Check.LAYOUT, Check.SYNC, Check.STREAM, Check.GRAPH)
 
 
 @dataclass
@@ -185,6 +185,38 @@ def _witness_judged(m: Mutant, check: str, config, found: list, mine: list, star
         res.detail = f"the real {m.original} kernel fails the {check} check on {config.case_id}: {found[0].line()}"
     elif mine:
         res.kill(config.case_id, mine[0].line(), 1)
+    return res
+
+
+# The speed check: the witness cell timed inside CUDA graphs as bench times it, with
+# enough repeats for the gate's interval; the margin is the bench's default.
+SPEED_CALLS, SPEED_REPEATS = 100, 20
+
+
+def run_speed(m: Mutant, device: str) -> CheckResult:
+    """The witness case as a bench cell, the real kernel as A and the mutant as B,
+    under the speed gate (remap_ab/speed.py): B slower than A beyond noise is a kill.
+    Speed is not judged on the CPU: there the check is not run, and says so."""
+    if device != "cuda":
+        return not_run("speed", "not run: speed is not judged on the CPU (the Triton interpreter's times say "
+                                "nothing about a GPU's)")
+    from remap_ab import registry
+    from remap_ab.bench.pr_table import bench_cell
+    from remap_ab.speed import DEFAULT_FAIL_SLOWER, judge_speed
+
+    start = time.perf_counter()
+    config = m.witness_config()
+    res = CheckResult("speed", Outcome.SURVIVED, examples_total=1)
+    cell = bench_cell(config, registry.get(m.original), registry.get(m.package), calls=SPEED_CALLS,
+                      repeats=SPEED_REPEATS)
+    if cell.status != "timed":
+        res.status, res.detail = Outcome.BROKEN, f"the witness cell {config.case_id} was not timed: {cell.why}"
+    else:
+        j = judge_speed(cell.times["a"].samples, cell.times["b"].samples, fail_slower=DEFAULT_FAIL_SLOWER)
+        res.detail = j.line(m.original, m.package)
+        if j.slower:
+            res.kill(config.case_id, res.detail, 1)
+    res.seconds = time.perf_counter() - start
     return res
 
 

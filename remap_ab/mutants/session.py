@@ -12,6 +12,8 @@ What runs, by default (``--full`` runs every check on every mutant):
   (it changes no output, so the output checks are "not run");
 - a mutant with ``observable = "rejection"``: the rejection calls (rejections.toml),
   real kernel as A, mutant as B (it changes no valid case's output);
+- a mutant with ``observable = "speed"``: the speed gate on its witness cell (GPU only;
+  on the CPU "not run", and the mutant "needs a GPU");
 - ``memcheck=True``: the memory check on every mutant too.
 A check that was not run is ``not run`` with its reason: never a kill, never a survival.
 """
@@ -53,7 +55,8 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
     if m.equivalent:
         return Plan((), {c: "declared equivalent: nothing to kill" for c in CHECKS})
     wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full,
-              "call": full or m.observable == "call", "rejects": full or m.observable == "rejection"}
+              "call": full or m.observable == "call", "rejects": full or m.observable == "rejection",
+              "speed": full or m.observable == "speed"}
     skipped: dict = {}
     if m.needs_gpu:
         wanted["race"] = True
@@ -74,6 +77,11 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
             if wanted[c]:
                 skipped[c] = "outputs unchanged by design: only the call checks see this bug"
                 wanted[c] = False
+    if m.observable == "speed" and not full:
+        for c in ("sweep", "properties", "race"):
+            if wanted[c]:
+                skipped[c] = "outputs unchanged by design: only the speed gate on a GPU sees this bug"
+                wanted[c] = False
     if m.observable == "rejection" and not full:
         for c in ("sweep", "properties", "race"):
             if wanted[c]:
@@ -83,8 +91,9 @@ def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, swee
         if not on and c not in skipped:
             flag = {"sweep": "--no-sweep", "properties": "--no-props"}.get(c)
             skipped[c] = f"skipped ({flag})" if flag else (
-                f"not requested (--{c} or --full runs it)" if c not in ("rejects", "call") else "not requested (--full runs it)")
-    order = ("race", "call", "memcheck", "rejects", "sweep", "properties")
+                f"not requested (--{c} or --full runs it)" if c not in ("rejects", "call", "speed")
+                else "not requested (--full runs it)")
+    order = ("race", "call", "memcheck", "rejects", "speed", "sweep", "properties")
     return Plan(tuple(c for c in order if wanted[c]), skipped)
 
 
@@ -120,7 +129,7 @@ class MutantResult:
         if self.equivalent:
             # A declared-equivalent mutant that changes an output is a catalogue bug.
             return Outcome.EQUIVALENT if self.witness is None else Outcome.BROKEN
-        if self.observable in ("memcheck", "call") and self.witness is not None:
+        if self.observable in ("memcheck", "call", "speed") and self.witness is not None:
             return Outcome.BROKEN  # declared to change no output, but it does
         statuses = [self.status_of(c) for c in self.checks]
         killed = bool(self.killed_by)
@@ -200,7 +209,7 @@ def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool
             c = CheckResult("properties", Outcome.TIMEOUT, detail=f"no verdict within the {timeout:.0f} s budget")
         else:
             c = summarize_probe(probe, rc, output)  # a crash inside the suite: a kill
-        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "call", "memcheck", "rejects", "sweep"))
+        done = sum(v.get("seconds", 0.0) for k, v in data.items() if k in ("race", "call", "memcheck", "rejects", "speed", "sweep"))
         c.seconds = elapsed - data.get("witness_seconds", 0.0) - done
         res.checks["properties"] = asdict(c)
     else:

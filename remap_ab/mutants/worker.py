@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("root", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)
-    p.add_argument("--checks", default="", help="comma-separated: race, call, memcheck, rejects, sweep, properties")
+    p.add_argument("--checks", default="", help="comma-separated: race, call, memcheck, rejects, speed, sweep, properties")
     p.add_argument("--full", action="store_true")
     return p
 
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
 
     save("witness")
     t0 = time.perf_counter()
-    declared_only = m.observable in ("memcheck", "call") or bool(m.needs_gpu and args.device == "cpu")
+    declared_only = m.observable in ("memcheck", "call", "speed") or bool(m.needs_gpu and args.device == "cpu")
     w, tried = witness.find_witness(m, args.device, declared_only=declared_only)
     result.update(witness=asdict(w) if w else None, witness_tried=tried, witness_seconds=time.perf_counter() - t0)
     # A racy mutant on a GPU: once the race check has killed it, the suite's checks
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
         return stop_after_kill and any(
             isinstance(v, dict) and v.get("status") == checks.Outcome.KILLED.value for v in result.values())
 
-    for name in ("race", "call", "memcheck", "rejects", "sweep"):
+    for name in ("race", "call", "memcheck", "rejects", "speed", "sweep"):
         if name not in planned:
             continue
         if killed_already():
@@ -79,6 +79,8 @@ def main(argv: list[str]) -> int:
             c = checks.run_call(m, args.device)
         elif name == "rejects":
             c = checks.run_rejects(m, args.device, full=args.full)
+        elif name == "speed":
+            c = checks.run_speed(m, args.device)
         else:
             c = checks.run_sweep(m, args.device, full=args.full)
         result[name] = asdict(c)

@@ -19,6 +19,12 @@ Options (each also settable by environment variable, for subprocesses):
   --remap-profile / REMAP_AB_PROFILE
                                 the property suite's profile: ci (default), dev,
                                 nightly, gpu, mutants (see remap_ab/properties/profiles.py)
+  --remap-fail-slower / REMAP_AB_FAIL_SLOWER
+                                the speed gate of ``remap-ab bench`` (remap_ab/speed.py)
+                                on the pull request's cells, as the property suite's
+                                test_speed.py: fail a cell where B is slower than A by
+                                more than PCT beyond noise (5%, or 0.05); default off.
+                                GPU only: on the CPU speed is not judged
   --remap-grid [FILE]           the sweep's grid as one item per case, nothing else
                                 (remap_ab/pytest/grid.py; --remap-grid-filter,
                                 --remap-grid-max-tokens, --remap-grid-batch)
@@ -49,6 +55,9 @@ def pytest_addoption(parser):
         default=os.environ.get("REMAP_AB_PROFILE"),
         help="property-suite profile: ci (default; derandomized), dev, nightly, gpu, mutants (ci without shrinking)",
     )
+    group.addoption("--remap-fail-slower", default=os.environ.get("REMAP_AB_FAIL_SLOWER", "off"), metavar="PCT",
+                    help="GPU: fail a pull-request cell where B is slower than A by more than PCT beyond noise "
+                         "(bootstrap interval of the ratio of medians; remap-ab bench's --fail-slower); default off")
     from remap_ab.pytest import grid as pytest_grid
 
     pytest_grid.add_options(group)
@@ -67,6 +76,13 @@ def pytest_configure(config):
 
         gpus.export_gpu_list()
     _resolve_implementations(config)
+    from remap_ab.errors import UsageError
+    from remap_ab.speed import parse_fail_slower
+
+    try:
+        config._remap_ab_fail_slower = parse_fail_slower(config.getoption("--remap-fail-slower"))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc).replace("--fail-slower", "--remap-fail-slower")) from None
     # Load the profile before test modules are imported: their @settings and
     # strategies read it at decoration time.
     from remap_ab.properties import profiles
@@ -119,3 +135,9 @@ def pytest_collection_modifyitems(config, items):
 def impl_names(pytestconfig) -> tuple[str, str]:
     """(A, B): the implementations the A/B tests compare (canonical names)."""
     return pytestconfig._remap_ab_impls
+
+
+@pytest.fixture(scope="session")
+def remap_fail_slower(pytestconfig):
+    """The speed gate's margin (a fraction), or None when the gate is off."""
+    return pytestconfig._remap_ab_fail_slower

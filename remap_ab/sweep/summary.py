@@ -12,6 +12,8 @@ from typing import Optional
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
 from remap_ab.config import BACKEND_NAMES
+from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
+from remap_ab.speed import speed_lines, speed_rows
 from remap_ab.status import Status
 from remap_ab.sweep.run_folder import RunLock, read_results, read_run_json, resume_command
 
@@ -67,6 +69,8 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
         by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
     by_backend = backend_table(df)
+    speed = speed_rows(df.to_dict("records"), {p.case_id: p.config for p in g.points()}) \
+        if meta.get("device") == "cuda" else []
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
     failed_calls = rejections.pop("failed")
     failed = pd.concat([failed, failed_calls]) if len(failed_calls) else failed
@@ -112,6 +116,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "api_compatible": not api_compat.fails(api),
         "failures_by_dimension": by_dim,
         "by_backend": by_backend,
+        "speed": speed,
         "failures": first,
         "phase_seconds": meta.get("phase_seconds", {}),
         "wall_seconds": meta.get("wall_seconds", 0.0),
@@ -241,6 +246,7 @@ def format_summary(s: dict, show: int = 10) -> str:
                 f"{r['view_differs']} view differs; {r['view_not_checked']} not checked; "
                 f"hazards in {r['hazard_cases']} cases, {r['hazard_rows']} rows"
             )
+    lines += speed_lines(s.get("speed") or [], s.get("device"), s.get("a") or "A", s.get("b") or "B")
     sess = s.get("last_session", {})
     if not sess.get("cases"):  # e.g. a resume that found nothing left: show the totals
         sess = {"cases": s["cases"], "wall_seconds": s.get("wall_seconds", 0.0), "phase_seconds": s.get("phase_seconds", {}),
