@@ -45,7 +45,6 @@ from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
-from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case
 from remap_ab.speed import size_bucket
 
 PHASES = ("gen", "kernels", "compare", "write")

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from remap_ab import backend, batch, speed
+from remap_ab import batch, runtime, speed
 from remap_ab.batch import run_batch
 from remap_ab.call import call
 from remap_ab.config import CaseConfig
@@ -20,7 +20,7 @@ from remap_ab.out_layout import Expected, caller_buffer, layout_findings, row_ma
 from remap_ab.runner import run_case
 from remap_ab.status import Check
 
-DEVICE = backend.default_device()
+DEVICE = runtime.default_device()
 CONVERT = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, num_reqs=2, blocks_per_req=16, block_size=16)
 DCP = CaseConfig(mode="dcp", tokens=3, topk=256, block_n=64, blocks_per_req=16, block_size=16, dcp_size=2, dcp_rank=1,
                  counts=True)
@@ -297,7 +297,7 @@ def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypat
     monkeypatch.setattr(measure, "capture", capture)
     monkeypatch.setattr(measure, "time_graphs", time_graphs)
     monkeypatch.setattr(measure, "floor_fn", lambda grid, warps: (lambda: None))
-    backend.select("cpu")
+    runtime.select("cpu")
     opts = SuiteOptions(sections=["pr"], device="cuda", timing_device="cpu", calls=1, repeats=8, pr_topk=(512, 2048),
                         pr_tokens=(1,), pr_paths=("counts",))
     suite = Suite(opts, tmp_path, {"device": "fake"}, say=lambda line: None)

@@ -12,7 +12,6 @@ from typing import Optional
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
 from remap_ab.config import BACKEND_NAMES
-from remap_ab.run_folder import RunLock, read_results, read_run_json, resume_command
 from remap_ab.speed import speed_lines, speed_rows
 from remap_ab.status import Status
 from remap_ab.sweep.run_folder import RunLock, read_results, read_run_json, resume_command
