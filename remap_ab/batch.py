@@ -37,7 +37,7 @@ from typing import Optional
 
 import torch
 
-from remap_ab import registry
+from remap_ab import registry, tuning
 from remap_ab.backend_views import backend_views
 from remap_ab.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
 from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
@@ -130,7 +130,7 @@ def run_batch(
     synchronize(dev)
     # The inputs' host copies start now (a side stream) and the large ones are hashed in
     # threads beside the kernels and compare phases; the write phase takes the digests.
-    hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 else None)
+    hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 and tuning.enabled("hash_threads") else None)
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 

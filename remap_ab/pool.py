@@ -79,10 +79,11 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, gpus.STOP_SIGNALS)  # blocked since start_process; ignored now
-    from remap_ab import backend
+    from remap_ab import backend, tuning
     from remap_ab.batch import BatchTimes
     from remap_ab.recording import task_case
 
+    tuning.tune_this_process()
     backend.select(job.device)
     judge = _judge(job)
     if job.threads:

@@ -24,8 +24,9 @@ def main(payload_path: str) -> int:
     stage("started")
     # A start that stalls (sanitizer.START_TIMEOUT_S) prints where it is before the kill.
     faulthandler.dump_traceback_later(STACK_AFTER_S, exit=False, file=sys.stderr)
-    from remap_ab import backend
+    from remap_ab import backend, tuning
 
+    tuning.tune_this_process()
     backend.select("cuda")
     import torch
 

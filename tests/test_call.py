@@ -255,7 +255,7 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 
     interval = sys.getswitchinterval()
     cache.triton_key.cache_clear()
-    backend._hash_triton_in_background()
+    backend.hash_triton_in_background()
     assert backend._triton_key_thread is not None
     with calling(torch.device("cuda"), "new"):  # a CUDA call's block (nothing is allocated in it)
         assert backend._triton_key_thread is None

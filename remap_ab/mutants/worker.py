@@ -36,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     sys.path.insert(0, str(args.root))
-    from remap_ab import backend
+    from remap_ab import backend, tuning
 
+    tuning.tune_this_process()
     backend.select(args.device)
     from remap_ab.mutants import checks, properties, witness
     from remap_ab.mutants.catalogue import get
