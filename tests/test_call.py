@@ -308,9 +308,10 @@ def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
 
 _FAULTS_AFTER_WARMUP = """
 import resource, sys, torch
-from remap_ab import backend
+from remap_ab import backend, tuning
 torch.set_num_threads(1)
-if sys.argv[1] == "selected":
+if sys.argv[1] == "selected":  # a process remap-ab started (the command line, a worker)
+    tuning.tune_this_process()
     backend.select(backend.default_device())
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 def case(n):  # a case's buffers: four of about 8 MB (a little larger each case), written, then freed
