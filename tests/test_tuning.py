@@ -59,24 +59,41 @@ def test_only_a_process_of_remap_abs_own_is_tuned_and_the_switch_turns_a_tweak_o
     assert r.stdout.split("\n")[-2] == expected
 
 
-def test_the_tweaks_bench_runs_each_variant_alternating_and_prints_the_table(tmp_path):
+def test_the_tweaks_bench_alternates_the_variants_warms_each_cache_once_and_judges_by_the_median(
+        monkeypatch, capsys, tmp_path):
     from remap_ab.bench import tweaks
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    argv = [sys.executable, "-m", "remap_ab.bench.tweaks", "--device", "cpu", "--repeats", "1", "--max-tokens", "1",
-            "--filter", "path=convert", "--filter", "k=128", "-j", "0", "--tweaks", "heap", "--root", str(tmp_path),
-            "--json", str(tmp_path / "t.json")]
-    r = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    lines = r.stdout.splitlines()
-    assert [ln.split(":")[0].strip() for ln in lines if ln.startswith("  repeat 1")] == [
-        "repeat 1 all on", "repeat 1 heap off", "repeat 1 all off"]
-    rows = {ln[:24].strip(): ln for ln in lines[lines.index("") + 2:]}
-    assert set(rows) == {"all on", "heap off", "all off"}
-    assert rows["heap off"].rstrip().endswith(("keep", "drop"))
+    seconds = {"": 10.0, "heap": 12.0, "hash_threads": 10.5, "store_binary_only": 10.2, "triton_key": 10.0,
+               "variant_loads": 11.0}
+    ran = []
+
+    def fake_sweep(device, off, root, run, max_tokens, workers, cache, filters=()):
+        ran.append((run, off, cache.name))
+        total = seconds.get(off, 13.0)
+        return total + 5.0, total  # process start-up on top of the sweep
+
+    monkeypatch.setattr(tweaks, "run_sweep", fake_sweep)
+    assert tweaks.main(["--device", "cuda", "--repeats", "2", "--root", str(tmp_path)]) == 0
+    warm = [r for r in ran if r[0].startswith("warm-")]
+    assert [(off, cache) for _, off, cache in warm] == [("", "binary-only"), ("store_binary_only", "full")]
+    counted = [off for run, off, _ in ran if not run.startswith("warm-")]
+    first = ["", *tweaks.TWEAKS, ",".join(tweaks.TWEAKS)]
+    assert counted == first + first[1:] + first[:1]  # the second repeat starts one variant later
+    out = capsys.readouterr().out.splitlines()
+    rows = {ln[:22].strip(): ln.split() for ln in out[out.index("") + 3:]}
+    assert rows["heap off"][4:8] == ["11.8%", "/", "16.7%", "keep"]  # 2 of 17 s, 2 of 12 s
+    assert rows["hash_threads off"][7] == "drop" and rows["variant_loads off"][4:8] == ["6.2%", "/", "9.1%", "drop"]
+    assert rows["all off"][7] not in ("keep", "drop")
+
+
+def test_a_tweaks_bench_run_times_a_real_sweep_with_the_switch_in_its_environment(tmp_path, monkeypatch):
+    from remap_ab.bench import tweaks
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    process, sweep = tweaks.run_sweep("cpu", "heap", tmp_path, "one", 1, 0, tmp_path / "cache",
+                                      ("path=convert", "k=128"))
+    assert 0 < sweep < process
     import json
 
-    seconds = json.loads((tmp_path / "t.json").read_text())["seconds"]
-    assert [len(v) for v in seconds.values()] == [1, 1, 1] and all(s > 0 for v in seconds.values() for s in v)
-    assert tweaks.variants("cpu", ["heap"])[1] == ("heap off", "heap")
+    assert json.loads((tmp_path / "one" / "run.json").read_text())["wall_seconds"] == sweep

@@ -7,13 +7,14 @@ Every variant is the whole sweep as a user starts it (a fresh ``remap-ab sweep``
 process, its wall time from start to exit): all tweaks on, then each tweak off alone
 (``REMAP_AB_TWEAKS_OFF``), then all off. The variants alternate within each repeat, the
 order rotated from one repeat to the next, so a machine that slows down or speeds up
-over the run weighs on every variant alike. On CUDA each variant has a Triton cache of
-its own, filled by one uncounted run first: the sweep measured is the warm-cache one,
-and a tweak that changes what the cache holds (``store_binary_only``) is read back
-from a cache it wrote. On the CPU one uncounted run warms the files the processes read.
+over the run weighs on every variant alike. Uncounted runs first fill Triton's cache:
+the sweep measured is the warm-cache one, and the variants without
+``store_binary_only`` read a cache of their own, written without it. (The interpreter
+has no cache: on the CPU that run only warms the files the processes read.)
 
-A tweak saves ``(off - on) / off`` of the job, medians of the repeats; the rule: kept
-only if it saves at least 10 %.
+Each run is timed twice: the fresh process from start to exit, and the sweep inside it
+(its run.json ``wall_seconds``). A tweak saves ``(off - on) / off`` of the job, medians
+of the repeats; the rule: kept only if it saves at least 10 % of either.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ def variants(device: str, tweaks: list[str]) -> list[tuple[str, str]]:
 
 
 def run_sweep(device: str, off: str, root: Path, run: str, max_tokens, workers, cache: Path,
-              filters: tuple = ()) -> float:
-    """One ``remap-ab sweep`` in a fresh process; its wall seconds. A sweep that does not
-    pass every case is no timing of the job: it stops the benchmark."""
+              filters: tuple = ()) -> tuple[float, float]:
+    """One ``remap-ab sweep`` in a fresh process: its wall seconds from start to exit, and
+    the sweep's own (``wall_seconds`` in its run.json: without the start-up). A sweep
+    that does not pass every case is no timing of the job: it stops the benchmark."""
     env = dict(os.environ)
     here = str(Path(__file__).resolve().parents[2])  # this checkout's remap_ab, not another installed one
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -80,24 +82,31 @@ def run_sweep(device: str, off: str, root: Path, run: str, max_tokens, workers, 
     if r.returncode != 0:
         raise SystemExit(f"tweaks bench: `{' '.join(argv)}` with {OFF_VARIABLE}={off!r} exited {r.returncode}:\n"
                          f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return seconds
+    sweep = json.loads((root / run / "run.json").read_text())["wall_seconds"]
+    return seconds, float(sweep)
 
 
-def table(device: str, times: dict[str, list[float]], tweaks: list[str]) -> list[str]:
-    on = statistics.median(times["all on"])
-    lines = [f"{'variant':<24} {'median s':>9} {'min s':>8} {'runs':<30} {'saves':>7}  verdict (keep if it saves >= "
-             f"{KEEP_IF_SAVES:.0%})"]
+def _cache(root: Path, off: str) -> Path:
+    # Variants that store the same things in Triton's cache share one, filled once.
+    return root / "triton-cache" / ("full" if "store_binary_only" in off.split(",") else "binary-only")
+
+
+def table(times: dict[str, dict[str, list[float]]]) -> list[str]:
+    """Medians (and each run) of every variant; what switching a tweak off costs, as a
+    share of the time with it off: ``(off - on) / off``."""
+    on = {k: statistics.median(v) for k, v in times["all on"].items()}
+    lines = [f"{'variant':<22} {'process s':>9} {'sweep s':>8} {'saves':>12}  {'verdict':<7} runs (process/sweep s)",
+             f"{'':<22} {'median':>9} {'median':>8} {'proc / sweep':>12}  {'>=' + format(KEEP_IF_SAVES, '.0%'):<7}"]
     for label, runs in times.items():
-        med = statistics.median(runs)
-        cells = f"{label:<24} {med:>9.2f} {min(runs):>8.2f} {' '.join(f'{s:.2f}' for s in runs):<30}"
-        if label == "all on":
-            lines.append(cells)
-            continue
-        saves = (med - on) / med
-        verdict = ""
-        if label != "all off":
-            verdict = "keep" if saves >= KEEP_IF_SAVES else "drop"
-        lines.append(f"{cells} {saves:>7.1%}  {verdict}")
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        each = " ".join(f"{p:.2f}/{s:.2f}" for p, s in zip(runs["process"], runs["sweep"]))
+        saves, verdict = "", ""
+        if label != "all on":
+            cut = {k: (med[k] - on[k]) / med[k] for k in med}
+            saves = f"{cut['process']:.1%} / {cut['sweep']:.1%}"
+            if label != "all off":
+                verdict = "keep" if max(cut.values()) >= KEEP_IF_SAVES else "drop"
+        lines.append(f"{label:<22} {med['process']:>9.2f} {med['sweep']:>8.2f} {saves:>12}  {verdict:<7} {each}")
     return lines
 
 
@@ -113,30 +122,35 @@ def main(argv=None) -> int:
         return 2
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="remap-ab-tweaks-"))
     runs = variants(device, tweaks)
-    caches = {label: root / "triton-cache" / label.replace(" ", "-") for label, _ in runs}
-    print(f"tweaks bench on {device}: sweep -j {workers if workers is not None else 'default'}"
+    print(f"tweaks bench on {device}: sweep -j {workers if workers is not None else '(its default)'}"
           f"{f' --max-tokens {args.max_tokens}' if args.max_tokens is not None else ''}"
-          f"{''.join(f' --filter {f}' for f in args.filter)}, {args.repeats} repeats, "
-          f"variants alternating; wall seconds of each fresh sweep process; runs under {root}", flush=True)
-    warm = runs if device == "cuda" else runs[:1]
-    for label, off in warm:
-        s = run_sweep(device, off, root, f"warm-{label.replace(' ', '-')}", args.max_tokens, workers, caches[label],
-                      args.filter)
-        print(f"  warm-up {label}: {s:.2f} s (not counted)", flush=True)
-    times: dict[str, list[float]] = {label: [] for label, _ in runs}
+          f"{''.join(f' --filter {f}' for f in args.filter)}, {args.repeats} repeats, variants alternating; "
+          f"process = a fresh sweep process start to exit, sweep = its run.json wall_seconds; runs under {root}",
+          flush=True)
+    warmed: set = set()
+    for label, off in runs:
+        if _cache(root, off) in warmed:
+            continue
+        warmed.add(_cache(root, off))
+        p, s = run_sweep(device, off, root, f"warm-{label.replace(' ', '-')}", args.max_tokens, workers,
+                         _cache(root, off), args.filter)
+        print(f"  warm-up {label}: {p:.2f} s ({s:.2f} s sweep; not counted)", flush=True)
+    times: dict[str, dict[str, list[float]]] = {label: {"process": [], "sweep": []} for label, _ in runs}
     for r in range(args.repeats):
         order = runs[r % len(runs):] + runs[: r % len(runs)]
         for label, off in order:
-            s = run_sweep(device, off, root, f"r{r}-{label.replace(' ', '-')}", args.max_tokens, workers,
-                          caches[label], args.filter)
-            times[label].append(s)
-            print(f"  repeat {r + 1} {label}: {s:.2f} s", flush=True)
+            p, s = run_sweep(device, off, root, f"r{r}-{label.replace(' ', '-')}", args.max_tokens, workers,
+                             _cache(root, off), args.filter)
+            times[label]["process"].append(p)
+            times[label]["sweep"].append(s)
+            print(f"  repeat {r + 1} {label}: {p:.2f} s ({s:.2f} s sweep)", flush=True)
     print()
-    for line in table(device, times, tweaks):
+    for line in table(times):
         print(line)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device, "workers": workers, "max_tokens": args.max_tokens,
-                                               "repeats": args.repeats, "seconds": times}, indent=1))
+                                               "filters": args.filter, "repeats": args.repeats, "seconds": times},
+                                              indent=1))
     return 0
 
 
