@@ -44,6 +44,7 @@ from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.config import CaseConfig
 from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
+from remap_ab.processes import tuning
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
 from remap_ab.speed import size_bucket
 
@@ -135,7 +136,7 @@ def run_batch(
     synchronize(dev)
     # The inputs' host copies start now (a side stream) and the large ones are hashed in
     # threads beside the kernels and compare phases; the write phase takes the digests.
-    hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 else None)
+    hashes_of = hashing_started(inputs, _hashers() if len(inputs) > 1 and tuning.enabled("hash_threads") else None)
     t1 = time.perf_counter()
     times.seconds["gen"] += t1 - t0
 

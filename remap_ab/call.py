@@ -24,6 +24,7 @@ the verdict.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import warnings
 from typing import TYPE_CHECKING, Optional
@@ -338,16 +339,22 @@ def calling(device: torch.device, impl_name: str, watched: Optional[dict] = None
     then ``torch.empty`` poisoned and the program ``schedule`` (CPU); with ``watched``
     (name -> tensor) on the CPU, every memory access checked in the interpreter.
     Yields the memcheck session (None without), whose report outlives an exception."""
+    executor: contextlib.AbstractContextManager = contextlib.nullcontext()
     if device.type == "cuda":
         from remap_ab import runtime
 
         runtime.triton_key_ready()
+    elif os.environ.get("TRITON_INTERPRET") == "1":
+        from remap_ab.interpreter import batched as interp_batched
+
+        # The batched interpreter for this call only: a guest's process keeps Triton's own.
+        executor = interp_batched.installed()
     watch: contextlib.AbstractContextManager = contextlib.nullcontext()
     if watched is not None and device.type != "cuda":
         from remap_ab.sanitizer import memcheck as memcheck_module
 
         watch = memcheck_module.watching(watched, impl_name)
-    with (context() if context else contextlib.nullcontext()), poisoned_empty(), \
+    with executor, (context() if context else contextlib.nullcontext()), poisoned_empty(), \
             (schedule() if schedule else contextlib.nullcontext()), watch as session:
         yield session
 

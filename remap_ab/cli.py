@@ -76,6 +76,9 @@ CLOSED_STDOUT_STATUS = 141
 
 
 def main(argv=None) -> int:
+    from remap_ab.processes import tuning
+
+    tuning.tune_this_process()  # the command line's process is remap-ab's own (tuning.py)
     try:
         status = _main(argv)
         sys.stdout.flush()  # a reader that left during the last write is seen here, not at exit

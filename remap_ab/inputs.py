@@ -189,6 +189,7 @@ def _hashing(inputs: list, pieces: list, chunk: int, place: list, threads: Optio
     large = [k for k, (_, _, t, _) in enumerate(jobs) if threads is not None and _nbytes(t) >= BACKGROUND_BYTES]
     parts = _parts(large, jobs, HASHING_THREADS)
     early: list = []
+    release: Optional[Callable[[], None]] = None
     if parts and threads is not None:
         release = gil.hand_over_quickly()
         landed = threads.submit(wait)
@@ -199,6 +200,8 @@ def _hashing(inputs: list, pieces: list, chunk: int, place: list, threads: Optio
         wait()
         digests: list = [None] * len(jobs)
         _scatter(digests, parts, [future.result() for future in early])
+        if release is not None:  # now, not in the last task's callback, which may run after this returns
+            release()
         rest = [k for k in range(len(jobs)) if digests[k] is None]
         for k, d in zip(rest, _digest([jobs[k] for k in rest])):
             digests[k] = d

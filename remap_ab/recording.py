@@ -64,6 +64,51 @@ def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=N
     return rows + [rejection_row(c, a, b, device, memcheck) for c in calls]
 
 
+class Judge:
+    """Judges batches of cases as the sweep records them (``judge_and_record``): the
+    one judge of the soak's workers and of the pytest grid.
+
+    A batch that raises is judged again case by case, so that one bad case does not
+    hide the others; a case that raises alone becomes ``on_crash(config, exc)``'s row,
+    or raises where there is no ``on_crash``. ``raises``: exceptions that are no case's
+    doing, raised as they come; ``before_split(exc, configs)`` may raise instead of the
+    split (the soak's lost CUDA context). ``on_rows(rows)`` gets each judged batch's
+    rows as they come (``batches`` counts them), also those of a split whose later case
+    raises."""
+
+    def __init__(self, a: str, b: str, device: str, folder, *, raises: tuple = (), before_split=None, on_crash=None,
+                 on_rows=None):
+        self.a, self.b, self.device, self.folder = a, b, device, folder
+        self.raises, self.before_split, self.on_crash, self.on_rows = raises, before_split, on_crash, on_rows
+        self.batches = 0
+
+    def judge(self, configs: list, context=None) -> list[tuple[dict, float]]:
+        """``(row, seconds)`` for each of ``configs``, in order: a batch's seconds shared
+        by its cases. ``context``: as ``batch.run_batch``'s."""
+        import time
+
+        if not configs:
+            return []
+        start = time.perf_counter()
+        try:
+            rows = judge_and_record(configs, self.a, self.b, self.device, self.folder, context=context)
+        except self.raises:
+            raise
+        except Exception as exc:
+            if self.before_split is not None:
+                self.before_split(exc, configs)
+            if len(configs) > 1:
+                return [pair for c in configs for pair in self.judge([c], context)]
+            if self.on_crash is None:
+                raise
+            return [(self.on_crash(configs[0], exc), time.perf_counter() - start)]
+        self.batches += 1
+        if self.on_rows is not None:
+            self.on_rows(rows)
+        each = (time.perf_counter() - start) / len(configs)
+        return [(row, each) for row in rows]
+
+
 def task_case(d: dict):
     """A pool task's case from its dict: a CaseConfig, or a rejection call."""
     from remap_ab.config import CaseConfig

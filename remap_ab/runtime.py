@@ -15,7 +15,7 @@ import os
 import sys
 
 from remap_ab.errors import BackendError
-from remap_ab.processes import gil, heap, variant_loads
+from remap_ab.processes import gil, tuning
 
 _chosen: str | None = None
 
@@ -32,8 +32,9 @@ def default_device() -> str:
 
 def select(device: str | None = None) -> str:
     """Fix this process's device ("cpu" or "cuda"); later calls must agree. A process
-    that only compiles (``select_compile_only``) counts as "cuda". The first choice
-    also keeps the host memory the process frees for its next case (``heap``)."""
+    that only compiles (``select_compile_only``) counts as "cuda". In a process of
+    remap-ab's own the first choice also tunes it (``tuning.apply``); in any other,
+    nothing but the interpreter switch is set."""
     global _chosen
     if _chosen is not None and device == _chosen:
         return _chosen
@@ -48,22 +49,12 @@ def select(device: str | None = None) -> str:
             f"so run the {wanted} work in a separate process"
         )
     if _chosen is None:
-        heap.keep_freed_memory()
         if wanted == "cpu":
             _require_interpreter_before_import()
             os.environ["TRITON_INTERPRET"] = "1"
-            # interp helper: run each launch's programs together (REMAP_AB_INTERPRETER).
-            from remap_ab.interpreter import batched as interp_batched
-
-            interp_batched.install()
         elif os.environ.get("TRITON_INTERPRET") == "1":
             raise BackendError("TRITON_INTERPRET=1 is set in the environment but --device cuda was asked for; unset it")
-        else:
-            # Triton's cache then keeps each kernel's binary, not its IRs as well: a
-            # cache hit reads fewer files (docs/measured/h200-2026-12-01-e). =0 keeps them.
-            os.environ.setdefault("TRITON_STORE_BINARY_ONLY", "1")
-            _hash_triton_in_background()
-            variant_loads.share()
+        tuning.apply(wanted)
         _chosen = wanted
     return _chosen
 
@@ -71,20 +62,20 @@ def select(device: str | None = None) -> str:
 _triton_key_thread = None  # the thread computing Triton's installation hash, until joined
 
 
-def _hash_triton_in_background() -> None:
+def hash_triton_in_background() -> bool:
     """Start Triton's one hash of its own installation (its sources and the
     libtriton library, hundreds of MB) in a thread. Triton computes it once per
     process, at the first kernel it looks up, and every cache lookup needs it; here it
     overlaps the set-up before the first call, which waits for it
     (``triton_key_ready``) instead of hashing the same files again. Without it
-    nothing changes but when it is paid."""
+    nothing changes but when it is paid. False where there is nothing to start."""
     import threading
 
     global _triton_key_thread
     try:  # imported here, not in the thread: two threads importing one package can deadlock
         from triton.runtime.cache import triton_key
     except ImportError:  # another Triton layout: its first lookup hashes as before
-        return
+        return False
     # It reads and hashes 1 MB at a time, needing the GIL back after each: beside a busy
     # main thread, at the default switch interval, it had not finished by the first
     # lookup, which then hashed again (docs/measured/h200-2026-12-01-e).
@@ -99,6 +90,7 @@ def _hash_triton_in_background() -> None:
 
     _triton_key_thread = threading.Thread(target=run, name="remap-ab-triton-key", daemon=True)
     _triton_key_thread.start()
+    return True
 
 
 def triton_key_ready() -> None:

@@ -255,7 +255,7 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 
     interval = sys.getswitchinterval()
     cache.triton_key.cache_clear()
-    runtime._hash_triton_in_background()
+    runtime.hash_triton_in_background()
     assert runtime._triton_key_thread is not None
     with calling(torch.device("cuda"), "new"):  # a CUDA call's block (nothing is allocated in it)
         assert runtime._triton_key_thread is None
@@ -309,8 +309,10 @@ def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
 _FAULTS_AFTER_WARMUP = """
 import resource, sys, torch
 from remap_ab import runtime
+from remap_ab.processes import tuning
 torch.set_num_threads(1)
-if sys.argv[1] == "selected":
+if sys.argv[1] == "selected":  # a process remap-ab started (the command line, a worker)
+    tuning.tune_this_process()
     runtime.select(runtime.default_device())
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 def case(n):  # a case's buffers: four of about 8 MB (a little larger each case), written, then freed

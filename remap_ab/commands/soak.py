@@ -76,6 +76,7 @@ def main(args) -> int:
     from remap_ab import runtime
     from remap_ab.errors import UsageError
     from remap_ab.processes import gpus
+    from remap_ab.processes.interrupts import Interrupts
     from remap_ab.soak import run as soak
 
     device = runtime.select(args.device)
@@ -132,7 +133,10 @@ def main(args) -> int:
         for w in range(workers)
     ]
     tally = soak.Tally()
-    interrupted = soak.Interrupted(say)
+    # The first Ctrl-C lets the cases in flight finish; a second abandons them.
+    interrupted = Interrupts(
+        first_asks=lambda _: say("soak: Ctrl-C: stopping after the cases in flight (Ctrl-C again to abandon them)"),
+        signals=(signal.SIGINT,))
     last = [time.time()]
     reported = [0]
 
@@ -149,8 +153,7 @@ def main(args) -> int:
             say(f"soak {_clock(now - start)}/{_clock(args.minutes * 60)}: {len(tally.records)} cases, "
                 f"{len(tally.failures)} not passing; {tally.rate_line(now)}")
 
-    previous = signal.signal(signal.SIGINT, interrupted)
-    try:
+    with interrupted:
         if workers == 1:
             soak.run_inline(plans[0], tally, interrupted, progress)
         else:
@@ -163,8 +166,6 @@ def main(args) -> int:
             soak.run_pool(dataclasses.replace(plans[0], max_cases=total),
                           gpus.worker_environments(workers, device, gpu_list), tally, interrupted, progress,
                           DEFAULT_CASE_TIMEOUT)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     progress()
     return _summary(args, tally, interrupted, start, folder, seed)
 

@@ -32,8 +32,9 @@ sequential interpreter; a warning says so once per kernel and reason. Never sile
 wrong: whatever is not known to be equal is run the slow way.
 
 Switch: ``REMAP_AB_INTERPRETER=sequential|batched`` (default batched), or
-``using("sequential")`` in code. ``install()`` (called by ``backend.select('cpu')``) hooks
-the interpreter's grid executor; it changes nothing until a launch runs.
+``using("sequential")`` in code. ``installed()`` (around every call, call.py) hooks the
+interpreter's grid executor for its block, ``install()`` (a process remap-ab started,
+tuning.py) for good; neither changes anything until a launch runs.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import linecache
 import os
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,13 +89,15 @@ def mode() -> str:
 
 @contextlib.contextmanager
 def using(which: str) -> Iterator[None]:
-    """Run interpreted launches in this block in ``which`` mode."""
+    """Run interpreted launches in this block in ``which`` mode (the batched executor
+    in place for the block: ``installed``)."""
     global _override
     if which not in MODES:
         raise ValueError(f"interpreter mode {which!r} is not one of {', '.join(MODES)}")
     previous, _override = _override, which
     try:
-        yield
+        with installed():
+            yield
     finally:
         _override = previous
 
@@ -103,16 +107,62 @@ def using(which: str) -> Iterator[None]:
 
 
 def install() -> None:
-    """Route interpreted launches through ``BatchedGridExecutor``. Needs
+    """Route interpreted launches through ``BatchedGridExecutor`` for the rest of the
+    process: only a process remap-ab started itself (``tuning.apply``). Needs
     ``TRITON_INTERPRET=1`` already set; harmless to call twice."""
     global _installed
     mode()  # a bad REMAP_AB_INTERPRETER is a usage error now, not an error per launch
     if _installed:
         return
+    with _lock:
+        interpreter = _interpreter()
+        interpreter.GridExecutor = _batched_class(interpreter)
+        _installed = True
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    """Interpreted launches go through ``BatchedGridExecutor`` inside this block only;
+    Triton's own executor is back after it (the last of nested or concurrent blocks
+    puts it back). A no-op where ``install()`` made it permanent."""
+    global _depth, _original
+    mode()
+    with _lock:
+        if not _installed:
+            interpreter = _interpreter()
+            if _depth == 0:
+                _original = interpreter.GridExecutor
+                interpreter.GridExecutor = _batched_class(interpreter)
+            _depth += 1
+        counted = not _installed
+    try:
+        yield
+    finally:
+        if counted:
+            with _lock:
+                _depth -= 1
+                if _depth == 0 and not _installed:
+                    _interpreter().GridExecutor = _original
+                    _original = None
+
+
+_lock = threading.RLock()
+_depth = 0  # installed() blocks open
+_original = None  # Triton's executor while a block is open
+_class = None  # BatchedGridExecutor, made once over Triton's executor
+
+
+def _interpreter():
     from triton.runtime import interpreter
 
-    interpreter.GridExecutor = _make_executor_class(interpreter)
-    _installed = True
+    return interpreter
+
+
+def _batched_class(interpreter):
+    global _class
+    if _class is None:
+        _class = _make_executor_class(interpreter)
+    return _class
 
 
 def _make_executor_class(interpreter):

@@ -37,7 +37,9 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     sys.path.insert(0, str(args.root))
     from remap_ab import runtime
+    from remap_ab.processes import tuning
 
+    tuning.tune_this_process()
     runtime.select(args.device)
     from remap_ab.mutants import checks, properties, witness
     from remap_ab.mutants.catalogue import get

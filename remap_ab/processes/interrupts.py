@@ -5,12 +5,15 @@ While ``Interrupts`` is installed, either signal raises ``Interrupted`` in the m
 thread, once: a second signal during the clean-up is noted, not raised again. Inside a
 ``held()`` block (a results row being written) the exception waits for the block to
 end, so a signal never cuts a row in half.
+
+``Interrupts(first_asks=say)`` (the soak) lets the work finish what is in flight: the
+first signal only sets ``asked`` and says so, the second raises ``Interrupted``.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
@@ -36,16 +39,23 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Interrupts:
-    def __init__(self) -> None:
+    def __init__(self, first_asks: Optional[Callable[[str], None]] = None, signals: tuple = SIGNALS) -> None:
         self.signum: Optional[int] = None
         self._raised = False
         self._depth = 0
         self._previous: dict[int, Any] = {}
+        self._first_asks = first_asks
+        self._signals = signals
 
     def __enter__(self) -> Interrupts:
-        for s in SIGNALS:
+        for s in self._signals:
             self._previous[s] = signal.signal(s, self._on_signal)
         return self
+
+    @property
+    def asked(self) -> bool:
+        """A signal arrived (with ``first_asks``: the work is asked to stop after what is in flight)."""
+        return self.signum is not None
 
     def __exit__(self, *exc) -> None:
         for s, handler in self._previous.items():
@@ -55,6 +65,9 @@ class Interrupts:
     def _on_signal(self, signum: int, _frame) -> None:
         if self.signum is None:
             self.signum = signum
+            if self._first_asks is not None:
+                self._first_asks(signal.Signals(signum).name)
+                return
         if self._depth == 0:
             self._raise()
 

@@ -81,8 +81,10 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, gpus.STOP_SIGNALS)  # blocked since start_process; ignored now
     from remap_ab import runtime
     from remap_ab.batch import BatchTimes
+    from remap_ab.processes import tuning
     from remap_ab.recording import task_case
 
+    tuning.tune_this_process()
     runtime.select(job.device)
     judge = _judge(job)
     if job.threads:

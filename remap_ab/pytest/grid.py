@@ -54,7 +54,7 @@ class GridCase(pytest.Item):
         self.case_id: str = point.case_id
 
     def runtest(self) -> None:
-        judge = self.config.stash[_JUDGE]
+        judge = self.config.stash[_VERDICTS]
         row = judge.row(self)
         # Which batch judged it (process and batch number, its size): in --junitxml too.
         self.user_properties.append(("remap_ab_batch", judge.batch_of[self.case_id]))
@@ -64,7 +64,7 @@ class GridCase(pytest.Item):
     def repr_failure(self, excinfo, style=None):
         if not isinstance(excinfo.value, GridCaseFailed):
             return super().repr_failure(excinfo, style)
-        return self.config.stash[_JUDGE].explain(self, excinfo.value.row)
+        return self.config.stash[_VERDICTS].explain(self, excinfo.value.row)
 
     def reportinfo(self):
         return self.path, None, f"grid case {self.case_id}"
@@ -83,8 +83,9 @@ class GridCases(pytest.File):
             yield GridCase.from_parent(self, name=f"{p.case_id}[{labels}]", point=p)
 
 
-class _Judge:
-    """Judges grid cases in batches for this process and remembers their rows."""
+class _Verdicts:
+    """This process's grid items' rows: each batch picked from the items it runs next,
+    judged by ``recording.Judge``."""
 
     def __init__(self, config):
         self.config = config
@@ -95,7 +96,7 @@ class _Judge:
         self.folder = Path(reports) if reports else Path(config.rootpath) / "reports" / "pytest-grid"
         self.rows: dict[str, dict] = {}
         self.batch_of: dict[str, str] = {}  # case ID -> "pid:batch number/size"
-        self.batches = 0
+        self._judge_of: Any = None  # the recording.Judge, made where the first case runs
         self._positions: Optional[dict] = None
         self.device = ""  # chosen where the first case runs (an xdist controller runs none)
         self.batch = 0
@@ -132,23 +133,18 @@ class _Judge:
         return out
 
     def _judge(self, batch: list) -> None:
-        from remap_ab.recording import judge_and_record
+        from remap_ab.recording import Judge
 
-        try:
-            rows = judge_and_record([x.point.config for x in batch], self.a, self.b, self.device, self.folder)
-        except RemapABError:
-            raise
-        except Exception:
-            if len(batch) == 1:
-                raise
-            for x in batch:  # as the sweep does: a batch that raised is judged case by case
-                if x.case_id not in self.rows:
-                    self._judge([x])
-            return
-        self.batches += 1
+        if self._judge_of is None:
+            # A case that raises alone raises here (the item's error), after the rows of its batch that were judged.
+            self._judge_of = Judge(self.a, self.b, self.device, self.folder, raises=(RemapABError,), on_rows=self._keep)
+        self._judge_of.judge([x.point.config for x in batch])
+
+    def _keep(self, rows: list) -> None:
+        assert self._judge_of is not None
         for r in rows:
             self.rows[str(r["case_id"])] = r
-            self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self.batches}/{len(rows)}"
+            self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self._judge_of.batches}/{len(rows)}"
 
     def explain(self, item: GridCase, row: dict) -> str:
         import json
@@ -169,7 +165,7 @@ class _Judge:
         return "\n".join(lines)
 
 
-_JUDGE = pytest.StashKey[_Judge]()
+_VERDICTS = pytest.StashKey[_Verdicts]()
 
 
 def _xdist_worker(config) -> Any:
@@ -195,7 +191,7 @@ class GridPlugin:
                                  config.getoption("--remap-grid-max-tokens"))
         except RemapABError as exc:
             raise pytest.UsageError(f"--remap-grid: {exc}") from None
-        config.stash[_JUDGE] = _Judge(config)
+        config.stash[_VERDICTS] = _Verdicts(config)
         # What pytest collects is the grid file, and nothing else: the grid's cases are
         # then ordinary collected items (counted, -k, --lf, xdist's node IDs).
         self.path = (Path(self.file) if self.file else Path(gridmod.__file__).with_name("grid.toml")).resolve()
@@ -208,7 +204,7 @@ class GridPlugin:
 
     def pytest_report_header(self, config):
         source = self.file or "remap_ab/grid.toml"
-        judge = config.stash[_JUDGE]
+        judge = config.stash[_VERDICTS]
         size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
         return [f"remap-ab grid: {len(self.points)} cases of {source}, judged in batches of up to {size}; "
                 f"reports of failing cases under {judge.folder}"]

@@ -65,6 +65,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+    _remember_process(config)
     if config.getoption("--remap-grid") is not None:
         from remap_ab.pytest import grid as pytest_grid
 
@@ -93,6 +94,33 @@ def pytest_configure(config):
         profiles.load(config.getoption("--remap-profile"), apply_settings=not explicit_hypothesis_profile)
     except profiles.ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _remember_process(config) -> None:
+    """What the session sets for its xdist workers and its tests (the repository and GPU
+    list variables, the Hypothesis profile), put back by ``pytest_unconfigure``: the
+    process that ran ``pytest.main`` is left as it was."""
+    from hypothesis import settings
+
+    from remap_ab import sources
+
+    names = (sources.REPO_VARIABLE, gpus.GPU_LIST_VAR)
+    config._remap_ab_before = ({k: os.environ.get(k) for k in names}, settings.get_current_profile_name())
+
+
+def pytest_unconfigure(config):
+    before = getattr(config, "_remap_ab_before", None)
+    if before is None:
+        return
+    environment, profile = before
+    for k, v in environment.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    from hypothesis import settings
+
+    settings.load_profile(profile)
 
 
 def _resolve_implementations(config) -> None:

@@ -25,7 +25,9 @@ def main(payload_path: str) -> int:
     # A start that stalls (sanitizer.START_TIMEOUT_S) prints where it is before the kill.
     faulthandler.dump_traceback_later(STACK_AFTER_S, exit=False, file=sys.stderr)
     from remap_ab import runtime
+    from remap_ab.processes import tuning
 
+    tuning.tune_this_process()
     runtime.select("cuda")
     import torch
 

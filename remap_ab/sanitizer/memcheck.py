@@ -287,7 +287,7 @@ def watching(tensors: dict | None = None, kernel_label: str = "kernel") -> Itera
     ``tensors`` (optional): tensors the caller knows by name (the case's inputs), used
     only to name what a kernel argument is; the bounds are always those of the
     launch's own tensor arguments. ``kernel_label`` names the implementation in
-    findings. Needs the interpreter (``TRITON_INTERPRET=1``, ``backend.select('cpu')``)."""
+    findings. Needs the interpreter (``TRITON_INTERPRET=1``, ``runtime.select('cpu')``)."""
     global _active
     if _active is not None:
         raise InternalError("memcheck.watching is already active; it does not nest")

@@ -52,6 +52,7 @@ from typing import Any
 
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
 from remap_ab.layouts import LAYOUT_NAMES
+from remap_ab.processes.interrupts import Interrupts
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
 PATHS: dict[str, dict[str, Any]] = {
@@ -335,7 +336,7 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
         load = _side_load()
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
                    0, plan.fresh_every)
-    judge = _Judge(plan, device, emit, load, times)
+    judge = _Batches(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
         from remap_ab.processes import precompile
 
@@ -438,8 +439,9 @@ def _side_load():
     return SideStreamLoad(size=SOAK_LOAD_SIZE, device="cuda")
 
 
-class _Judge:
-    """Judges draws in batches, emits their records, keeps the times."""
+class _Batches:
+    """A worker's batches of draws: judged (``_run_batch``), their records emitted,
+    the times kept."""
 
     def __init__(self, plan: WorkerPlan, device: str, emit, load, times: WorkerTimes):
         self.plan, self.device, self.emit, self.load, self.times = plan, device, emit, load, times
@@ -498,23 +500,23 @@ def _run_batch(plan: WorkerPlan, device: str, batch: list, load=None) -> list:
     with ``load`` (a ``nondet.SideStreamLoad``), every call of A and B launches right
     after matrix products are queued on its side stream, so the kernels run on a busy
     device (the load queues up faster than it drains: no launch finds it idle). A
-    batch that raises is judged case by case; a case that raises alone is a crash."""
+    batch that raises is judged case by case; a case that raises alone is a crash
+    (``recording.Judge``)."""
     from remap_ab.errors import exception_line
-    from remap_ab.recording import judge_and_record
+    from remap_ab.recording import Judge, lost_case_row
+    from remap_ab.status import Status
 
-    start = time.perf_counter()
-    try:
-        rows = judge_and_record([d.config for d in batch], plan.a, plan.b, device, Path(plan.folder),
-                                context=load.enqueue if load is not None else None)
-    except Exception as exc:
+    def stop_if_context_lost(exc, configs) -> None:
         if _context_lost(device):
-            raise ContextLost(f"the batch engine raised {exception_line(exc)[:300]} on a batch of {len(batch)} "
+            raise ContextLost(f"the batch engine raised {exception_line(exc)[:300]} on a batch of {len(configs)} "
                               "cases") from None
-        if len(batch) > 1:  # one bad case must not hide the others
-            return [rec for d in batch for rec in _run_batch(plan, device, [d], load)]
-        return [_crash_record(plan, device, batch[0], exception_line(exc)[:400], time.perf_counter() - start)]
-    each = (time.perf_counter() - start) / len(batch)
-    return [_from_row(plan, d, row, each) for d, row in zip(batch, rows)]
+
+    def crash(config, exc) -> dict:
+        return lost_case_row(config, plan.a, plan.b, exception_line(exc)[:400], Path(plan.folder), device, Status.CRASH)
+
+    judge = Judge(plan.a, plan.b, device, Path(plan.folder), before_split=stop_if_context_lost, on_crash=crash)
+    judged = judge.judge([d.config for d in batch], context=load.enqueue if load is not None else None)
+    return [_from_row(plan, d, row, seconds) for d, (row, seconds) in zip(batch, judged)]
 
 
 def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecord:
@@ -541,14 +543,6 @@ def _implementations(plan: WorkerPlan) -> tuple:
     from remap_ab import registry
 
     return registry.get(plan.a), registry.get(plan.b)
-
-
-def _crash_record(plan: WorkerPlan, device: str, d: Draw, message: str, seconds: float) -> CaseRecord:
-    from remap_ab.recording import lost_case_row
-    from remap_ab.status import Status
-
-    row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), device, Status.CRASH)
-    return _from_row(plan, d, row, seconds)
 
 
 # --------------------------------------------------------------------------- the tally
@@ -647,27 +641,7 @@ def distribution_lines(dist: dict) -> list[str]:
 PROGRESS_EVERY_S = 10.0
 
 
-class Interrupted:
-    """SIGINT handling of a soak: the first Ctrl-C asks every worker to stop after the
-    case in flight; a second one abandons the cases in flight."""
-
-    def __init__(self, say: Callable[[str], None]):
-        self.count = 0
-        self.say = say
-
-    def __call__(self, signum, frame) -> None:
-        self.count += 1
-        if self.count == 1:
-            self.say("soak: Ctrl-C: stopping after the cases in flight (Ctrl-C again to abandon them)")
-            return
-        raise KeyboardInterrupt
-
-    @property
-    def asked(self) -> bool:
-        return self.count > 0
-
-
-def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupted, progress: Callable[[], None]) -> None:
+def run_inline(plan: WorkerPlan, tally: Tally, interrupted: Interrupts, progress: Callable[[], None]) -> None:
     """One worker in this process (the CPU default, or a single GPU)."""
     import os
 
@@ -723,7 +697,7 @@ def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
 TRITON_KEYS = ("triton compile s", "triton compiled", "triton load s", "triton loaded")
 
 
-def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupted, progress: Callable[[], None],
+def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupts, progress: Callable[[], None],
              case_timeout: float) -> None:
     """Several workers on pool.py: this process draws (``plan``'s stream) and hands the
     cases out in batches (contended ones in batches of their own), compiling ahead here when
