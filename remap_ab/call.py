@@ -454,9 +454,9 @@ def sync_frame(exc: BaseException, impl) -> Optional[dict]:
     torch_home = os.path.dirname(os.path.abspath(torch.__file__))
     mine = os.path.dirname(os.path.abspath(__file__))
     others = [f for f in frames if not os.path.abspath(f.filename).startswith((torch_home, mine))]
-    pick = (own or others or [None])[-1]
-    if pick is None:
+    if not (own or others):
         return None
+    pick = (own or others)[-1]
     return {"file": pick.filename, "line": pick.lineno or 0, "function": pick.name, "code": (pick.line or "").strip()}
 
 

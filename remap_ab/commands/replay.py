@@ -125,8 +125,8 @@ def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
     base inputs when there is a report), its verdict beside the saved one."""
     from remap_ab import registry
     from remap_ab.errors import ImplementationError
-    from remap_ab.report import mismatch_line
     from remap_ab.rejections import judged
+    from remap_ab.report import mismatch_line
     from remap_ab.status import Status
 
     try:
