@@ -210,7 +210,7 @@ def _backend_view(m) -> list[Block]:
         return generic(m)
     start = ev["from"]
     allowed = ("The wrapper-level contract allows this difference; the backend does not."
-               if ev.get("allowed_by_wrapper") else "This is besides the wrapper-level failure above.")
+               if ev.get("allowed_by_wrapper") else "This is in addition to the wrapper-level failure above.")
     rows = []
     for s in ev["sides"]:
         entries = ", ".join(str(v) for v in s["entries"])
