@@ -131,7 +131,8 @@ def _inputs_written(m) -> list[Block]:
               table(["element", "in the view?", "before", "after"],
                     [[f["at"], "yes" if f["in_view"] else "no (slack)", f["before"], f["after"]] for f in first])]
     if ev["changed"] > len(first):
-        blocks.append(text(f"The first {len(first)} of {ev['changed']} changed elements, in storage order."))
+        blocks.append(text(f"The first {len(first)} of {ev['changed']} changed elements, in storage order (an element "
+                           f"written with the value it held is not changed, so not listed)."))
     return blocks
 
 
@@ -156,7 +157,7 @@ def _rejects(m) -> list[Block]:
                    f"exception type or a subclass of it."),
               table(["argument of " + (ev.get("wrapper") or "the wrapper"), "as given"],
                     [[k, v] for k, v in ev.get("arguments", {}).items()]),
-              table(["", "did", "message"], [[f"{s['name']} ({role})", _did(s), s.get("message", "")]
+              table(["implementation", "did", "message"], [[f"{s['name']} ({role})", _did(s), s.get("message", "")]
                                              for role, s in (("A", a), ("B", b))])]
     for role, s in (("A", a), ("B", b)):
         if s.get("memcheck"):
@@ -191,6 +192,11 @@ def _sync(m) -> list[Block]:
 def _replayed(m) -> list[Block]:
     """stream and graph: the first element where the two readings differ."""
     ev = m.evidence
+    if ev.get("capture_failed"):
+        frame = ev.get("frame")
+        return [text(f"`{m.impl}`: {m.message}."),
+                *([text("Where, in its code:"), code(f"{frame['file']}:{frame['line']} in {frame['function']}",
+                                                     f"    {frame['code']}")] if frame else [])]
     if not ev or "compared" not in ev:
         return generic(m)
     x, y = ev["compared"]

@@ -246,6 +246,11 @@ def test_sync_stream_and_graph_sections_from_their_findings_data():
     evidence = _stream_evidence(x, y, x[0], y[0], True, "on the caller's stream", "after a synchronize")
     md = _finding_section(Check.STREAM, "b: outputs differ", evidence)
     assert "| out | [1, 1] | 5 | -1 | 1 |" in _section(md, "Outputs not ready on the caller's stream")
+    md = _finding_section(Check.GRAPH, "b cannot be captured in a CUDA graph", {
+        "capture_failed": "RuntimeError: operation not permitted when stream is capturing",
+        "frame": {"file": "/x/b.py", "line": 7, "function": "convert", "code": "total = int(counts.sum())"}})
+    section = _section(md, "CUDA graph capture and replay")
+    assert "/x/b.py:7 in convert" in section and "total = int(counts.sum())" in section
 
 
 def test_a_check_without_a_renderer_shows_its_evidence_side_by_side():
@@ -274,3 +279,57 @@ def test_evidence_survives_verdict_json_and_old_verdicts_still_load():
     assert Verdict.from_dict(d).failures[0].evidence == {}
     with pytest.raises(Exception, match="evidence"):
         Verdict.from_dict({**d, "failures": [{**d["failures"][0], "evidence": "not an object"}]})
+
+
+# ----------------------------------------------------------------------------- on CUDA
+
+GPU_CASE = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, num_reqs=2, blocks_per_req=16, block_size=16)
+
+# Reads the counts back to the host inside the call.
+READS_COUNTS_BACK = """
+import kernels_new as _real
+triton_filter_and_convert_dcp_index = _real.triton_filter_and_convert_dcp_index
+
+def triton_convert_req_index_to_global_index(*args, **kwargs):
+    out, counts = _real.triton_convert_req_index_to_global_index(*args, **kwargs)
+    total = int(counts.sum())  # host sync
+    return out, counts
+"""
+
+# Launches on its own stream and does not make the caller's stream wait for it.
+OWN_STREAM = """
+import torch
+import kernels_new as _real
+triton_filter_and_convert_dcp_index = _real.triton_filter_and_convert_dcp_index
+
+def triton_convert_req_index_to_global_index(*args, **kwargs):
+    mine = torch.cuda.Stream()
+    mine.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(mine):
+        return _real.triton_convert_req_index_to_global_index(*args, **kwargs)
+"""
+
+
+@pytest.mark.gpu
+def test_a_host_sync_section_names_the_line_in_bs_code(tmp_path, broken_impl):
+    b = broken_impl(READS_COUNTS_BACK)
+    result = run_case(GPU_CASE, "old", b, device="cuda")
+    folder = write_case_report(result, tmp_path / "r", implementations=(registry.get("old"), registry.get(b)))
+    md = (folder / "diff.md").read_text()
+    section = _section(md, "Host synchronisation inside the call")
+    assert f"{broken_impl.folder / (b + '.py')}:" in section and "total = int(counts.sum())" in section
+    assert "## CUDA graph capture and replay" in md
+    for heading in VALUE_HEADINGS:
+        assert heading not in md
+
+
+@pytest.mark.gpu
+def test_a_private_stream_section_names_the_first_differing_element(tmp_path, broken_impl):
+    b = broken_impl(OWN_STREAM)
+    result = run_case(GPU_CASE.replace(tokens=64, topk=2048, blocks_per_req=256), "old", b, device="cuda")
+    (finding,) = [m for m in result.verdict.failures if m.check is Check.STREAM]
+    folder = write_case_report(result, tmp_path / "r", implementations=(registry.get("old"), registry.get(b)))
+    section = _section((folder / "diff.md").read_text(), "Outputs not ready on the caller's stream")
+    d = finding.evidence.get("out") or finding.evidence["valid_counts"]
+    x, y = finding.evidence["compared"]
+    assert f"| {d['at']} | {d[x]} | {d[y]} | {d['differing']} |" in section
