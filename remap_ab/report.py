@@ -376,7 +376,8 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
     header = _header(case.base, a_info, b_info, folder, inputs)
     header["case_id"] = case.case_id
     env = _env_prefix([a_info, b_info])
-    header["run_command"] = env + call_replay(case, a_info.pinned, b_info.pinned, str(device))
+    # `run --rejection ID` makes rejections.toml's call: the same only when this is it.
+    header["run_command"] = env + call_replay(case, a_info.pinned, b_info.pinned, str(device)) if _listed(case) else ""
     status = Status(verdict.status)
     lost = status in (Status.CRASH, Status.TIMEOUT) and verdict.first is not None
     return CaseReport(status=status, verdict=verdict, device=str(device),
@@ -384,6 +385,16 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
                       call={"id": case.id, "what": case.what or case.id, "precondition": case.precondition,
                             "wrapper": case.wrapper},
                       **header)
+
+
+def _listed(case) -> bool:
+    from remap_ab.errors import ConfigError
+    from remap_ab.rejections import by_id
+
+    try:
+        return by_id(case.id) == case
+    except ConfigError:
+        return False
 
 
 def write_rejection_report(case, verdict, a, b, root, device: str = "cpu", inputs=None) -> Path:

@@ -333,3 +333,18 @@ def test_a_private_stream_section_names_the_first_differing_element(tmp_path, br
     d = finding.evidence.get("out") or finding.evidence["valid_counts"]
     x, y = finding.evidence["compared"]
     assert f"| {d['at']} | {d[x]} | {d[y]} | {d['differing']} |" in section
+
+
+def test_a_rejection_call_on_another_base_case_offers_only_its_replay(tmp_path):
+    from remap_ab.rejections import by_id, judged
+    from remap_ab.report import write_rejection_report
+
+    listed = by_id("req-id-longer")
+    varied = type(listed)(listed.id, listed.precondition, listed.base.replace(tokens=2), listed.args, listed.tensors,
+                          listed.what, listed.spec_rejects)
+    for case, offered in ((listed, True), (varied, False)):
+        v = judged(case, registry.get("old"), registry.get("new"), "cpu")[0]
+        md = (write_rejection_report(case, v, "old", "new", tmp_path) / "diff.md").read_text()
+        assert ("remap-ab run --rejection req-id-longer" in md) is offered
+        assert ("only the replay above makes it again" in md) is not offered
+        assert f"made on the valid case `{case.base.cli_args()}`" in md
