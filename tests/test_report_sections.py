@@ -78,7 +78,13 @@ def _section(md: str, title: str) -> str:
     return found.group(1)
 
 
-def test_inputs_written_and_aliased_sections_hold_the_evidence_and_no_value_sections(tmp_path, broken_impl):
+def _replays(folder, capsys) -> bool:
+    capsys.readouterr()
+    assert cli_main(["replay", str(folder)]) == 1
+    return "reproduced: yes, same verdict and first mismatch" in capsys.readouterr().out
+
+
+def test_inputs_written_and_aliased_sections_hold_the_evidence_and_no_value_sections(tmp_path, broken_impl, capsys):
     b = broken_impl(WRITES_INPUT)
     result, folder, md, html = _report(tmp_path, SMALL, b)
     checks = [str(m.check) for m in result.verdict.failures]
@@ -104,6 +110,7 @@ def test_inputs_written_and_aliased_sections_hold_the_evidence_and_no_value_sect
     # The HTML shows the same sections, each under its check's anchor.
     assert 'id="inputs_written"' in html and 'id="aliased"' in html
     assert "First mismatching lanes" not in html and "<img" not in html
+    assert _replays(folder, capsys)
 
 
 def test_inputs_written_in_a_strided_views_slack_says_so(tmp_path, broken_impl):
@@ -137,18 +144,19 @@ def test_an_exception_gets_its_section_and_says_which_side_has_no_output(tmp_pat
     assert UNTRUE not in md
 
 
-def test_backend_view_section_shows_what_the_backend_reads_from_each_side(tmp_path, broken_impl):
+def test_backend_view_section_shows_what_the_backend_reads_from_each_side(tmp_path, broken_impl, capsys):
     # FA3 reads the first count entries in order: B's count one short drops the last KV row.
     b = broken_impl(patch="counts = counts.clone(); counts[0] -= 1")
     config = CaseConfig(mode="convert", tokens=2, topk=128, counts=True, invalid_ratio=0.3, backend="fa3",
                         block_size=64)
-    result, _, md, html = _report(tmp_path, config, b)
+    result, folder, md, html = _report(tmp_path, config, b)
     assert "backend_view" in [str(m.check) for m in result.verdict.failures]
     section = _section(md, "What the attention backend would read")
     assert "FA3 SM90 reads the first count entries of each row, in order" in section
     count_a = int(result.a.counts[0])
     assert f"| old | {count_a} |" in section and f"| {b} | {count_a - 1} |" in section
     assert 'id="backend_view"' in html
+    assert _replays(folder, capsys)
 
 
 def test_rejection_call_report_replay_and_run_json(tmp_path, broken_impl, capsys):
