@@ -177,6 +177,31 @@ def backend_views(config, a, b, ref) -> Optional[Views]:
                  a.name, b.name)
 
 
+VIEW_SHOWN = 12  # entries of a row's view a report shows per side
+
+
+def row_evidence(model: ViewModel, a, b, row: int) -> dict:
+    """What ``model``'s backend reads of row ``row`` from A's and from B's outputs
+    (compare.Output): the backend, its rule, and per side the count it reads and the
+    entries around the first place the two views part (plain data for a report)."""
+    sides = []
+    for o in (a, b):
+        counts = o.counts[row : row + 1] if isinstance(o.counts, torch.Tensor) else None
+        length, seq = _seen(model, o.out[row : row + 1], counts, False)
+        n = int(length[0])
+        shown = seq[0] if model.reads == ROW_AND_COUNT else seq[0, :n]
+        sides.append((o.name, n, [int(v) for v in shown.tolist()]))
+    (_, _, x), (_, _, y) = sides
+    part = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+    start = max(0, part - 2)
+    return {
+        "backend": model.name, "rule": model.rule, "row": row, "reads": model.reads, "ordered": model.ordered,
+        "first_difference": part, "from": start,
+        "sides": [{"name": name, "count": n, "length": len(v), "entries": v[start : start + VIEW_SHOWN]}
+                  for name, n, v in sides],
+    }
+
+
 def _hazard_why(model: ViewModel, ref, hazard: torch.Tensor) -> str:
     """What the first hazard row shows, in words."""
     row = int(torch.nonzero(hazard)[0, 0])

@@ -215,7 +215,9 @@ class PrivateInputs:
         return (torch.cat([o for o, _ in self._pairs]) != torch.cat([c for _, c in self._pairs])).any()
 
     def writes(self, index: int, impl: str) -> list[CallFinding]:
-        """What case ``index``'s call changed in its inputs, one finding per tensor."""
+        """What case ``index``'s call changed in its inputs, one finding per tensor;
+        its evidence: the count, how many lie in the view and how many in the buffer's
+        slack, and the first few elements before and after."""
         found = []
         for name, original, copy, view, (lo, hi) in self._entries[index]:
             changed = torch.nonzero(original[lo:hi] != copy[lo:hi]).flatten()
@@ -223,16 +225,62 @@ class PrivateInputs:
                 continue
             at = lo + int(changed[0])
             where = _element_name(view, at - view.storage_offset())
+            in_view = int(_in_view(view, lo + changed - view.storage_offset()).sum())
+            first = []
+            for i in (lo + changed[:WRITES_SHOWN]).tolist():
+                rel = i - view.storage_offset()
+                inside = bool(_in_view(view, torch.tensor([rel]))[0])
+                first.append({"at": _element_name(view, rel) if inside else _slack_name(view, rel), "in_view": inside,
+                              "before": int(original[i]), "after": int(copy[i])})
             found.append(CallFinding(
                 Check.INPUTS_WRITTEN,
                 f"{impl} wrote into its input {name}: {changed.numel()} of its elements changed, the first at {where} "
                 f"({int(original[at])} -> {int(copy[at])}); an implementation must not modify what it is given",
+                {"tensor": name, "changed": int(changed.numel()), "in_view": in_view,
+                 "in_slack": int(changed.numel()) - in_view, "shape": list(view.shape), "stride": list(view.stride()),
+                 "strided": not view.is_contiguous(), "first": first},
             ))
         return found
 
     def storages(self, index: int) -> dict[str, tuple[int, int]]:
         """Case ``index``'s input tensors: name -> [first byte, one past the last) of their storage."""
         return self._storages[index]
+
+
+WRITES_SHOWN = 8  # changed input elements a finding lists, before and after
+
+
+def _in_view(view: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+    """For storage elements ``rel`` past the view's start: True where the element is
+    one of the view's (False: the slack between or after its rows)."""
+    if view.dim() == 0 or view.numel() == 0:
+        return torch.zeros_like(rel, dtype=torch.bool)
+    inside = rel >= 0
+    rest = rel.clamp(min=0)
+    for n, step in sorted(zip(view.shape, view.stride()), key=lambda d: -d[1]):
+        if step == 0:
+            continue
+        i = rest // step
+        inside &= i < n
+        rest = rest - i * step
+    return inside & (rest == 0)
+
+
+def _slack_name(view: torch.Tensor, rel: int) -> str:
+    """Where storage element ``rel`` past the view's start lies when it is none of the
+    view's elements, in a few words (a report's table of changed elements)."""
+    if rel < 0:
+        return f"{-rel} before the view's first element"
+    if view.dim() != 2:
+        return f"buffer element {rel} past the view's start"
+    (rows, cols), (rs, cs) = view.shape, view.stride()
+    r, rem = divmod(rel, rs) if rs else (0, rel)
+    last = (cols - 1) * cs
+    if r >= rows:
+        return f"after the last row, +{rel - ((rows - 1) * rs + last)}"
+    if rem > last:
+        return f"slack of row {r}, +{rem - last} past its last element"
+    return f"row {r}, between its elements (+{rem})"
 
 
 def _element_name(view: torch.Tensor, rel: int) -> str:
@@ -269,6 +317,8 @@ def aliasing(out: Optional[torch.Tensor], counts: Optional[torch.Tensor], storag
                 found.append(CallFinding(
                     Check.ALIASED,
                     f"{impl} returned {what} sharing storage with its input {name}; outputs must be new tensors",
+                    {"output": what, "input": name, "output_bytes": [0, hi - lo],
+                     "input_bytes": [a - lo, b - lo], "shared_bytes": min(hi, b) - max(lo, a)},
                 ))
     return found
 
@@ -454,10 +504,13 @@ def _sync_checked(impl, config: CaseConfig, inputs: CaseInputs, check: bool, fin
     except RuntimeError as exc:
         if _SYNC_WORDS not in str(exc):
             raise
+        frame = sync_frame(exc, impl)
         findings.append(CallFinding(
             Check.SYNC,
-            f"{impl.name} synchronises with the host inside the call ({exception_line(exc)[:200]}); vLLM runs it "
-            f"inside CUDA graphs, where a host sync fails the capture",
+            f"{impl.name} synchronises with the host inside the call ({exception_line(exc)[:200]})"
+            + (f" at {frame['file']}:{frame['line']} in {frame['function']}" if frame else "")
+            + "; vLLM runs it inside CUDA graphs, where a host sync fails the capture",
+            {"error": exception_line(exc)[:300], **({"frame": frame} if frame else {})},
         ))
     finally:
         _set_sync_debug_mode(previous)
@@ -486,6 +539,26 @@ def _set_sync_debug_mode(mode: int) -> None:
             setter(mode)
 
 
+def sync_frame(exc: BaseException, impl) -> Optional[dict]:
+    """The innermost frame of ``exc``'s traceback in the implementation's own code
+    (its module's file or package folder; else the innermost outside torch and
+    remap-ab): where the host sync was asked for."""
+    import os
+    import traceback
+
+    file = getattr(getattr(impl, "module", None), "__file__", None) or ""
+    home = os.path.dirname(os.path.abspath(file)) if file.endswith("__init__.py") else os.path.abspath(file)
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if home and os.path.abspath(f.filename).startswith(home)]
+    torch_home = os.path.dirname(os.path.abspath(torch.__file__))
+    mine = os.path.dirname(os.path.abspath(__file__))
+    others = [f for f in frames if not os.path.abspath(f.filename).startswith((torch_home, mine))]
+    if not (own or others):
+        return None
+    pick = (own or others)[-1]
+    return {"file": pick.filename, "line": pick.lineno or 0, "function": pick.name, "code": (pick.line or "").strip()}
+
+
 # ------------------------------------------------------------------ production checks
 
 # Long enough that a kernel left on another stream is still queued when the caller's
@@ -508,11 +581,22 @@ def _same(x, y, ordered: bool) -> bool:
 
 
 def _first_difference(x: torch.Tensor, y: torch.Tensor) -> str:
+    d = _difference(x, y, "x", "y")
+    if not d:
+        return ""
+    return f" (first at {d['at']}: {d['x']} vs {d['y']}; {d['differing']} elements differ)"
+
+
+def _difference(x, y, x_is: str, y_is: str) -> dict:
+    """The first element where ``x`` and ``y`` differ, as evidence: ``at``, both
+    values under their names, and how many elements differ ({} when none does)."""
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape != y.shape:
+        return {}
     bad = torch.nonzero(x != y)
     if bad.numel() == 0:
-        return ""
+        return {}
     at = tuple(int(i) for i in bad[0])
-    return f" (first at {list(at)}: {int(x[at])} vs {int(y[at])}; {bad.shape[0]} elements differ)"
+    return {"at": list(at), x_is: int(x[at]), y_is: int(y[at]), "differing": int(bad.shape[0])}
 
 
 def production_findings(impl, config: CaseConfig, inputs: CaseInputs, out, counts) -> list[CallFinding]:
@@ -555,17 +639,33 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
         caller.synchronize()  # the caller's stream only: what a caller reading there would see
     except Exception as exc:
         return [CallFinding(Check.STREAM, f"{impl.name} raised when called on a non-default stream: "
-                                          f"{exception_line(exc)[:200]}")]
+                                          f"{exception_line(exc)[:200]}", {"raised": exception_line(exc)[:300]})]
     torch.cuda.synchronize(inputs.device)
     problems = []
     if not (_same(snap, got, ordered) and _same(snap_counts, got_counts, True)):
-        problems.append("outputs read on the caller's stream right after the call differ from the same outputs "
-                        "after a device-wide synchronize" + (_first_difference(snap, got) if ordered else ""))
+        evidence = _stream_evidence(snap, got, snap_counts, got_counts, ordered, "on the caller's stream", "after a synchronize")
+        problems.append(("outputs read on the caller's stream right after the call differ from the same outputs "
+                         "after a device-wide synchronize" + (_first_difference(snap, got) if ordered else ""), evidence))
     elif not (_same(got, out, ordered) and _same(got_counts, counts, True)):
-        problems.append("outputs of a call on a non-default stream differ from the same call on the default stream"
-                        + (_first_difference(got, out) if ordered else ""))
+        evidence = _stream_evidence(got, out, got_counts, counts, ordered, "on a side stream", "on the default stream")
+        problems.append(("outputs of a call on a non-default stream differ from the same call on the default stream"
+                         + (_first_difference(got, out) if ordered else ""), evidence))
     return [CallFinding(Check.STREAM, f"{impl.name}: {p}; the call leaves work on another stream without making the "
-                                      f"caller's stream wait") for p in problems]
+                                      f"caller's stream wait", e) for p, e in problems]
+
+
+def _stream_evidence(x, y, x_counts, y_counts, ordered: bool, x_is: str, y_is: str) -> dict:
+    """Evidence of a stream or graph finding: what the two readings are, and the first
+    element where the outputs (else the counts) differ; in an unordered compaction
+    only the counts are compared element by element."""
+    evidence: dict = {"compared": [x_is, y_is]}
+    out = _difference(x, y, x_is, y_is) if ordered else {}
+    if out:
+        evidence["out"] = out
+    counts = _difference(x_counts, y_counts, x_is, y_is)
+    if counts:
+        evidence["valid_counts"] = counts
+    return evidence
 
 
 _FRESH: dict = {}  # (config, device) -> the fresh inputs its graph checks use (A's and then B's)
@@ -649,7 +749,9 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
     except Exception as exc:
         torch.cuda.synchronize(dev)
         return [CallFinding(Check.GRAPH, f"{impl.name} cannot be captured in a CUDA graph: {exception_line(exc)[:240]}; "
-                                         f"vLLM's decode path runs this call inside CUDA graphs")]
+                                         f"vLLM's decode path runs this call inside CUDA graphs",
+                            {"capture_failed": exception_line(exc)[:300],
+                             **({"frame": f} if (f := sync_frame(exc, impl)) else {})})]
     fresh = fresh_inputs(config, dev)
     for name, t in static.tensors().items():
         t.copy_(getattr(fresh, name))
@@ -667,6 +769,7 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
     if _same(captured, eager, ordered) and _same(captured_counts, eager_counts, True):
         return found
     detail = _first_difference(captured, eager) if ordered and captured.shape == eager.shape else ""
+    evidence = _stream_evidence(captured, eager, captured_counts, eager_counts, ordered, "graph replay", "eager call")
     return found + [CallFinding(Check.GRAPH, f"{impl.name}: replaying its captured CUDA graph on new inputs gives other outputs "
                                      f"than an eager call on them{detail}; the call bakes in something of the "
-                                     f"inputs it was captured with")]
+                                     f"inputs it was captured with", evidence)]

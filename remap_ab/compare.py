@@ -59,6 +59,9 @@ class CallFinding:
 
     check: Check
     message: str
+    # What a report shows of it (plain JSON data: tensor names, elements, frames);
+    # each check's section in report_sections.py reads its own keys.
+    evidence: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -111,6 +114,9 @@ class Mismatch:
     lanes: int  # how many lanes differ
     rows: int  # how many rows differ
     message: str
+    # The failure's evidence for its report section (plain JSON data; empty for the
+    # value checks, whose evidence is the outputs themselves).
+    evidence: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         # Callers may name the check by its plain word; an unknown word is refused here.
@@ -228,6 +234,7 @@ class Verdict:
                     "lanes": m.lanes,
                     "rows": m.rows,
                     "message": m.message,
+                    **({"evidence": m.evidence} if m.evidence else {}),
                 }
                 for m in self.failures
             ],
@@ -248,8 +255,8 @@ class Verdict:
         data = schema.load(schema.VerdictData, d, where="verdict", error=ReportError)
         return cls(
             case_id=data.case_id, status=data.status,
-            failures=[Mismatch(m.check, m.impl, m.row, m.col, dict(m.values), m.lanes, m.rows, m.message)
-                      for m in data.failures],
+            failures=[Mismatch(m.check, m.impl, m.row, m.col, dict(m.values), m.lanes, m.rows, m.message,
+                               dict(m.evidence)) for m in data.failures],
             info=list(data.info), order_differs=data.order_differs, order_differs_rows=data.order_differs_rows,
             # Reports written before the backend views have none of the three.
             caller=data.caller, hazard_rows=data.hazard_rows, backend_view=data.backend_view,
@@ -577,7 +584,7 @@ def compare(
         if not skip_values:
             checker.check(o)
         for f in _call_findings(o, clean):
-            checker.failures.append(Mismatch(f.check, o.name, -1, -1, {}, 0, 0, f.message))
+            checker.failures.append(Mismatch(f.check, o.name, -1, -1, {}, 0, 0, f.message, dict(f.evidence)))
         if memchecked:
             info.append(_memcheck_failures(o, replay, checker.failures))
     failures = checker.failures
@@ -672,10 +679,13 @@ def _backend_view_check(views, a: Output, b: Output, ref: Reference, failures: l
                   {a.name: _value(a.counts, row, -1), b.name: _value(b.counts, row, -1), "oracle": _value(ref.counts, row, -1)})
         allowed = "" if wrapper_failed else " (a difference the wrapper-level contract allows)"
         rows = int(views.differs.sum())
+        from remap_ab.backend_views import row_evidence
+
         failures.append(Mismatch(
             Check.BACKEND_VIEW, f"{a.name} vs {b.name}", row, col, values,
             int((a.out != b.out)[views.differs].sum()), rows,
             f"{model.name} would attend to other KV rows with {b.name} than with {a.name}{allowed}; it {model.rule}",
+            {**row_evidence(model, a, b, row), "rows": rows, "allowed_by_wrapper": not wrapper_failed},
         ))
     elif wrapper_failed:
         info.append(f"{model.name} sees the same from both sides: the difference above is invisible to it ({model.rule})")
@@ -703,7 +713,8 @@ def note_order_differs(verdict: Verdict, a: Output, b: Output, rows: int, total:
 
 
 def judge_rejection(case_id: str, call: str, a, b, *, replay: str = "", memchecked: bool = False,
-                    checked: Sequence[str] = ()) -> Verdict:
+                    checked: Sequence[str] = (), precondition: str = "", wrapper: str = "",
+                    arguments: Optional[dict] = None, what: str = "") -> Verdict:
     """The verdict of a call that breaks a SPEC §6 precondition (rejections.py): ``a``
     and ``b`` are what each implementation did with it (``rejections.Attempt``).
 
@@ -712,19 +723,23 @@ def judge_rejection(case_id: str, call: str, a, b, *, replay: str = "", memcheck
     accepts it, or raises another type, fails the ``rejects`` check. With ``memchecked``,
     every out-of-bounds group in an attempt's memcheck report is a failure too;
     ``checked``: what memcheck checked, one line each. Where ``a`` accepts, nothing is
-    judged, and the verdict says so."""
+    judged, and the verdict says so. ``precondition``, ``wrapper``, ``arguments``
+    (name -> the argument in words) and ``what`` (the change, in words) are the
+    rejects failure's evidence, with what each side did (``Attempt.evidence``)."""
     failures: list[Mismatch] = []
     again = f"; replay: {replay}" if replay else ""
+    evidence = {"precondition": precondition, "call": what or call, "wrapper": wrapper, "arguments": dict(arguments or {}),
+                "a": a.evidence(), "b": b.evidence()}
     info = [f"call: {call}", a.said(), b.said()]
     if not a.rejected:
         info.append(f"not judged: {a.name} accepts this call, so {b.name} need not reject it")
     elif not b.rejected:
         failures.append(Mismatch(Check.REJECTS, b.name, -1, -1, {}, 0, 0,
-                                 f"accepts a call {a.name} rejects: {call}; {a.said()}{again}"))
+                                 f"accepts a call {a.name} rejects: {call}; {a.said()}{again}", evidence))
     elif a.raised not in b.bases:
         failures.append(Mismatch(Check.REJECTS, b.name, -1, -1, {}, 0, 0,
                                  f"rejects with {b.raised}, {a.name} with {a.raised} (code that catches "
-                                 f"{a.raised} would not catch it): {call}; {b.said()}{again}"))
+                                 f"{a.raised} would not catch it): {call}; {b.said()}{again}", evidence))
     if memchecked:
         for o in (a, b):
             if o.memcheck is not None and o.memcheck.launches:

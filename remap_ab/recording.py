@@ -61,7 +61,7 @@ def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=N
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
     rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks,
                                      context=context), folder) if cases else []
-    return rows + [rejection_row(c, a, b, device, memcheck) for c in calls]
+    return rows + [rejection_row(c, a, b, device, memcheck, folder) for c in calls]
 
 
 class Judge:
@@ -117,18 +117,24 @@ def task_case(d: dict):
     return RejectionCase.from_dict(d) if is_task(d) else CaseConfig.from_dict(d)
 
 
-def rejection_row(case, a: str, b: str, device: str, memcheck: bool = False) -> dict:
-    """The row of one rejection call (rejections.py). No report folder: the row's
-    line holds the replay command; ``rejected_by`` says which sides raised."""
+def rejection_row(case, a: str, b: str, device: str, memcheck: bool = False, folder=None) -> dict:
+    """The row of one rejection call (rejections.py), and its report folder under
+    ``folder`` when it does not pass; ``rejected_by`` says which sides raised."""
     from remap_ab import registry
     from remap_ab.rejections import judged
 
-    v, first, second = judged(case, registry.get(a), registry.get(b), device, memcheck)
+    impl_a, impl_b = registry.get(a), registry.get(b)
+    v, first, second = judged(case, impl_a, impl_b, device, memcheck)
+    report = ""
+    if not v.passed and folder is not None:
+        from remap_ab.report import write_rejection_report
+
+        report = write_rejection_report(case, v, impl_a, impl_b, folder, device).name
     return {
         "case_id": case.case_id, "status": v.status, "check": str(v.first.check) if v.first else "",
         "first_mismatch": v.first.line() if v.first else "", "mismatch_lanes": 0, "mismatch_rows": 0,
         "order_differs": False, "order_differs_rows": 0, "a_ms": "", "b_ms": "", "inputs_sha256": "",
-        "report": "", "max_row_valid": "", "rejection": case.id,
+        "report": report, "max_row_valid": "", "rejection": case.id,
         "rejected_by": ",".join(n for n, o in (("a", first), ("b", second)) if o.rejected),
     }
 
@@ -140,11 +146,15 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
     from remap_ab.rejections import RejectionCase, replay_command
 
     if isinstance(config, RejectionCase):  # a rejection call that B accepted and crashed on, say
+        try:
+            report = _write_lost_call_report(config, a, b, message, folder, device, status).name
+        except Exception:  # the row matters more than its report
+            report = ""
         return {
             "case_id": config.case_id, "status": status, "check": Check(status.value),
             "first_mismatch": f"[{status.value}] {message}; replay: {replay_command(config, a, b, device)}",
             "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
-            "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": "", "max_row_valid": "", "rejection": config.id,
+            "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report, "max_row_valid": "", "rejection": config.id,
         }
     try:
         report = _write_lost_report(config, a, b, message, folder, device, status).name
@@ -167,6 +177,15 @@ def _write_lost_report(config, a, b, message, folder, device, status: Status) ->
     # The registry knows where each implementation was imported from (a custom module's
     # folder goes into the replay hint); the report is handed that, never looks it up.
     return write_crash_report(config, registry.get(a), registry.get(b), message, folder, device, status=status)
+
+
+def _write_lost_call_report(case, a, b, message, folder, device, status: Status) -> Path:
+    from remap_ab import registry
+    from remap_ab.compare import lost_verdict
+    from remap_ab.report import write_rejection_report
+
+    verdict = lost_verdict(case.case_id, status, f"{a}/{b}", message)
+    return write_rejection_report(case, verdict, registry.get(a), registry.get(b), folder, device)
 
 
 def _implementations(result) -> tuple:

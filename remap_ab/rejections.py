@@ -272,14 +272,30 @@ def _changed(t, changes: dict, torch):
 class Attempt:
     """What one implementation did with a call: accepted it (``raised`` None) or raised.
     Plain data (compare.py judges it): the exception's qualified type, the qualified
-    names of its classes (to accept a subclass), its message, and with ``memcheck`` on
-    the CPU what the call's launches touched (a ``memcheck.MemcheckReport``)."""
+    names of its classes (to accept a subclass), its message, with ``memcheck`` on
+    the CPU what the call's launches touched (a ``memcheck.MemcheckReport``), and for
+    an accepted call what it returned."""
 
     name: str
     raised: Optional[str] = None
     bases: tuple = ()
     message: str = ""
     memcheck: Optional[object] = None
+    returned: str = ""  # an accepted call: what came back, in words
+
+    def evidence(self) -> dict:
+        """What the attempt did, as a report shows it (plain data)."""
+        out: dict = {"name": self.name}
+        if self.raised is None:
+            out["returned"] = self.returned or "nothing"
+        else:
+            out["raised"] = self.raised
+            out["message"] = self.message
+        report: Any = self.memcheck
+        if report is not None and report.launches:
+            out["memcheck"] = report.summary()
+            out["memcheck_findings"] = [f.describe() for f in report.findings[:3]]
+        return out
 
     @property
     def rejected(self) -> bool:
@@ -315,13 +331,51 @@ def attempt(impl, case: RejectionCase, inputs) -> Attempt:
     session = None
     try:
         with calling(inputs.device, impl.name, named) as session:
-            fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
             synchronize(inputs.device)
     except Exception as exc:  # the answer we are after, when it is a rejection
         report = session.report if session is not None else None
         line = " ".join(str(exc).split())[:300]
         return Attempt(impl.name, _qualified(type(exc)), tuple(_qualified(k) for k in type(exc).__mro__), line, report)
-    return Attempt(impl.name, memcheck=session.report if session is not None else None)
+    return Attempt(impl.name, memcheck=session.report if session is not None else None, returned=described(result))
+
+
+def described(value) -> str:
+    """A call's argument or return value in words: a tensor by dtype and shape (and
+    "non-contiguous"), a tuple item by item, anything else by its repr."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"{dtype} tensor {list(value.shape)}" + ("" if value.is_contiguous() else ", non-contiguous")
+    if isinstance(value, tuple):
+        return "(" + ", ".join(described(v) for v in value) + ")"
+    return repr(value)
+
+
+def arguments_given(case: RejectionCase, inputs) -> dict:
+    """The violating call's arguments as the wrapper gets them, in words, by name,
+    each changed one marked (for the report's rejection section)."""
+    import inspect
+
+    args, kwargs = call_arguments(case, inputs)
+    names = list(inspect.signature(_signature_of(case.wrapper)).parameters)
+    given = dict(zip(names, args)) | kwargs
+    changed = {name for name, _ in case.tensors} | {name for name, _ in case.args}
+    return {name: described(v) + ("  ← changed" if name in changed else "") for name, v in given.items()}
+
+
+def _signature_of(wrapper: str):
+    """A stand-in with the wrapper's SPEC §1 parameter names, in order."""
+    if wrapper == CONVERT:
+        def convert(req_id, block_table, token_indices, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048, BLOCK_N=128,
+                    HAS_PREFILL_WORKSPACE=False, prefill_workspace_request_ids=None, prefill_workspace_starts=None,
+                    return_valid_counts=False): ...
+        return convert
+
+    def dcp(req_id, block_table, token_indices, dcp_size, dcp_rank, cp_kv_cache_interleave_size=1, BLOCK_SIZE=64,
+            NUM_TOPK_TOKENS=2048, BLOCK_N=128, return_valid_counts=False, compact_valid_to_front=True): ...
+    return dcp
 
 
 def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device: Optional[str] = None,
@@ -333,19 +387,21 @@ def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device
     return judged(case, registry.get(a), registry.get(b), dev, memcheck)[0]
 
 
-def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = False):
-    """``(verdict, a's attempt, b's attempt)`` of one rejection call on ``device``."""
+def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = False, inputs=None):
+    """``(verdict, a's attempt, b's attempt)`` of one rejection call on ``device``
+    (``inputs``: the base case's, e.g. a report's saved ones; default generated)."""
     from remap_ab.call import PrivateInputs
     from remap_ab.compare import judge_rejection
     from remap_ab.inputs import generate_inputs
 
-    inputs = generate_inputs(case.base, device=device)
+    inputs = generate_inputs(case.base, device=device) if inputs is None else inputs.to(device)
     own_a, own_b = (p.cases[0] for p in PrivateInputs.each([inputs], 2))
     first, second = attempt(impl_a, case, own_a), attempt(impl_b, case, own_b)
     replay = replay_command(case, impl_a.name, impl_b.name, device, memcheck)
     checked = memcheck_lines((first, second), memcheck)
     verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, memchecked=memcheck,
-                              checked=checked)
+                              checked=checked, precondition=case.precondition, wrapper=case.wrapper,
+                              arguments=arguments_given(case, inputs), what=case.what or case.id)
     return verdict, first, second
 
 

@@ -11,14 +11,19 @@ A report is a folder ``<root>/<case-id>/`` (``root`` is a run folder such as
   verdict.json  the verdict (``Verdict.to_dict``), implementations (name, module, the
                 sys.path entry a custom module was imported from), device, the inputs'
                 sha256 (checked on load), the replay command
-  diff.md       the readable diff: verdict, first mismatching lanes with A/B/oracle
-                values, per-row valid counts, the replay command
+  diff.md       the readable diff: verdict; a section per check that failed, with its
+                evidence (report_sections.py); when values differ, the first
+                mismatching lanes with A/B/oracle values, per-row valid counts and
+                the picture; the replay command
   diff.html     the same, self-contained, with the lane picture embedded
   lanes.png     the lane picture (when matplotlib is installed: ``remap-ab[plots]``)
   replay.sh     the one command that replays it
 
-One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, or from a
-crash or timeout, which have no outputs) and rendered through the Jinja2 templates in
+A rejection call's report (``write_rejection_report``) has no outputs; its
+config.json also holds the call, so a replay makes the call again.
+
+One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, a crash or
+timeout, which have no outputs, or a rejection call's verdict) and rendered through the Jinja2 templates in
 ``remap_ab/templates/``. What the report needs about implementations (their module and
 import path) is handed in by the caller; this module never looks it up. Reading a
 report back checks every JSON field against its ``schema.py`` model first.
@@ -158,10 +163,27 @@ class CaseReport:
     rows_count_differs: int = 0  # rows whose count differs (A's or B's)
     png: bytes | None = None
     picture_note: str | None = None  # why there is no picture
+    # What the outputs show when no value differs (the value sections are left out).
+    values_line: str = ""
+    # A rejection call's report: its id, what it changes, the precondition, the wrapper.
+    call: dict | None = None
 
     @property
     def has_outputs(self) -> bool:
         return self.shape is not None
+
+    @property
+    def values_differ(self) -> bool:
+        """Whether a lane or a count differs from the oracle's: only then do the value
+        sections (lanes, counts, picture) appear."""
+        return self.lanes_differing > 0 or self.rows_count_differs > 0
+
+    @property
+    def sections(self) -> list:
+        """One section per check that failed (report_sections.py)."""
+        from remap_ab.report_sections import sections
+
+        return sections(self.verdict.failures)
 
     @property
     def png_base64(self) -> str | None:
@@ -250,6 +272,7 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     report.lanes_differing = int(union.sum())
     report.rows_differing = int(row_bad.sum())
     report.rows_count_differs = int(counts_bad.sum())
+    report.values_line = _values_line(((a_info.name, out_a, cnt_a), (b_info.name, out_b, cnt_b)), cfg.counts_returned)
 
     first = verdict.first
     first_row = first.row if first is not None and 0 <= first.row < t else None
@@ -284,6 +307,8 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
         for r in chosen
     ]
 
+    if not report.values_differ:
+        return report  # no value sections, so no picture
     from remap_ab import charts
 
     cols = torch.arange(k).expand(t, k)
@@ -313,6 +338,21 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     return report
 
 
+def _values_line(sides, counts_returned: bool) -> str:
+    """Said when no value differs: what each side's outputs are, truly — equal to the
+    oracle's, or not there to compare (raised, or came back in another shape)."""
+    parts = []
+    for name, out, counts in sides:
+        if out is None:
+            parts.append(f"{name} returned no output of the oracle's shape to compare")
+        elif counts_returned and counts is None:
+            parts.append(f"{name}'s output equals the oracle's lane for lane; it returned no counts of the oracle's shape")
+        else:
+            parts.append(f"{name}'s output equals the oracle's lane for lane"
+                         + (", and its valid counts too" if counts_returned else ""))
+    return "No value differs from the oracle's: " + "; ".join(parts) + "."
+
+
 def build_crash_report(config, a, b, message: str, folder: Path, device: str, status: Status, inputs) -> CaseReport:
     """The model of a case that produced no outputs: its worker died (``CRASH``) or it
     ran past its time limit (``TIMEOUT``)."""
@@ -325,6 +365,57 @@ def build_crash_report(config, a, b, message: str, folder: Path, device: str, st
         status=status, verdict=verdict, device=str(device), message=message,
         **_header(config, a_info, b_info, folder, inputs),
     )
+
+
+def build_rejection_report(case, verdict, a, b, folder: Path, device: str, inputs) -> CaseReport:
+    """The model of a rejection call's report (rejections.py): no outputs to compare;
+    the verdict's rejects section holds what each side did with the call."""
+    from remap_ab.rejections import replay_command as call_replay
+
+    a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
+    header = _header(case.base, a_info, b_info, folder, inputs)
+    header["case_id"] = case.case_id
+    env = _env_prefix([a_info, b_info])
+    # `run --rejection ID` makes rejections.toml's call: the same only when this is it.
+    header["run_command"] = env + call_replay(case, a_info.pinned, b_info.pinned, str(device)) if _listed(case) else ""
+    status = Status(verdict.status)
+    lost = status in (Status.CRASH, Status.TIMEOUT) and verdict.first is not None
+    return CaseReport(status=status, verdict=verdict, device=str(device),
+                      message=verdict.first.message if lost else None,
+                      call={"id": case.id, "what": case.what or case.id, "precondition": case.precondition,
+                            "wrapper": case.wrapper},
+                      **header)
+
+
+def _listed(case) -> bool:
+    from remap_ab.errors import ConfigError
+    from remap_ab.rejections import by_id
+
+    try:
+        return by_id(case.id) == case
+    except ConfigError:
+        return False
+
+
+def write_rejection_report(case, verdict, a, b, root, device: str = "cpu", inputs=None) -> Path:
+    """Write the report of rejection call ``case`` (a ``rejections.RejectionCase``)
+    whose ``verdict`` is given to ``root/<case-id>/``: config.json holds the call as
+    well as its base case, inputs.pt the base case's inputs (the call's changes are
+    made from the call's data), outputs.pt nothing. ``remap-ab replay`` makes the call
+    again. ``a``, ``b``: names, ``ImplementationInfo``s or loaded implementations."""
+    import torch
+
+    from remap_ab.inputs import generate_inputs
+
+    final, tmp = _begin(root, case.case_id)
+    inputs = generate_inputs(case.base, device="cpu") if inputs is None else _host_inputs(inputs)
+    report = build_rejection_report(case, verdict, a, b, final, device, inputs)
+    (tmp / "config.json").write_text(json.dumps({"case_id": case.case_id, "config": case.base.to_dict(),
+                                                 "rejection": case.to_dict()}, indent=2) + "\n")
+    torch.save(inputs.tensors(), tmp / "inputs.pt")
+    torch.save({}, tmp / "outputs.pt")
+    _write_rendered(tmp, report)
+    return _commit(tmp, final)
 
 
 def _named(x):
@@ -362,8 +453,19 @@ def _environment():
     env.filters["count_rows"] = count_rows
     env.filters["mismatch_line"] = mismatch_line
     env.filters["dash"] = lambda v: "—" if v is None else v
+    env.filters["md_cell"] = lambda v: str(v).replace("|", "\\|")
+    env.filters["inline"] = _inline_code
     env.globals.update(FIRST_MISMATCHES=FIRST_MISMATCHES, WORST_ROWS=WORST_ROWS, Status=Status)
     return env
+
+
+def _inline_code(text: str):
+    """A section's paragraph as HTML: escaped, its `backticked` words as <code>."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
 
 
 def render(report: CaseReport, fmt: str) -> str:
@@ -522,11 +624,12 @@ def run_command(config, a, b, schedule: tuple[str, int] | None = None) -> str:
 class Report:
     """A report folder, read back and checked."""
 
-    def __init__(self, folder: Path, config, meta: dict, inputs):
+    def __init__(self, folder: Path, config, meta: dict, inputs, rejection=None):
         self.folder = folder
-        self.config = config
+        self.config = config  # a rejection call's report: the call's base case
         self.meta = meta
         self.inputs = inputs
+        self.rejection = rejection  # rejections.RejectionCase, or None for a case
 
     @property
     def verdict(self):
@@ -579,12 +682,15 @@ def load_report(path) -> Report:
         config = CaseConfig.from_dict(fields)
     except (ConfigError, TypeError, ValueError) as exc:
         raise ReportError(f"report {folder}: config.json field 'config' holds no valid configuration ({exc})") from None
-    if case_id != config.case_id:
-        raise ReportError(f"report {folder}: config.json says case {case_id} but its configuration is case {config.case_id}")
+    rejection = _rejection_of(folder, cdata, config)
+    own_id = rejection.case_id if rejection is not None else config.case_id
+    if case_id != own_id:
+        what = "call" if rejection is not None else "configuration"
+        raise ReportError(f"report {folder}: config.json says case {case_id} but its {what} is case {own_id}")
     meta = _read_json(folder, "verdict.json")
     schema.load(schema.VerdictFile, meta, where=f"report {folder}: verdict.json", error=ReportError, remedy=corrupt)
-    if meta["case_id"] != config.case_id:
-        raise ReportError(f"report {folder}: verdict.json field 'case_id' is {meta['case_id']} but config.json's case is {config.case_id}")
+    if meta["case_id"] != own_id:
+        raise ReportError(f"report {folder}: verdict.json field 'case_id' is {meta['case_id']} but config.json's case is {own_id}")
     try:
         tensors = torch.load(folder / "inputs.pt", map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 — torch.load raises many kinds on a damaged file; each is a corrupt report
@@ -600,7 +706,25 @@ def load_report(path) -> Report:
     per, _ = hash_inputs(inputs)
     if per != meta["inputs_sha256"]:
         raise ReportError(f"report {folder}: inputs.pt does not match the sha256 recorded in verdict.json (corrupt or edited)")
-    return Report(folder, config, meta, inputs)
+    return Report(folder, config, meta, inputs, rejection)
+
+
+def _rejection_of(folder: Path, cdata: dict, config):
+    """The rejection call a report's config.json holds (None for a case's report)."""
+    from remap_ab.errors import ConfigError
+    from remap_ab.rejections import RejectionCase
+
+    if "rejection" not in cdata:
+        return None
+    data = cdata["rejection"]
+    try:
+        case = RejectionCase.from_dict(data)
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ReportError(f"report {folder}: config.json field 'rejection' holds no valid rejection call "
+                          f"({' '.join(str(exc).split())}); the report is corrupt") from None
+    if case.base != config:
+        raise ReportError(f"report {folder}: config.json field 'rejection' has another base case than field 'config'")
+    return case
 
 
 def _read_json(folder: Path, name: str) -> dict:

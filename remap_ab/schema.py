@@ -183,6 +183,7 @@ class MismatchData(Strict):
     lanes: int
     rows: int
     message: str
+    evidence: dict[str, Any] = {}  # verdicts written before the report sections have none
 
 
 class VerdictData(Strict):

@@ -35,7 +35,7 @@ from .configs import (
 )
 from .coverage import ClassCoverage, coverage_of, drawn_examples
 from .regressions import REGRESSIONS, regressions
-from .replay import failure_message, replay_command, write_failure_report
+from .replay import failure_message, replay_command, write_failure_report, write_rejection_failure_report
 
 __all__ = [
     "CALLS",
@@ -62,4 +62,5 @@ __all__ = [
     "single_tile_configs",
     "tiled_compaction_configs",
     "write_failure_report",
+    "write_rejection_failure_report",
 ]

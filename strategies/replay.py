@@ -70,6 +70,21 @@ def write_failure_report(result, schedule: Optional[tuple[str, int]] = None) -> 
     return str(written) if written is not None else root
 
 
+def write_rejection_failure_report(case, verdict, a: str, b: str) -> Optional[str]:
+    """``write_failure_report`` for a failing rejection call (rejections.py): its
+    folder, whose replay makes this very call (its varied base case) again."""
+    if not _is_final_example():
+        return None
+    from remap_ab import registry
+    from remap_ab.report import write_rejection_report
+
+    root = os.environ.get(REPORT_DIR_ENV, DEFAULT_REPORT_DIR)
+    try:
+        return str(write_rejection_report(case, verdict, registry.get(a), registry.get(b), root))
+    except Exception as exc:  # a report is a convenience; the assertion is what counts
+        return f"(not written: {type(exc).__name__}: {exc})"
+
+
 def _is_final_example() -> bool:
     try:
         from hypothesis.control import current_build_context

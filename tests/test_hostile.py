@@ -173,6 +173,10 @@ ROWS = [
     row("replay-empty-folder", "replay {tmp}/emptyreport", 2, "emptyreport", owner="report"),
     row("replay-config-wrong-type", "replay {tmp}/badreport", 2, "field 'config.tokens' is str", owner="report"),
     row("replay-verdict-wrong-type", "replay {tmp}/badverdict", 2, "verdict.json", owner="report"),
+    row("run-rejection-report-is-a-file", "run --rejection req-id-longer --report {tmp}/afile", 2, "is a file",
+        owner="report"),
+    row("replay-rejection-corrupt", "replay {tmp}/badcall", 2, "field 'rejection' holds no valid rejection call",
+        owner="report"),
     # --- mutants (killed after the timeout if it starts running instead of refusing: a run takes
     # minutes; a refusal's start-up on a loaded GPU host can take tens of seconds) ----------------
     row("mutants-timeout-negative", "mutants --timeout -1", 2, "--timeout", owner="mutants", how="subprocess", timeout=120),
@@ -325,6 +329,17 @@ def _world(tmp: Path) -> None:
     (report / "verdict.json").write_text('{"status": 5}')
     (report / "inputs.pt").write_bytes(b"only the config is looked at first")
     _report_with_bad_verdict(tmp / "badverdict")
+    _report_with_bad_call(tmp / "badcall")
+
+
+def _report_with_bad_call(folder: Path) -> None:
+    """A rejection call's report whose config.json names a call that is none."""
+    import json
+
+    _report_with_bad_verdict(folder)
+    data = json.loads((folder / "config.json").read_text())
+    data["rejection"] = {"id": "x", "precondition": "p", "base": data["config"]}  # changes nothing
+    (folder / "config.json").write_text(json.dumps(data))
 
 
 def _report_with_bad_verdict(folder: Path) -> None:

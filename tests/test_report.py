@@ -122,14 +122,20 @@ def test_an_implementation_error_renders_without_lanes(tmp_path):
     folder = write_case_report(result, tmp_path)
     md = (folder / "diff.md").read_text()
     assert "# case " + CFG.case_id + ": ERROR" in md and "- **FAIL** [error] new raised RuntimeError: boom\n" in md
-    oracle_0 = int(result.reference.counts[0])
-    assert f"| 0 | {oracle_0} | — | {oracle_0} | 0 | — |" in md  # B returned nothing: dashes, not zeros
-    assert "No output lane differs from the oracle's" in md
+    # A's values equal the oracle's and B has none: no value section, and the report says exactly that.
+    assert "## Valid counts per row" not in md and "## First mismatching lanes" not in md
+    assert "old's output equals the oracle's lane for lane" in md and "new returned no output of the oracle's shape" in md
+    assert "RuntimeError: boom" in md.split("## Raised", 1)[1]
     assert load_report(folder).status is Status.ERROR
-    # Neither returned an output: no picture, and the report says why.
-    result.a.out, result.a.error = None, "RuntimeError: boom"
+    # Where A's values differ, the counts table shows B's as dashes, not zeros.
+    result.a.counts[0] += 1
+    md = render(build_case_report(result, tmp_path), "md")
+    oracle_0 = int(result.reference.counts[0])
+    assert f"| 0 | {oracle_0 + 1} | — | {oracle_0} | 0 | — |" in md
+    # Neither returned an output: nothing to compare, said for both.
+    result.a.out, result.a.counts, result.a.error = None, None, "RuntimeError: boom"
     model = build_case_report(result, tmp_path)
-    assert model.png is None and "neither implementation returned an output" in render(model, "md")
+    assert model.png is None and "old returned no output of the oracle's shape to compare" in render(model, "md")
 
 
 def test_a_count_failure_is_worded_in_rows_whose_count_differs_everywhere(tmp_path):

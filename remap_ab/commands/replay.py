@@ -27,6 +27,7 @@ def add_arguments(p):
 
 
 def main(args) -> int:
+    from remap_ab import backend, rejections
     from remap_ab import grid as gridmod
     from remap_ab import runtime
     from remap_ab.errors import ImplementationError, ReportError
@@ -38,6 +39,7 @@ def main(args) -> int:
     root = _readable_root(args.root)
     report = None
     config = None
+    call = None
     if Path(target).exists():
         report = load_report(target)
     elif re.fullmatch(r"[0-9a-f]{12}", target):
@@ -46,10 +48,14 @@ def main(args) -> int:
             report = load_report(found)
         else:
             by_id = {p.case_id: p for name in gridmod.shipped() for p in gridmod.load(name).points()}
-            if target not in by_id:
+            calls = {c.case_id: c for c in rejections.load()}
+            if target in calls:
+                call = calls[target]
+            elif target not in by_id:
                 raise ReportError(f"no report of case {target} under {root}/ and it is not a case of the grid "
-                                  f"(nor of any shipped grid: {', '.join(gridmod.shipped())})")
-            config = by_id[target].config
+                                  f"(nor of any shipped grid: {', '.join(gridmod.shipped())}), nor a rejection call")
+            else:
+                config = by_id[target].config
     else:
         raise ReportError(f"{target} is neither a report folder nor a case ID (12 hex digits)")
 
@@ -59,7 +65,11 @@ def main(args) -> int:
         registry.adopt_repo({"a": report.a.source, "b": report.b.source})  # the recorded repository
     a = args.a or (report.a.pinned if report else "old")
     b = args.b or (report.b.pinned if report else "new")
-    device = runtime.select(args.device)
+    device = backend.select(args.device)
+    if report is not None and report.rejection is not None:
+        return _replay_call(report.rejection, report, a, b, device, args)
+    if report is None and config is None:
+        return _replay_call(call, None, a, b, device, args)
     try:
         if report is not None:
             config = report.config
@@ -108,6 +118,39 @@ def main(args) -> int:
             print(f"  saved verdict: {status.value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
             same = _key(saved) == _key(v)
             print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
+    return 0 if v.passed else 1
+
+
+def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
+    """Replay a rejection call: the same call through A and B (on the report's saved
+    base inputs when there is a report), its verdict beside the saved one."""
+    from remap_ab import registry
+    from remap_ab.errors import ImplementationError
+    from remap_ab.rejections import judged
+    from remap_ab.report import mismatch_line
+    from remap_ab.status import Status
+
+    try:
+        v = judged(case, registry.get(a), registry.get(b), device, args.memcheck,
+                   inputs=report.inputs if report is not None else None)[0]
+    except ImplementationError as exc:
+        raise ImplementationError(f"{exc}{_path_hint(report, a, b, args)}") from None
+    source = f"saved inputs of {report.folder}" if report is not None else "the call's base case (inputs generated afresh)"
+    print(f"replay of rejection call {case.id} (case {case.case_id}): {a} vs {b} on {device}, from {source}"
+          + (" with memcheck" if args.memcheck else ""))
+    print(f"  call: {case.describe()}")
+    for line in _changed_files(report, a, b):
+        print(f"  note: {line}")
+    print(f"case {v.case_id}: {Status(v.status).value.upper()}")
+    for m in v.failures:
+        print(f"  {m.status.value.upper()} {mismatch_line(m)}")
+    for i in v.info:
+        print("  info " + i)
+    if report is not None:
+        saved = report.verdict
+        print(f"  saved verdict: {Status(saved.status).value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
+        same = _key(saved) == _key(v)
+        print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
     return 0 if v.passed else 1
 
 

@@ -33,8 +33,8 @@ def add_arguments(p):
                    help="instead of a case, make a call that breaks a SPEC §6 precondition (an id of "
                         "remap_ab/rejections.toml, or 'all'): B must reject it where A does; repeatable")
     p.add_argument("--report", metavar="DIR", default=None,
-                   help="if the case does not pass, write its report folder DIR/<case-id>/ (diff.html, diff.md, "
-                        "inputs.pt, outputs.pt, replay.sh); nothing is written for a passing case")
+                   help="if the case (or a --rejection call) does not pass, write its report folder DIR/<case-id>/ "
+                        "(diff.html, diff.md, inputs.pt, outputs.pt, replay.sh); nothing is written for a passing one")
     add_memcheck(p)
     add_call_checks(p)
     add_bisect(p)
@@ -107,23 +107,42 @@ def main(args) -> int:
 
 
 def _rejections(args) -> int:
-    """``--rejection``: each named call through A and B, its verdict printed."""
-    from remap_ab import api_compat, rejections, runtime
+    """``--rejection``: each named call through A and B, its verdict printed; with
+    ``--report``, a folder for each call that does not pass."""
+    from remap_ab import api_compat, backend, registry, rejections
+    from remap_ab.options import checked_output_dir
 
-    device = runtime.select(args.device)
+    if args.report is not None:
+        checked_output_dir(args.report, "--report")
+    device = backend.select(args.device)
     names = [n for spec in args.rejection for n in spec.split(",") if n]
     cases = list(rejections.load()) if "all" in names else [rejections.by_id(n) for n in names]
     api = api_compat.check(args.a, args.b)
-    verdicts = [rejections.run_rejection(c, args.a, args.b, device=device, memcheck=args.memcheck) for c in cases]
+    impl_a, impl_b = registry.get(args.a), registry.get(args.b)
+    verdicts, folders = [], []
+    for c in cases:
+        v = rejections.judged(c, impl_a, impl_b, device, args.memcheck)[0]
+        verdicts.append(v)
+        folder = None
+        if args.report is not None and not v.passed:
+            from remap_ab.report import write_rejection_report
+
+            folder = write_rejection_report(c, v, impl_a, impl_b, args.report, device)
+        folders.append(folder)
     if args.json:
-        json.dump({"rejections": [{"call": c.to_dict(), "verdict": v.to_dict()} for c, v in zip(cases, verdicts)],
+        json.dump({"rejections": [{"call": c.to_dict(), "verdict": v.to_dict(), "report": None if f is None else str(f)}
+                                  for c, v, f in zip(cases, verdicts, folders)],
                    "api": [d.to_dict() for d in api], "api_compatible": not api_compat.fails(api)}, sys.stdout, indent=2)
         print()
     else:
         print(f"{len(cases)} rejection call(s)  ({args.a} vs {args.b}, on {device})")
         print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
-        for c, v in zip(cases, verdicts):
+        for c, v, f in zip(cases, verdicts, folders):
             print(f"rejection {c.id}: " + v.describe())
+            if f is not None:
+                print(f"report: {f / 'diff.html'}")
+        if args.report is not None and not any(folders):
+            print("report: none written (every call passed)")
     return 0 if all(v.passed for v in verdicts) and not api_compat.fails(api) else 1
 
 

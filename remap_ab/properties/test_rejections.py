@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from remap_ab.properties import profiles
 from remap_ab.rejections import load, run_rejection
+from remap_ab.strategies import write_rejection_failure_report
 
 
 @st.composite
@@ -23,6 +24,8 @@ def test_b_rejects_what_a_rejects(impl_names, case):
     verdict = run_rejection(case, a, b)
     if not verdict.passed:
         first = verdict.first
+        folder = write_rejection_failure_report(case, verdict, a, b)
         raise AssertionError(f"rejection call {case.id} ({case.describe()}) on base case {case.base.case_id}: "
                              f"{first.line() if first else verdict.summary()}\n"
-                             f"replay (the call on its default base case): remap-ab run --rejection {case.id} --a {a} --b {b}")
+                             f"replay (the call on its default base case): remap-ab run --rejection {case.id} --a {a} --b {b}"
+                             + (f"\nreport: {folder} (remap-ab replay {folder} makes this very call)" if folder else ""))

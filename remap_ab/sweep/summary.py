@@ -80,6 +80,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
          "report": r.get("report", "")}
         for r in in_grid_order.to_dict("records")
     ]
+    by_check = failures_by_check(first, in_grid_order)
     unique = int(df["case_id"].nunique())
     selected = int(meta["selected"])
     missing = max(0, selected - unique)
@@ -113,6 +114,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "api": api,
         "features": meta.get("features", []),
         "api_compatible": not api_compat.fails(api),
+        "failures_by_check": by_check,
         "failures_by_dimension": by_dim,
         "by_backend": by_backend,
         "speed": speed,
@@ -122,6 +124,22 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "last_session": meta.get("last_session", {}),
         "passed": passed,
     }
+
+
+def failures_by_check(first: list, rows) -> dict:
+    """The failing cases grouped by the check that failed first in each (the results
+    table's ``check`` column; a crash or timeout by its status): per check, how many,
+    the first in grid order, and the report of the first that has one ("" if none)."""
+    checks = rows["check"].astype(str).tolist() if "check" in rows.columns else [""] * len(first)
+    groups: dict = {}
+    for f, check in zip(first, checks):
+        word = check if check and check != "nan" else str(f["status"])
+        g = groups.setdefault(word, {"cases": 0, "first": f["case_id"], "report_case": "", "report": ""})
+        g["cases"] += 1
+        report = str(f.get("report") or "")
+        if report and report != "nan" and not g["report"]:
+            g["report_case"], g["report"] = f["case_id"], report
+    return groups
 
 
 def loaded_line(loaded: dict) -> str:
@@ -231,6 +249,16 @@ def format_summary(s: dict, show: int = 10) -> str:
         lines.append(f"  WARNING: {s['unknown_status']} rows hold no known verdict")
     if s["duplicates"]:
         lines.append(f"  WARNING: {s['duplicates']} case IDs appear more than once in results.csv")
+    if s.get("failures_by_check"):
+        lines.append("  failures by check (each case under its first failing check): cases; the first; its report")
+        width = max(len(c) for c in s["failures_by_check"])
+        for check, g in s["failures_by_check"].items():
+            if g["report"]:
+                where = str(Path(s["folder"]) / g["report"] / "diff.md")
+                rep = where if g["report_case"] == g["first"] else f"no report; the first reported is {g['report_case']}: {where}"
+            else:
+                rep = "no report written"
+            lines.append(f"    {check:<{width}}  {g['cases']}; {g['first']}; {rep}")
     if s["failures"] and s["failures_by_dimension"]:
         lines.append("  failures by dimension (failed/total):")
         for axis, vals in s["failures_by_dimension"].items():
