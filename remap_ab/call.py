@@ -35,7 +35,7 @@ from remap_ab.compare import CallFinding, Output
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
 from remap_ab.inputs import CaseInputs
-from remap_ab.out_layout import layout_findings, wrapper_layouts
+from remap_ab.out_layout import CallerBuffers, caller_buffers, layout_findings, wrapper_layouts
 from remap_ab.status import Check
 
 if TYPE_CHECKING:
@@ -321,62 +321,6 @@ def aliasing(out: Optional[torch.Tensor], counts: Optional[torch.Tensor], storag
                      "input_bytes": [a - lo, b - lo], "shared_bytes": min(hi, b) - max(lo, a)},
                 ))
     return found
-
-
-# ---------------------------------------------------------------- caller-owned outputs
-
-# What a caller's buffers hold before the call (SPEC §10): ``out`` a value no lane of a
-# correct output takes unwritten-looking (-1 would read as "invalid"), the counts
-# garbage as a buffer reused from the last step holds, and the guard elements around
-# each view a third value, so a write outside the view shows.
-_OUT_POISON = -123_456_789
-_GUARD = 64
-_GUARD_VALUE = 0x5EAD5EAD
-
-
-class CallerBuffers:
-    """The ``out`` / ``valid_counts_out`` a case with ``out_buffers`` hands its wrapper:
-    views into larger buffers with ``_GUARD`` elements on each side."""
-
-    def __init__(self, config: CaseConfig, device: torch.device):
-        rows, k = config.tokens, config.topk
-        self._out_base = torch.full((rows * k + 2 * _GUARD,), _GUARD_VALUE, dtype=torch.int32, device=device)
-        self.out = self._out_base[_GUARD:_GUARD + rows * k].view(rows, k)
-        self._counts_base = torch.full((rows + 2 * _GUARD,), _GUARD_VALUE, dtype=torch.int32, device=device)
-        self.counts = self._counts_base[_GUARD:_GUARD + rows]
-        self.poison()
-
-    def poison(self) -> None:
-        """Fill the views again, as the caller's buffers are before each step."""
-        self.out.fill_(_OUT_POISON)
-        rows = self.counts.shape[0]
-        # Plausible stale counts (the tiled path adds to whatever is there).
-        torch.remainder(torch.arange(rows, dtype=torch.int32, device=self.counts.device) * 7919 + 1237, 4099,
-                        out=self.counts)
-
-    def findings(self, config: CaseConfig, out, counts, impl: str) -> list[CallFinding]:
-        """What breaks SPEC §10: a returned tensor that is not the buffer given, or a
-        write outside the views."""
-        found = []
-        given = [("out", out, self.out)] + ([("valid_counts", counts, self.counts)] if config.counts else [])
-        for what, got, mine in given:
-            if not (isinstance(got, torch.Tensor) and got.data_ptr() == mine.data_ptr()
-                    and got.shape == mine.shape and got.stride() == mine.stride()):
-                found.append(CallFinding(Check.BUFFERS, f"{impl} returned {what} that is not the caller's buffer "
-                                                        f"it was given ({what}_out=); a caller reads the buffer"))
-        for what, base, n in (("out", self._out_base, self.out.numel()),
-                              ("valid_counts_out", self._counts_base, self.counts.numel())):
-            outside = torch.cat([base[:_GUARD], base[_GUARD + n:]])
-            changed = int((outside != _GUARD_VALUE).sum())
-            if changed:
-                found.append(CallFinding(Check.BUFFERS, f"{impl} wrote {changed} elements outside the caller's "
-                                                        f"{what} buffer (the {_GUARD} elements around it)"))
-        return found
-
-
-def caller_buffers(config: CaseConfig, device: torch.device) -> Optional[CallerBuffers]:
-    """The buffers a call of ``config`` is handed (None: it passes none)."""
-    return CallerBuffers(config, device) if config.out_buffers and config.mode == "convert" else None
 
 
 # ----------------------------------------------------------------------------- the call

@@ -16,7 +16,6 @@ Reads signatures with ``inspect``; needs no torch.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -87,7 +86,7 @@ def uses(config) -> tuple[str, ...]:
 
 def call_arguments(config, buffers=None) -> dict[str, Any]:
     """The keyword arguments of the optional parameters the case passes; ``buffers``
-    (call.py's ``CallerBuffers``) is where ``out`` / ``valid_counts_out`` come from."""
+    (out_layout.py's ``CallerBuffers``) is where ``out`` / ``valid_counts_out`` come from."""
     extra: dict[str, Any] = {}
     if config.block_stride:
         extra["BLOCK_STRIDE_ROWS"] = config.block_stride
@@ -152,14 +151,6 @@ def plan_modules(a_module, b_module, a: str = "A", b: str = "B") -> Plan:
                 unknown.append((side, function, name))
     return Plan(a, b, tuple(f.name for f in FEATURES if accepts(a_module, f)),
                 tuple(f.name for f in FEATURES if accepts(b_module, f)), tuple(unknown))
-
-
-@functools.cache
-def plan(a: str, b: str) -> Plan:
-    """The plan of two implementations by registry name (once per process)."""
-    from remap_ab import registry
-
-    return plan_modules(registry.get(a).module, registry.get(b).module, a, b)
 
 
 def _plural(n: int) -> str:

@@ -86,7 +86,7 @@ class Implementation:
         """
         m = self.module
         if buffers is None and config.out_buffers and config.mode == "convert":
-            from remap_ab.call import caller_buffers  # a caller outside call.call: fresh buffers, unchecked
+            from remap_ab.out_layout import caller_buffers  # a caller outside call.call: fresh buffers, unchecked
 
             buffers = caller_buffers(config, inputs.device)
         extra = features.call_arguments(config, buffers)
@@ -249,3 +249,9 @@ def forget(name: str) -> None:
     write a module, use it and delete it)."""
     for key in [k for k, impl in _cache.items() if name in (k.split("\0")[0], impl.name)]:
         del _cache[key]
+
+
+@functools.cache
+def feature_plan(a: str, b: str) -> features.Plan:
+    """The optional-feature plan of two implementations by name (once per process)."""
+    return features.plan_modules(get(a).module, get(b).module, a, b)

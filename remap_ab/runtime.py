@@ -55,6 +55,8 @@ def select(device: str | None = None) -> str:
         elif os.environ.get("TRITON_INTERPRET") == "1":
             raise BackendError("TRITON_INTERPRET=1 is set in the environment but --device cuda was asked for; unset it")
         tuning.apply(wanted)
+        if wanted == "cuda" and tuning.owned() and tuning.enabled("triton_key"):
+            hash_triton_in_background()
         _chosen = wanted
     return _chosen
 

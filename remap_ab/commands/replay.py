@@ -27,9 +27,8 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import backend, rejections
     from remap_ab import grid as gridmod
-    from remap_ab import runtime
+    from remap_ab import rejections, runtime
     from remap_ab.errors import ImplementationError, ReportError
     from remap_ab.report import find_report, load_report, mismatch_line
     from remap_ab.runner import run_case
@@ -65,7 +64,7 @@ def main(args) -> int:
         registry.adopt_repo({"a": report.a.source, "b": report.b.source})  # the recorded repository
     a = args.a or (report.a.pinned if report else "old")
     b = args.b or (report.b.pinned if report else "new")
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     if report is not None and report.rejection is not None:
         return _replay_call(report.rejection, report, a, b, device, args)
     if report is None and config is None:

@@ -85,7 +85,7 @@ def main(args) -> int:
                 print(f"  {role.upper()} loaded: {src.line()}")
         print(f"  schedule: {ran}")
         print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
-        print("\n".join("  " + line for line in features.lines(features.plan(args.a, args.b), [config])))
+        print("\n".join("  " + line for line in features.lines(registry.feature_plan(args.a, args.b), [config])))
         shas = result.inputs.sha256()
         print("  inputs sha256 (first 16 hex digits): " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
         wrapper = "triton_convert_req_index_to_global_index" if config.mode == "convert" else "triton_filter_and_convert_dcp_index"
@@ -109,12 +109,12 @@ def main(args) -> int:
 def _rejections(args) -> int:
     """``--rejection``: each named call through A and B, its verdict printed; with
     ``--report``, a folder for each call that does not pass."""
-    from remap_ab import api_compat, backend, registry, rejections
+    from remap_ab import api_compat, registry, rejections, runtime
     from remap_ab.options import checked_output_dir
 
     if args.report is not None:
         checked_output_dir(args.report, "--report")
-    device = backend.select(args.device)
+    device = runtime.select(args.device)
     names = [n for spec in args.rejection for n in spec.split(",") if n]
     cases = list(rejections.load()) if "all" in names else [rejections.by_id(n) for n in names]
     api = api_compat.check(args.a, args.b)

@@ -80,11 +80,6 @@ def apply(device: str) -> list[str]:
     if enabled("store_binary_only"):
         os.environ.setdefault("TRITON_STORE_BINARY_ONLY", "1")
         applied.append("store_binary_only")
-    if enabled("triton_key"):
-        from remap_ab import runtime
-
-        if runtime.hash_triton_in_background():
-            applied.append("triton_key")
     if enabled("variant_loads"):
         from remap_ab.processes import variant_loads
 
