@@ -53,7 +53,7 @@ def test_import_changes_nothing_in_the_environment():
 
 def _import_graph() -> dict:
     """remap_ab's modules -> the remap_ab modules each imports anywhere in its source
-    (function-local imports too: a lazy import is still a dependency)."""
+    (function-local and annotation-only imports too: a lazy import is still a dependency)."""
     import ast
 
     pkg_root = ROOT / "remap_ab"
@@ -66,11 +66,7 @@ def _import_graph() -> dict:
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps = set()
         tree = ast.parse(path.read_text())
-        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-                       for stmt in block.body for n in ast.walk(stmt)}  # imports for annotations only: no dependency
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
+        for node in ast.walk(tree):  # imports for annotations too: a circle of types is a circle
             if isinstance(node, ast.Import):
                 deps |= {a.name for a in node.names if a.name in modules}
             elif isinstance(node, ast.ImportFrom):
@@ -112,3 +108,36 @@ def test_bench_sits_below_the_command_line():
     upward = {(m, d) for m, deps in graph.items() if m.startswith("remap_ab.bench.") for d in deps
               if d == "remap_ab.cli" or d.startswith("remap_ab.commands")}
     assert not upward, f"the bench imports the command line: {sorted(upward)}"
+
+
+def _local_imports() -> list[tuple[str, int, str]]:
+    """Every import of a remap_ab module inside a function: (file, line, the line and
+    the one above it)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "remap_ab").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        seen = set()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                ours = (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("remap_ab")) or (
+                    isinstance(node, ast.Import) and any(a.name.startswith("remap_ab") for a in node.names))
+                if ours and node.lineno not in seen:
+                    seen.add(node.lineno)
+                    text = "\n".join(lines[max(node.lineno - 2, 0): node.end_lineno])
+                    found.append((str(path.relative_to(ROOT)), node.lineno, text))
+    return found
+
+
+def test_function_local_imports_of_remap_ab_are_few_and_each_says_why():
+    # An import inside a function hides the module graph; each that stays (an import
+    # that would close a cycle, or load pydantic or Triton before they are needed)
+    # says why on its line or the line above.
+    local = _local_imports()
+    unexplained = [f"{f}:{n}" for f, n, text in local if "#" not in text]
+    assert not unexplained, f"function-local imports without a reason: {unexplained}"
+    assert len(local) <= 40, f"{len(local)} function-local imports of remap_ab modules (at most 40)"
