@@ -56,6 +56,7 @@ __all__ = [
 
 def run_case(*args, **kwargs):
     """See :func:`remap_ab.runner.run_case` (imported lazily: it may load Triton)."""
+    # runner imports this package; and a library user pays for it only when running a case
     from remap_ab.runner import run_case as _run_case
 
     return _run_case(*args, **kwargs)

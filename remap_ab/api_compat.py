@@ -19,6 +19,8 @@ import inspect
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from remap_ab import registry
+
 API = ("triton_convert_req_index_to_global_index", "triton_filter_and_convert_dcp_index")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -139,7 +141,6 @@ def check_modules(a_module, b_module, a_name: str = "A", b_name: str = "B") -> l
 
 def check(a: str, b: str) -> list[ApiDifference]:
     """``check_modules`` of two implementations by registry name."""
-    from remap_ab import registry
 
     impl_a, impl_b = registry.get(a), registry.get(b)
     return check_modules(impl_a.module, impl_b.module, a, b)

@@ -46,6 +46,8 @@ from remap_ab.config import CaseConfig
 from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.processes import tuning
 from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
+from remap_ab.sanitizer import compute as sanitizer
+from remap_ab.sanitizer.memcheck import replay_command
 from remap_ab.speed import size_bucket
 
 PHASES = ("gen", "kernels", "compare", "write")
@@ -205,7 +207,6 @@ def run_batch(
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-    from remap_ab.sanitizer.memcheck import replay_command
 
     return replay_command(config, a, b, device)
 
@@ -213,7 +214,6 @@ def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
 def _sanitize(configs: list, inputs: list, outs: list, a: str, b: str) -> None:
     """Replay the batch's A and B under compute-sanitizer; each output gets its report
     (``compare`` makes a finding fail the case)."""
-    from remap_ab.sanitizer import compute as sanitizer
 
     for side, name in ((0, a), (2, b)):
         # An output that raised was not run to the end: it stays "not checked".

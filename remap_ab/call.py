@@ -31,11 +31,15 @@ from typing import TYPE_CHECKING, Optional
 
 import torch
 
+from remap_ab import runtime
 from remap_ab.compare import CallFinding, Output
 from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
-from remap_ab.inputs import CaseInputs
+from remap_ab.inputs import CaseInputs, generate_inputs
+from remap_ab.interpreter import batched as interp_batched
 from remap_ab.out_layout import CallerBuffers, caller_buffers, layout_findings, wrapper_layouts
+from remap_ab.sanitizer import compute as sanitizer
+from remap_ab.sanitizer import memcheck as memcheck_module
 from remap_ab.status import Check
 
 if TYPE_CHECKING:
@@ -335,17 +339,14 @@ def calling(device: torch.device, impl_name: str, watched: Optional[dict] = None
     Yields the memcheck session (None without), whose report outlives an exception."""
     executor: contextlib.AbstractContextManager = contextlib.nullcontext()
     if device.type == "cuda":
-        from remap_ab import runtime
 
         runtime.triton_key_ready()
     elif os.environ.get("TRITON_INTERPRET") == "1":
-        from remap_ab.interpreter import batched as interp_batched
 
         # The batched interpreter for this call only: a guest's process keeps Triton's own.
         executor = interp_batched.installed()
     watch: contextlib.AbstractContextManager = contextlib.nullcontext()
     if watched is not None and device.type != "cuda":
-        from remap_ab.sanitizer import memcheck as memcheck_module
 
         watch = memcheck_module.watching(watched, impl_name)
     with executor, (context() if context else contextlib.nullcontext()), poisoned_empty(), \
@@ -411,7 +412,6 @@ def call(
                       guard=(private, index), findings=findings)
     report = session.report if session is not None else None
     if memcheck and cuda:
-        from remap_ab.sanitizer import compute as sanitizer
 
         report = sanitizer.check_case(impl.name, config, inputs)
     findings += aliasing(out, counts, private.storages(index), impl.name)
@@ -559,7 +559,6 @@ def _other_streams_delayed(caller: torch.cuda.Stream):
     not made to wait for is then still pending when the caller reads, whatever the
     GPU's scheduling (without it, such a kernel and the caller's read become ready
     together and the read wins or loses by chance)."""
-    from remap_ab import runtime
 
     def delayed(launch, fn, *args, grid, warmup, **kwargs):
         if not warmup and torch.cuda.current_stream(caller.device) != caller:
@@ -630,7 +629,6 @@ def remember_fresh_inputs(configs: list, made: list) -> None:
 def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
     """Another case's inputs of the same shapes (the next seed), in the same layout.
     Nobody writes into them (the graph check copies them, the eager call gets its own)."""
-    from remap_ab.inputs import generate_inputs
 
     key = (config, str(device))
     if key not in _FRESH:

@@ -21,7 +21,11 @@ import importlib
 import os
 import sys
 
+from remap_ab import runtime
 from remap_ab.errors import InternalError, RemapABError, UnloadableFileError
+from remap_ab.options import BISECT_ABORT, bisect_status, resolve_implementations
+from remap_ab.processes import tuning
+from remap_ab.processes.interrupts import terminate_as_interrupt
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
@@ -62,7 +66,6 @@ def _choose_backend_early() -> None:
     # Triton decides interpreter-or-GPU when a kernel is decorated, i.e. imported.
     # A command line without a GPU turns the interpreter on before any command runs;
     # the library itself never touches the environment on import.
-    from remap_ab import runtime
 
     runtime.choose_early()
 
@@ -76,7 +79,6 @@ CLOSED_STDOUT_STATUS = 141
 
 
 def main(argv=None) -> int:
-    from remap_ab.processes import tuning
 
     tuning.tune_this_process()  # the command line's process is remap-ab's own (tuning.py)
     try:
@@ -93,7 +95,6 @@ def _main(argv) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         if exc.code == 2 and "--bisect" in (sys.argv[1:] if argv is None else argv):
-            from remap_ab.options import BISECT_ABORT
 
             return BISECT_ABORT  # a bad option must stop `git bisect run`, not mark the revision bad
         raise
@@ -102,7 +103,6 @@ def _main(argv) -> int:
         return 2
     name = f"remap-ab {args.command}"
     if getattr(args, "bisect", False):
-        from remap_ab.options import bisect_status
 
         try:
             status = _run(name, args)
@@ -120,8 +120,6 @@ def _main(argv) -> int:
 def _run(name: str, args) -> int:
     """The command's status; every error but an unloadable implementation file (which
     ``--bisect`` maps on its own) already printed and turned into its status."""
-    from remap_ab.options import resolve_implementations
-    from remap_ab.processes.interrupts import terminate_as_interrupt
 
     terminate_as_interrupt()  # SIGTERM unwinds like Ctrl-C: clean-ups run, no process or semaphore left
     try:

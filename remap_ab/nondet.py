@@ -39,6 +39,7 @@ from remap_ab.compare import Output, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError, UsageError
 from remap_ab.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
+from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.runner import reference
 from remap_ab.status import Repeatability
 
@@ -60,7 +61,6 @@ class Run:
 
 def cpu_schedule_runs(runs: int) -> list[Run]:
     """``runs`` interpreter schedules: the fixed adversaries first, then random seeds."""
-    from remap_ab.interpreter.schedule import interpreter_schedule
 
     pairs = list(FIXED_SCHEDULES[:runs])
     pairs += [("random", seed) for seed in range(runs - len(pairs))]

@@ -11,6 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
+from remap_ab import registry, sources
 from remap_ab.errors import UsageError
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -37,7 +38,6 @@ def resolve_implementations(args: argparse.Namespace) -> None:
     worker processes. A file or revision that does not exist is refused here, once."""
     if not hasattr(args, "repo"):
         return
-    from remap_ab import registry, sources
 
     os.environ[sources.REPO_VARIABLE] = sources.repo_dir(args.repo)
     for role in ("a", "b"):

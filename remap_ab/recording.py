@@ -9,6 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import registry
+from remap_ab.batch import run_batch
+from remap_ab.compare import lost_verdict
+from remap_ab.config import CaseConfig
+from remap_ab.inputs import generate_inputs
+from remap_ab.rejections import RejectionCase, is_task, judged, replay_command
+from remap_ab.report import write_case_report, write_crash_report, write_rejection_report
+from remap_ab.runner import reference
 from remap_ab.status import Check, Status
 
 
@@ -39,7 +47,6 @@ def outcome_row(o, report: str = "") -> dict:
 
 def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
     """One row per outcome; every case that did not pass gets a report under ``folder``."""
-    from remap_ab.report import write_case_report
 
     rows = []
     for o in outcomes:
@@ -54,8 +61,6 @@ def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=N
                      call_checks: str = "sample", context=None) -> list[dict]:
     """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) and record
     them: the rows for the results table. ``context``: as ``batch.run_batch``'s."""
-    from remap_ab.batch import run_batch
-    from remap_ab.rejections import RejectionCase
 
     calls = [c for c in configs if isinstance(c, RejectionCase)]
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
@@ -111,8 +116,6 @@ class Judge:
 
 def task_case(d: dict):
     """A pool task's case from its dict: a CaseConfig, or a rejection call."""
-    from remap_ab.config import CaseConfig
-    from remap_ab.rejections import RejectionCase, is_task
 
     return RejectionCase.from_dict(d) if is_task(d) else CaseConfig.from_dict(d)
 
@@ -120,14 +123,11 @@ def task_case(d: dict):
 def rejection_row(case, a: str, b: str, device: str, memcheck: bool = False, folder=None) -> dict:
     """The row of one rejection call (rejections.py), and its report folder under
     ``folder`` when it does not pass; ``rejected_by`` says which sides raised."""
-    from remap_ab import registry
-    from remap_ab.rejections import judged
 
     impl_a, impl_b = registry.get(a), registry.get(b)
     v, first, second = judged(case, impl_a, impl_b, device, memcheck)
     report = ""
     if not v.passed and folder is not None:
-        from remap_ab.report import write_rejection_report
 
         report = write_rejection_report(case, v, impl_a, impl_b, folder, device).name
     return {
@@ -143,7 +143,6 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
     """The row (and report) of a case that produced no outcome: its worker died
     (``Status.CRASH``) or ran past --case-timeout (``Status.TIMEOUT``)."""
     status = Status(status)
-    from remap_ab.rejections import RejectionCase, replay_command
 
     if isinstance(config, RejectionCase):  # a rejection call that B accepted and crashed on, say
         try:
@@ -171,8 +170,6 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
 
 
 def _write_lost_report(config, a, b, message, folder, device, status: Status) -> Path:
-    from remap_ab import registry
-    from remap_ab.report import write_crash_report
 
     # The registry knows where each implementation was imported from (a custom module's
     # folder goes into the replay hint); the report is handed that, never looks it up.
@@ -180,16 +177,12 @@ def _write_lost_report(config, a, b, message, folder, device, status: Status) ->
 
 
 def _write_lost_call_report(case, a, b, message, folder, device, status: Status) -> Path:
-    from remap_ab import registry
-    from remap_ab.compare import lost_verdict
-    from remap_ab.report import write_rejection_report
 
     verdict = lost_verdict(case.case_id, status, f"{a}/{b}", message)
     return write_rejection_report(case, verdict, registry.get(a), registry.get(b), folder, device)
 
 
 def _implementations(result) -> tuple:
-    from remap_ab import registry
 
     return registry.get(result.a.name), registry.get(result.b.name)
 
@@ -198,8 +191,6 @@ def reference_max_row_valid(config) -> int | str:
     """The oracle's largest per-row valid count, from inputs regenerated on the CPU
     (they are a function of the configuration); '' if that fails."""
     try:
-        from remap_ab.inputs import generate_inputs
-        from remap_ab.runner import reference
 
         counts = reference(config, generate_inputs(config, device="cpu")).counts
         return int(counts.max()) if counts.numel() else 0

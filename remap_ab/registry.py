@@ -28,6 +28,7 @@ from remap_ab import features, runtime, sources
 from remap_ab.compare import OrderContract
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ImplementationError, ImplementationOutputError, UnloadableFileError, exception_line
+from remap_ab.out_layout import caller_buffers
 from remap_ab.sources import Source
 
 BUILTIN = {
@@ -86,7 +87,6 @@ class Implementation:
         """
         m = self.module
         if buffers is None and config.out_buffers and config.mode == "convert":
-            from remap_ab.out_layout import caller_buffers  # a caller outside call.call: fresh buffers, unchecked
 
             buffers = caller_buffers(config, inputs.device)
         extra = features.call_arguments(config, buffers)

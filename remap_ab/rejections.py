@@ -27,8 +27,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
+from remap_ab import registry, runtime
+from remap_ab.call import PrivateInputs, calling, synchronize
+from remap_ab.compare import judge_rejection
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
+from remap_ab.inputs import generate_inputs
 
 REJECTIONS_FILE = "rejections.toml"
 CONVERT = "triton_convert_req_index_to_global_index"
@@ -124,7 +128,7 @@ def make(id: str, precondition: str, base: CaseConfig, args: Mapping | None = No
 @lru_cache(maxsize=4)
 def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
     """Every call of ``path`` (default: the packaged ``rejections.toml``)."""
-    from remap_ab import schema
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     file: schema.Readable
     if path is None:
@@ -137,7 +141,7 @@ def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
 def parse(data: dict, source: str = REJECTIONS_FILE) -> tuple[RejectionCase, ...]:
     """The calls of a parsed rejections file (schema.RejectionsData, then each call's
     schema.RejectionCallData); ConfigError naming the file, the call and the field."""
-    from remap_ab import schema
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     top = schema.load(schema.RejectionsData, data, where=f"rejections file {source}", error=ConfigError)
     out, seen = [], set()
@@ -323,7 +327,6 @@ def attempt(impl, case: RejectionCase, inputs) -> Attempt:
     preconditions, so it is no CaseConfig call through ``call.call``; it runs in that
     module's ``calling`` block (poisoning, memcheck) on a private copy of the inputs
     (``judged`` gives each side its own: what an accepting A writes, B never sees)."""
-    from remap_ab.call import calling, synchronize
 
     args, kwargs = call_arguments(case, inputs)
     fn = getattr(impl.module, case.wrapper)
@@ -381,7 +384,6 @@ def _signature_of(wrapper: str):
 def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device: Optional[str] = None,
                   memcheck: bool = False):
     """The verdict of one rejection case: A's and B's attempts, judged by compare.py."""
-    from remap_ab import registry, runtime
 
     dev = runtime.select(device)
     return judged(case, registry.get(a), registry.get(b), dev, memcheck)[0]
@@ -390,9 +392,6 @@ def run_rejection(case: RejectionCase, a: str = "old", b: str = "new", *, device
 def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = False, inputs=None):
     """``(verdict, a's attempt, b's attempt)`` of one rejection call on ``device``
     (``inputs``: the base case's, e.g. a report's saved ones; default generated)."""
-    from remap_ab.call import PrivateInputs
-    from remap_ab.compare import judge_rejection
-    from remap_ab.inputs import generate_inputs
 
     inputs = generate_inputs(case.base, device=device) if inputs is None else inputs.to(device)
     own_a, own_b = (p.cases[0] for p in PrivateInputs.each([inputs], 2))

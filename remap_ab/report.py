@@ -42,8 +42,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remap_ab.compare import count_rows, differ, plural
-from remap_ab.errors import PlotsUnavailable, ReportError
+from remap_ab import charts
+from remap_ab.compare import Verdict, count_rows, differ, lost_verdict, plural
+from remap_ab.config import FIELD_TYPES, CaseConfig
+from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
+from remap_ab.inputs import CaseInputs, generate_inputs, hash_inputs
+from remap_ab.rejections import RejectionCase, by_id
+from remap_ab.rejections import replay_command as call_replay
+from remap_ab.report_sections import sections
+from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status
 
 REPORT_FORMAT = 1
@@ -94,14 +101,12 @@ class ImplementationInfo:
     @property
     def loaded(self) -> str:
         """What a file or revision name loaded, in one line ('' for a module)."""
-        from remap_ab.sources import Source
 
         return Source(**self.source).line() if self.source else ""
 
     @property
     def pinned(self) -> str:
         """The name that loads exactly this again: a revision with its full commit."""
-        from remap_ab.sources import Source, pinned_name
 
         return pinned_name(Source(**self.source), self.name) if self.source else self.name
 
@@ -181,7 +186,6 @@ class CaseReport:
     @property
     def sections(self) -> list:
         """One section per check that failed (report_sections.py)."""
-        from remap_ab.report_sections import sections
 
         return sections(self.verdict.failures)
 
@@ -211,7 +215,6 @@ class CaseReport:
 
 def _header(config, a: ImplementationInfo, b: ImplementationInfo, folder: Path, inputs, schedule=None) -> dict:
     """The fields every report shares, case or crash: identity, provenance, commands."""
-    from remap_ab.inputs import hash_inputs
 
     per, combined = hash_inputs(inputs)
     return {
@@ -309,7 +312,6 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
 
     if not report.values_differ:
         return report  # no value sections, so no picture
-    from remap_ab import charts
 
     cols = torch.arange(k).expand(t, k)
     valid = cols < ref_counts.view(t, 1) if report.compacted else ref.valid.cpu()
@@ -356,7 +358,6 @@ def _values_line(sides, counts_returned: bool) -> str:
 def build_crash_report(config, a, b, message: str, folder: Path, device: str, status: Status, inputs) -> CaseReport:
     """The model of a case that produced no outputs: its worker died (``CRASH``) or it
     ran past its time limit (``TIMEOUT``)."""
-    from remap_ab.compare import lost_verdict
 
     status = Status(status)
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
@@ -370,7 +371,6 @@ def build_crash_report(config, a, b, message: str, folder: Path, device: str, st
 def build_rejection_report(case, verdict, a, b, folder: Path, device: str, inputs) -> CaseReport:
     """The model of a rejection call's report (rejections.py): no outputs to compare;
     the verdict's rejects section holds what each side did with the call."""
-    from remap_ab.rejections import replay_command as call_replay
 
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
     header = _header(case.base, a_info, b_info, folder, inputs)
@@ -388,8 +388,6 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
 
 
 def _listed(case) -> bool:
-    from remap_ab.errors import ConfigError
-    from remap_ab.rejections import by_id
 
     try:
         return by_id(case.id) == case
@@ -405,7 +403,6 @@ def write_rejection_report(case, verdict, a, b, root, device: str = "cpu", input
     again. ``a``, ``b``: names, ``ImplementationInfo``s or loaded implementations."""
     import torch
 
-    from remap_ab.inputs import generate_inputs
 
     final, tmp = _begin(root, case.case_id)
     inputs = generate_inputs(case.base, device="cpu") if inputs is None else _host_inputs(inputs)
@@ -514,7 +511,6 @@ def write_crash_report(config, a, b, message: str, root, device: str = "cpu", st
     ``a`` and ``b``: names, ``ImplementationInfo``s or loaded implementations."""
     import torch
 
-    from remap_ab.inputs import generate_inputs
 
     final, tmp = _begin(root, config.case_id)
     inputs = generate_inputs(config, device="cpu")
@@ -570,7 +566,6 @@ def _host(t):
 
 
 def _host_inputs(inputs):
-    from remap_ab.inputs import CaseInputs
 
     return CaseInputs(**{k: _host(v) for k, v in inputs.tensors().items()})
 
@@ -633,7 +628,6 @@ class Report:
 
     @property
     def verdict(self):
-        from remap_ab.compare import Verdict
 
         return Verdict.from_dict(self.meta["verdict"])
 
@@ -660,10 +654,7 @@ def load_report(path) -> Report:
     file and the field, when it is missing, incomplete or corrupt."""
     import torch
 
-    from remap_ab import schema
-    from remap_ab.config import FIELD_TYPES, CaseConfig
-    from remap_ab.errors import ConfigError
-    from remap_ab.inputs import CaseInputs, hash_inputs
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     folder = Path(path)
     if folder.is_file():
@@ -711,8 +702,6 @@ def load_report(path) -> Report:
 
 def _rejection_of(folder: Path, cdata: dict, config):
     """The rejection call a report's config.json holds (None for a case's report)."""
-    from remap_ab.errors import ConfigError
-    from remap_ab.rejections import RejectionCase
 
     if "rejection" not in cdata:
         return None

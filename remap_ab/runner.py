@@ -19,6 +19,7 @@ from remap_ab.compare import Output, Reference, Verdict, compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
 from remap_ab.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, in_layout, ragged_arange
+from remap_ab.sanitizer.memcheck import replay_command
 
 __all__ = ["CaseResult", "poisoned_empty", "reference", "reference_batch", "run_case", "run_implementation", "synchronize"]
 
@@ -225,6 +226,5 @@ def oracle_problem(o: Output, ref: Reference) -> Optional[str]:
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-    from remap_ab.sanitizer.memcheck import replay_command
 
     return replay_command(config, a, b, device)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import vllm_shim
 from remap_ab.errors import ImplementationError, UnloadableFileError, exception_line
 
 REPO_VARIABLE = "REMAP_AB_REPO"  # --repo, inherited by worker processes
@@ -193,7 +194,6 @@ def load(spec: Spec) -> tuple[types.ModuleType, Source]:
     """Execute the spec's bytes as a module of its own (once per name and content);
     UnloadableFileError if they do not parse, raise, or import a vLLM module other
     than vllm.triton_utils."""
-    from remap_ab import vllm_shim
 
     filename = spec.source.path if spec.source.kind == "file" else _written(spec)
     key = hashlib.sha256(f"{spec.canonical}\0{spec.source.sha256}".encode()).hexdigest()[:16]

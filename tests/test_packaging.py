@@ -124,8 +124,10 @@ def _local_imports() -> list[tuple[str, int, str]]:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
-                ours = (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("remap_ab")) or (
-                    isinstance(node, ast.Import) and any(a.name.startswith("remap_ab") for a in node.names))
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                ours = any(name.startswith("remap_ab") for name in names)
                 if ours and node.lineno not in seen:
                     seen.add(node.lineno)
                     text = "\n".join(lines[max(node.lineno - 2, 0): node.end_lineno])

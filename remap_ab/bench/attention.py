@@ -26,10 +26,12 @@ from typing import Optional
 
 import torch
 
-from remap_ab import registry
+from remap_ab import nondet, registry
 from remap_ab.call import call
 from remap_ab.config import CaseConfig
+from remap_ab.errors import UsageError
 from remap_ab.inputs import CaseInputs, generate_inputs
+from remap_ab.nondet import nondet_cases
 
 DTYPES = (torch.bfloat16, torch.float32)
 HEAD_DIM = 128
@@ -141,7 +143,6 @@ def characterise(impl: registry.Implementation, config: CaseConfig, inputs: Case
 
 
 def cases(topks: Sequence[int], tokens: Sequence[int], seed: int = 0) -> list[CaseConfig]:
-    from remap_ab.nondet import nondet_cases
 
     return nondet_cases(topks, tokens, dcp_size=4, invalid_ratio=0.3, seed=seed)
 
@@ -160,10 +161,8 @@ def run(
 ) -> tuple[list[dict], int]:
     """Rows for every (condition, case, implementation, dtype); and how many
     (condition, case) groups the budget left undone."""
-    from remap_ab import nondet
 
     if runs < 2:
-        from remap_ab.errors import UsageError
 
         raise UsageError(f"--det-runs {runs}: comparing runs needs at least 2")
     on_gpu = device == "cuda"

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from remap_ab import registry
+from remap_ab.bench import contention_control
 from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
 from remap_ab.bench.pr_table import bench_cases, path_of
 from remap_ab.config import CaseConfig
+from remap_ab.inputs import generate_inputs
 
 TILE_WIDTHS = (128, 256, 512, 1024)
 TOKENS = (1, 8, 64, 256, 1024, 4096)
@@ -40,7 +42,6 @@ def variants(config: CaseConfig, widths: Sequence[int], old: registry.Implementa
     """Old tiled at each width, each followed by its control (the same kernel without
     the atomic's contention, contention_control.py) when ``inputs`` are given, then the
     new kernel (one tile when counting at pow2 K)."""
-    from remap_ab.bench import contention_control
 
     out = []
     for bn in widths:
@@ -131,7 +132,6 @@ def run(
     """Rows for every (path, tokens, variant) measured (with ``control``, the control
     of each tile width beside it), and how many cells were left unmeasured when the
     budget ran out."""
-    from remap_ab.inputs import generate_inputs
 
     old, new = registry.get("old"), registry.get("new")
     configs = bench_cases([topk], tokens, paths, seed=seed)

@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from remap_ab import registry, runtime
+from remap_ab import runtime as remap_backend
 from remap_ab.bench import resources
+from remap_ab.config import CaseConfig
+from remap_ab.errors import exception_line
+from remap_ab.inputs import generate_inputs
+from remap_ab.processes import pool
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,6 @@ def tasks_for(a: str, b: str, targets: Sequence[str], paths: Sequence[str], topk
 
 def _compile_only_process() -> None:
     # Triton decides interpreter-or-compiler when a kernel module is imported.
-    from remap_ab import runtime
 
     runtime.select_compile_only()
 
@@ -107,7 +112,6 @@ def captured_launches(target):
     from triton.compiler import make_backend
     from triton.runtime import jit
 
-    from remap_ab import runtime as remap_backend
 
     backend = make_backend(target)
     binders: dict = {}
@@ -260,10 +264,6 @@ def compile_task(task: Task) -> list[dict]:
     _compile_only_process()
     import triton
 
-    from remap_ab import registry
-    from remap_ab.config import CaseConfig
-    from remap_ab.errors import exception_line
-    from remap_ab.inputs import generate_inputs
 
     target = TARGETS[task.target]
     base = {"side": task.side, "impl": task.impl, "target": task.target, "triton": triton.__version__, "path": task.path}
@@ -443,7 +443,6 @@ def table_rows(rows: Sequence[dict], target: Optional[str] = None) -> list[dict]
 def run(a: str, b: str, targets: Sequence[str], paths: Sequence[str], topks: Sequence[int], block_ns: Sequence[int],
         workers: int) -> list[dict]:
     """Every row, compiled in ``workers`` processes (pool.map_tasks)."""
-    from remap_ab.processes import pool
 
     tasks = tasks_for(a, b, targets, paths, topks, block_ns)
     order = {t: i for i, t in enumerate(tasks)}

@@ -31,7 +31,18 @@ from typing import Any
 
 import torch
 
+from remap_ab import batch, registry
+from remap_ab import batch as batch_runner
+from remap_ab import grid as gridmod
+from remap_ab.bench.timing import empty_kernel
+from remap_ab.bench.width_scan import _kernel_arguments
 from remap_ab.config import CaseConfig
+from remap_ab.errors import RemapABError
+from remap_ab.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.runner import poisoned_empty
+from remap_ab.sweep.run import Sweep, SweepOptions
+from remap_ab.sweep.selection import select
+from remap_ab.sweep.summary import format_summary
 
 HOST_TOKENS = 1
 HOST_TOPK = 512
@@ -66,10 +77,6 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
     not paid per call there either)."""
     from contextlib import nullcontext
 
-    from remap_ab import registry
-    from remap_ab.bench.width_scan import _kernel_arguments
-    from remap_ab.inputs import generate_inputs
-    from remap_ab.runner import poisoned_empty
 
     config = CaseConfig(mode="convert", topk=HOST_TOPK, tokens=HOST_TOKENS, counts=True)
     inputs = generate_inputs(config, device=device)
@@ -96,7 +103,6 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
                 rows.append((name, "raw kernel launch (arguments prepared)",
                              lambda kernel=kernel, bound=bound, grid=grid, warps=warps: kernel[grid](**bound, num_warps=warps),
                              nullcontext))
-    from remap_ab.bench.timing import empty_kernel
 
     empty = empty_kernel()
     dummy = torch.empty(1, dtype=torch.int32, device=device)
@@ -106,7 +112,6 @@ def host_callables(impl_names: Sequence[str], device: str) -> list[tuple]:
 
 def _sweep_call(impl, config, inputs) -> Callable[[], object]:
     """The sweep's per-case call as batch.py makes it (timing events, order contract)."""
-    from remap_ab import batch
 
     clock = batch.CallClock(inputs.device)
     return lambda: batch.timed_call(impl, config, inputs, clock)
@@ -140,9 +145,6 @@ def _read_session(run_dir: Path) -> dict:
 def sweep_in_process(root: Path, name: str, filters: Sequence[str] = ()) -> dict:
     """``remap-ab sweep -j 0`` in this process, through the sweep's own API (not the
     command line: the bench sits below it); its printout is kept, not shown."""
-    from remap_ab.errors import RemapABError
-    from remap_ab.sweep.run import Sweep, SweepOptions
-    from remap_ab.sweep.summary import format_summary
 
     opts = SweepOptions(filters=list(filters), workers=0, root=str(root), run=name, progress=False)
     start = time.perf_counter()
@@ -205,16 +207,10 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
 
     For each: host seconds (until the last call of a batch returns) and total seconds
     (until the device has finished too). Compilation is paid in an untimed pass first."""
-    from remap_ab import batch as batch_runner  # "batch" is this function's batch size
-    from remap_ab import grid as gridmod
-    from remap_ab import registry
-    from remap_ab.inputs import generate_inputs_batch
-    from remap_ab.runner import poisoned_empty
 
     g = gridmod.load(None)
     points = g.points()
     if filters:
-        from remap_ab.sweep.selection import select
 
         points = select(g, list(filters), None)
     configs = [p.config for p in points]

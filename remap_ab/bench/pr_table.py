@@ -34,6 +34,7 @@ from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
 from remap_ab.bench.timing import Timing, capture, empty_kernel, replay_us  # noqa: F401 (re-exported)
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError, NeedsGPUError
+from remap_ab.inputs import generate_inputs
 from remap_ab.status import CellStatus
 
 # vLLM #50365's published GB200 figures, counts path, µs per call: (K, tokens) -> (old, new).
@@ -150,7 +151,6 @@ def bench_cell(
 ) -> Cell:
     """Gate, capture, time (repeats interleaved so drift hits every variant alike),
     then check the graphs' own outputs (measure.measure_cell)."""
-    from remap_ab.inputs import generate_inputs
 
     cell = Cell(config, a.name, b.name)
     inputs = generate_inputs(config, device=device)

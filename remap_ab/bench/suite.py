@@ -21,11 +21,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from remap_ab import charts
-from remap_ab.bench import figures, page
+from remap_ab.bench import (
+    attention,
+    contention,
+    contention_control,
+    cross_compile,
+    decode,
+    figures,
+    host,
+    page,
+    pr_table,
+    resources,
+    width_scan,
+)
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.page import Chart, Section, Table
 from remap_ab.bench.timing import Budget
 from remap_ab.errors import UsageError, exception_line
+from remap_ab.speed import judge_speed
 from remap_ab.status import CellStatus, SectionStatus
 
 if TYPE_CHECKING:  # resources is imported when a run starts
@@ -133,7 +146,6 @@ class Suite:
 
     # ---------------------------------------------------------------- driver
     def run(self) -> list:
-        from remap_ab.bench import resources
 
         self.meta.setdefault("started", datetime.datetime.now().isoformat(timespec="seconds"))
         self.meta["budget_s"] = self.opts.budget_s
@@ -188,7 +200,6 @@ class Suite:
 
     # ---------------------------------------------------------------- sections
     def _section_pr(self, section: Section) -> None:
-        from remap_ab.bench import pr_table
 
         o = self.opts
         configs = pr_table.bench_cases(o.pr_topk, o.pr_tokens, o.pr_paths, seed=o.seed)
@@ -234,7 +245,6 @@ class Suite:
         """The speed gate (remap_ab/speed.py) on every timed pr cell: B's median over A's
         with its bootstrap interval in the row; a cell where B is slower beyond noise
         is named in the findings and fails the run."""
-        from remap_ab.speed import judge_speed
 
         o = self.opts
         if o.fail_slower is None:
@@ -261,7 +271,6 @@ class Suite:
             f"interval of the ratio of medians over {o.repeats} repeats): {len(slower)} of {judged} judged cells fail")
 
     def _section_contention(self, section: Section) -> None:
-        from remap_ab.bench import contention
 
         o = self.opts
 
@@ -278,7 +287,6 @@ class Suite:
         self.contention_rows = rows
         self._count_checks(rows)
         section.tables.append(Table("cells", "µs per call: total, floor of the same grid, and the rest", rows))
-        from remap_ab.bench import contention_control
 
         costs = contention_control.cost_rows(rows)
         if costs:
@@ -310,7 +318,6 @@ class Suite:
 
     def _known_call_us(self, dcp: int, batch: int, impl: str):
         """Per-call µs the contention section measured that decode can reuse."""
-        from remap_ab.bench import contention
 
         path = {1: "counts", 4: "dcp"}.get(dcp)
         variant = {"old": contention.variant_name(self.opts.model.topk // 128), "new": contention.variant_name(1, "new")}[impl]
@@ -323,7 +330,6 @@ class Suite:
         return None
 
     def _section_decode(self, section: Section) -> None:
-        from remap_ab.bench import decode
 
         o = self.opts
         found, left = decode.measure(o.model, o.decode_batches, calls=o.calls, repeats=o.repeats,
@@ -355,7 +361,6 @@ class Suite:
         self._finish(section, left, "cells")
 
     def _section_width(self, section: Section) -> None:
-        from remap_ab.bench import width_scan
 
         o = self.opts
 
@@ -388,7 +393,6 @@ class Suite:
         self._finish(section, left, "cells")
 
     def _section_determinism(self, section: Section) -> None:
-        from remap_ab.bench import attention
 
         o = self.opts
         on_gpu = o.device == "cuda"
@@ -425,7 +429,6 @@ class Suite:
     def _section_resources(self, section: Section) -> None:
         import os
 
-        from remap_ab.bench import cross_compile, resources
 
         o = self.opts
         if o.device == "cuda":
@@ -461,7 +464,6 @@ class Suite:
         section.status = SectionStatus.COMPLETE
 
     def _section_host(self, section: Section) -> None:
-        from remap_ab.bench import host
 
         o = self.opts
         rows = host.host_overheads(o.host_impls, o.device, calls=o.host_calls)
@@ -482,7 +484,6 @@ class Suite:
         section.status = SectionStatus.COMPLETE
 
     def _section_sweep(self, section: Section) -> None:
-        from remap_ab.bench import host
 
         o = self.opts
         if o.device != "cuda" and not o.sweep_filters:
@@ -492,7 +493,6 @@ class Suite:
         if self.budget.left() < SWEEP_MIN_S:
             section.note = f"{self.budget.left():.0f} s of the budget left, a sweep needs about {SWEEP_MIN_S:.0f} s"
             return
-        from remap_ab.bench import resources
 
         kernels = resources.bench_kernels()
         scratch = Path(tempfile.mkdtemp(prefix="remap-ab-bench-sweep-"))

@@ -41,8 +41,13 @@ import datetime
 import sys
 from pathlib import Path
 
-from remap_ab import options
+from remap_ab import options, runtime
+from remap_ab.bench import cross_compile, width_scan
+from remap_ab.bench.decode import DecodeModel
+from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
 from remap_ab.commands.common import environment, int_list
+from remap_ab.errors import NeedsGPUError, UsageError
+from remap_ab.speed import parse_fail_slower
 
 DEFAULT_SECTIONS = ("pr", "resources")
 SWEEP_PHASES = ("host", "sweep")
@@ -107,8 +112,6 @@ def add_arguments(p):
 
 
 def _sections(args) -> list:
-    from remap_ab.bench.suite import SECTIONS, parse_sections
-    from remap_ab.errors import UsageError
 
     chosen = sum(bool(x) for x in (args.all, args.sections, args.sweep_phases))
     if chosen > 1:
@@ -136,10 +139,6 @@ def _output_folder(args) -> Path:
 
 def build_options(args, device: str):
     """SuiteOptions from the parsed command line (every list validated here)."""
-    from remap_ab.bench import width_scan
-    from remap_ab.bench.decode import DecodeModel
-    from remap_ab.bench.suite import GPU_ONLY, SuiteOptions
-    from remap_ab.errors import UsageError
 
     sections = _sections(args)
     on_gpu = device == "cuda"
@@ -152,7 +151,6 @@ def build_options(args, device: str):
     width_scan.check_warps(scan_warps)
     scan_paths = tuple(x.strip() for x in args.scan_paths.split(",") if x.strip())
     width_scan.check_paths(scan_paths)
-    from remap_ab.bench import cross_compile
 
     targets = tuple(x.strip() for x in args.resource_targets.split(",") if x.strip())
     if not targets or any(t not in cross_compile.TARGETS for t in targets):
@@ -182,12 +180,10 @@ def build_options(args, device: str):
     if model.topk % 128:
         raise UsageError(f"--decode-topk {model.topk}: must be a multiple of 128 (BLOCK_N)")
     if not on_gpu and all(s in GPU_ONLY for s in sections):
-        from remap_ab.errors import NeedsGPUError
 
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
     repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
-    from remap_ab.speed import parse_fail_slower
 
     fail_slower = parse_fail_slower(args.fail_slower)
     host_impls = tuple(x for x in (args.host_impls or f"{args.a},{args.b}").split(",") if x)
@@ -205,8 +201,6 @@ def build_options(args, device: str):
 
 
 def main(args) -> int:
-    from remap_ab import runtime
-    from remap_ab.bench.suite import Suite
 
     device = runtime.select(args.device)
     opts = build_options(args, device)  # every bad option is one line before any work

@@ -25,8 +25,10 @@ import sys
 import time
 from dataclasses import asdict
 
-from remap_ab import options
+from remap_ab import mutants as M
+from remap_ab import options, runtime
 from remap_ab.errors import BackendError, ReportError, UsageError
+from remap_ab.mutants import Witness
 from remap_ab.status import Outcome
 
 
@@ -60,7 +62,6 @@ def _selected_ids(only) -> list[str]:
 
 
 def _device(choice: str) -> str:
-    from remap_ab import runtime
 
     device = runtime.default_device() if choice == "auto" else choice
     if device == "cuda" and not runtime.cuda_available():
@@ -69,7 +70,6 @@ def _device(choice: str) -> str:
 
 
 def main(args) -> int:
-    from remap_ab import mutants as M
 
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
@@ -214,7 +214,6 @@ def _print_matrix(results, device, wall, verbose):
             print(f"  {r.id}: {'; '.join(whys)}")
     print()
     print("witnesses (the mutant changes this output of the real kernel):")
-    from remap_ab.mutants import Witness
 
     for r in results:
         if r.witness:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from remap_ab import nondet, runtime
+from remap_ab.charts import bar_chart, pivot
 from remap_ab.commands.common import draw_chart, environment, int_list
 from remap_ab.errors import UsageError
 from remap_ab.options import add_device, add_root, checked_output_dir, non_negative_int, positive_int
@@ -42,7 +44,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import nondet, runtime
 
     if args.dcp_size < 2:
         raise UsageError(f"--dcp-size {args.dcp_size}: nondet studies DCP compaction, which needs 2 or more ranks "
@@ -105,7 +106,6 @@ def _default_out(root: str, device: str) -> Path:
 
 
 def _chart(out_dir: Path, results, where: str) -> Path:
-    from remap_ab.charts import bar_chart, pivot
 
     groups, values = pivot(results, lambda m: f"{m.condition} K={m.config.topk} T={m.config.tokens}",
                            lambda m: m.impl, lambda m: m.distinct_outputs)

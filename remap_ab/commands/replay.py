@@ -13,7 +13,14 @@ import re
 import shlex
 from pathlib import Path
 
-from remap_ab import options
+from remap_ab import grid as gridmod
+from remap_ab import options, registry, rejections, runtime
+from remap_ab.errors import ImplementationError, ReportError, UsageError
+from remap_ab.interpreter.schedule import interpreter_schedule
+from remap_ab.rejections import judged
+from remap_ab.report import find_report, load_report, mismatch_line
+from remap_ab.runner import run_case
+from remap_ab.status import Status
 
 
 def add_arguments(p):
@@ -27,12 +34,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import grid as gridmod
-    from remap_ab import rejections, runtime
-    from remap_ab.errors import ImplementationError, ReportError
-    from remap_ab.report import find_report, load_report, mismatch_line
-    from remap_ab.runner import run_case
-    from remap_ab.status import Status
 
     target = args.target
     root = _readable_root(args.root)
@@ -59,7 +60,6 @@ def main(args) -> int:
         raise ReportError(f"{target} is neither a report folder nor a case ID (12 hex digits)")
 
     if report is not None and args.repo is None:
-        from remap_ab import registry
 
         registry.adopt_repo({"a": report.a.source, "b": report.b.source})  # the recorded repository
     a = args.a or (report.a.pinned if report else "old")
@@ -80,7 +80,6 @@ def main(args) -> int:
                     raise ReportError(
                         f"report {report.folder} was produced under program schedule {policy}:{seed}; replay it with --device cpu"
                     )
-                from remap_ab.interpreter.schedule import interpreter_schedule
 
                 def schedule():
                     return interpreter_schedule(policy, int(seed))
@@ -123,11 +122,6 @@ def main(args) -> int:
 def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
     """Replay a rejection call: the same call through A and B (on the report's saved
     base inputs when there is a report), its verdict beside the saved one."""
-    from remap_ab import registry
-    from remap_ab.errors import ImplementationError
-    from remap_ab.rejections import judged
-    from remap_ab.report import mismatch_line
-    from remap_ab.status import Status
 
     try:
         v = judged(case, registry.get(a), registry.get(b), device, args.memcheck,
@@ -155,7 +149,6 @@ def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
 
 def _changed_files(report, a: str, b: str) -> list[str]:
     """A file implementation whose bytes differ from the ones the report recorded."""
-    from remap_ab import registry
 
     if report is None:
         return []
@@ -170,7 +163,6 @@ def _changed_files(report, a: str, b: str) -> list[str]:
 
 def _readable_root(root: str) -> Path:
     """--root is only read here: it may be missing (nothing found), not a file."""
-    from remap_ab.errors import UsageError
 
     path = Path(root)
     for parent in (path, *path.parents):

@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 
 from remap_ab import options
+from remap_ab.errors import ReportError
+from remap_ab.sweep.run_folder import find_run
+from remap_ab.sweep.summary import format_summary, summarise
 
 
 def add_arguments(p):
@@ -25,9 +28,6 @@ def add_arguments(p):
 def main(args) -> int:
     from pathlib import Path
 
-    from remap_ab.errors import ReportError
-    from remap_ab.sweep.run_folder import find_run
-    from remap_ab.sweep.summary import format_summary, summarise
 
     # Read only: a read-only --root is fine here; a file is not (find_run says so).
     folder = find_run(args.root, args.run)

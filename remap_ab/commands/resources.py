@@ -18,13 +18,13 @@ import json
 import os
 import time
 
-from remap_ab import options
+from remap_ab import options, registry
+from remap_ab.bench import cross_compile as cc
 from remap_ab.commands.common import int_list
 from remap_ab.errors import UsageError
 
 
 def add_arguments(p):
-    from remap_ab.bench import cross_compile as cc
 
     options.add_implementations(p)
     p.add_argument("--targets", default=",".join(cc.DEFAULT_TARGETS),
@@ -50,8 +50,6 @@ def _names(text: str, known, flag: str) -> list[str]:
 
 
 def main(args) -> int:
-    from remap_ab import registry
-    from remap_ab.bench import cross_compile as cc
 
     targets = _names(args.targets, cc.TARGETS, "--targets")
     paths = _names(args.paths, cc.PATHS, "--paths")

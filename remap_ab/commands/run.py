@@ -14,8 +14,14 @@ from __future__ import annotations
 import json
 import sys
 
+from remap_ab import api_compat, features, registry, rejections, runtime
 from remap_ab.commands.common import add_config_arguments, config_from_args
-from remap_ab.options import add_bisect, add_call_checks, add_device, add_implementations, add_memcheck
+from remap_ab.errors import InputError, UsageError
+from remap_ab.inputs import CaseInputs
+from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule
+from remap_ab.options import add_bisect, add_call_checks, add_device, add_implementations, add_memcheck, checked_output_dir
+from remap_ab.report import run_command, write_case_report, write_rejection_report
+from remap_ab.runner import run_case
 
 
 def add_arguments(p):
@@ -42,9 +48,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import api_compat, features, registry, runtime
-    from remap_ab.options import checked_output_dir
-    from remap_ab.runner import run_case
 
     if args.rejection:
         return _rejections(args)
@@ -64,7 +67,6 @@ def main(args) -> int:
     again = _again_command(args, config, device, implementations)
     report_folder = None
     if args.report is not None and not v.passed:
-        from remap_ab.report import write_case_report
 
         report_folder = write_case_report(result, args.report, schedule=_schedule_pair(args.schedule, device),
                                           implementations=implementations)
@@ -109,8 +111,6 @@ def main(args) -> int:
 def _rejections(args) -> int:
     """``--rejection``: each named call through A and B, its verdict printed; with
     ``--report``, a folder for each call that does not pass."""
-    from remap_ab import api_compat, registry, rejections, runtime
-    from remap_ab.options import checked_output_dir
 
     if args.report is not None:
         checked_output_dir(args.report, "--report")
@@ -125,7 +125,6 @@ def _rejections(args) -> int:
         verdicts.append(v)
         folder = None
         if args.report is not None and not v.passed:
-            from remap_ab.report import write_rejection_report
 
             folder = write_rejection_report(c, v, impl_a, impl_b, args.report, device)
         folders.append(folder)
@@ -151,7 +150,6 @@ def _again_command(args, config, device: str, implementations) -> str:
     module needs included)."""
     import shlex
 
-    from remap_ab.report import run_command
 
     a, b = implementations
     line = run_command(config, a, b, _schedule_pair(args.schedule, device))
@@ -173,8 +171,6 @@ def _schedule_pair(spec, device: str):
 def _load_inputs(path: str):
     import torch
 
-    from remap_ab.errors import InputError
-    from remap_ab.inputs import CaseInputs
 
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
@@ -204,8 +200,6 @@ def _schedule_name(spec, device: str) -> str:
 
 
 def _schedule(spec: str, device: str):
-    from remap_ab.errors import UsageError
-    from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule
 
     if device != "cpu":
         raise UsageError("--schedule permutes the Triton interpreter's programs; it needs --device cpu")

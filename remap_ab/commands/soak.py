@@ -33,6 +33,8 @@ import signal
 import sys
 import time
 
+from remap_ab import registry, runtime
+from remap_ab.errors import UsageError
 from remap_ab.options import (
     add_device,
     add_implementations,
@@ -42,13 +44,18 @@ from remap_ab.options import (
     positive_float,
     positive_int,
 )
+from remap_ab.processes import gpus
+from remap_ab.processes.interrupts import Interrupts
+from remap_ab.processes.precompile import default_workers
+from remap_ab.soak import run as soak
+from remap_ab.soak.run import CPU_MAX_TOKENS, GPU_MAX_TOKENS
+from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
 
 def add_arguments(p):
     p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
-    from remap_ab.soak.run import CPU_MAX_TOKENS, GPU_MAX_TOKENS
 
     p.add_argument("--max-tokens", type=positive_int, default=None,
                    help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU)")
@@ -73,11 +80,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from remap_ab import runtime
-    from remap_ab.errors import UsageError
-    from remap_ab.processes import gpus
-    from remap_ab.processes.interrupts import Interrupts
-    from remap_ab.soak import run as soak
 
     device = runtime.select(args.device)
     on_gpu = device == "cuda"
@@ -95,11 +97,9 @@ def main(args) -> int:
     elif args.compile_workers is not None:
         compile_workers = args.compile_workers
     else:
-        from remap_ab.processes.precompile import default_workers
 
         compile_workers = default_workers(workers)
     # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
-    from remap_ab import registry
 
     registry.get(args.a), registry.get(args.b)
 
@@ -159,7 +159,6 @@ def main(args) -> int:
         else:
             import dataclasses
 
-            from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
             # One draw stream for the pool, the same cases as --max-cases per worker.
             total = None if args.max_cases is None else args.max_cases * workers
@@ -176,7 +175,6 @@ def _clock(seconds: float) -> str:
 
 
 def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
-    from remap_ab.soak import run as soak
 
     now = time.time()
     elapsed = now - start

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import sys
 
-from remap_ab import options
+from remap_ab import grid as gridmod
+from remap_ab import options, runtime
+from remap_ab.compare import plural
+from remap_ab.errors import UsageError
+from remap_ab.rejections import sweep_points
+from remap_ab.sweep import junit
+from remap_ab.sweep.run import Sweep, SweepOptions
+from remap_ab.sweep.selection import cap_note, select_with_calls
+from remap_ab.sweep.summary import format_summary
 
 
 def add_arguments(p):
@@ -61,11 +69,6 @@ def add_arguments(p):
 
 
 def _list(args) -> int:
-    from remap_ab import grid as gridmod
-    from remap_ab import runtime
-    from remap_ab.compare import plural
-    from remap_ab.rejections import sweep_points
-    from remap_ab.sweep.selection import cap_note, select_with_calls
 
     g = gridmod.load(args.grid)
     device = runtime.default_device() if args.device == "auto" else args.device
@@ -87,9 +90,6 @@ def _list(args) -> int:
 
 
 def main(args) -> int:
-    from remap_ab.errors import UsageError
-    from remap_ab.sweep.run import Sweep, SweepOptions
-    from remap_ab.sweep.summary import format_summary
 
     if args.list:
         return _list(args)
@@ -121,13 +121,11 @@ def main(args) -> int:
     for line in sweep.feature_lines:  # the header: how each optional parameter is exercised
         print(line, file=sys.stderr)
     if sweep.already:
-        from remap_ab.compare import plural
 
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
     if args.junitxml is not None:
-        from remap_ab.sweep import junit
 
         junit.write(args.junitxml, sweep.folder, sweep.points)
         print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)

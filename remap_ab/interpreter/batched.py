@@ -51,6 +51,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from remap_ab.errors import UsageError
+from remap_ab.interpreter import schedule
+
 ENV = "REMAP_AB_INTERPRETER"
 MODES = ("batched", "sequential")
 DEFAULT_MODE = "batched"
@@ -81,7 +84,6 @@ def mode() -> str:
         return _override
     value = os.environ.get(ENV, "").strip().lower() or DEFAULT_MODE
     if value not in MODES:
-        from remap_ab.errors import UsageError
 
         raise UsageError(f"{ENV}={value!r} is not one of {', '.join(MODES)}; unset it or pick one")
     return value
@@ -243,7 +245,6 @@ def _fall_back(fn, reason: str) -> None:
 def _run_batched(interpreter, fn, args, grid, args_hst, kwargs_hst) -> bool:
     """Run the launch batched; return False (with every argument tensor as it was
     before) when it must run sequentially instead."""
-    from remap_ab.interpreter import schedule
 
     order = schedule.launch_order(grid, as_array=True)
     if order is None:

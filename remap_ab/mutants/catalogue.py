@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError, MutantError
+from remap_ab.rejections import by_id
 
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
@@ -75,7 +76,6 @@ class Mutant:
 
     def witness_config(self) -> CaseConfig:
         if self.witness_rejection is not None:
-            from remap_ab.rejections import by_id
 
             return by_id(self.witness_rejection).base
         return CaseConfig(**self.witness)
@@ -84,7 +84,7 @@ class Mutant:
 def parse(data: dict[str, Any]) -> tuple[Mutant, ...]:
     """Check the parsed TOML (schema.CatalogueData, then each entry's
     schema.MutantEntry) and build the mutants; MutantError names what is wrong."""
-    from remap_ab import schema
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     top = schema.load(schema.CatalogueData, data, where=CATALOGUE_FILE, error=MutantError)
     mutants, seen = [], set()
@@ -97,7 +97,7 @@ def parse(data: dict[str, Any]) -> tuple[Mutant, ...]:
 
 
 def _mutant(entry: dict, n: int, bases: dict) -> Mutant:
-    from remap_ab import schema
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     mid = entry.get("id")
     named = isinstance(mid, str) and mid.isidentifier()
@@ -114,7 +114,6 @@ def _mutant(entry: dict, n: int, bases: dict) -> Mutant:
 
 
 def _rejection_witness(spec: Any, where: str) -> dict:
-    from remap_ab.rejections import by_id
 
     if not isinstance(spec, dict) or set(spec) != {"rejection"} or not isinstance(spec["rejection"], str):
         raise MutantError(f"{where}: observable = \"rejection\" needs witness = {{ rejection = \"ID\" }} (an id of "
@@ -147,7 +146,7 @@ def _witness(spec: Any, bases: dict, where: str) -> dict:
 @functools.lru_cache(maxsize=1)
 def load() -> tuple[Mutant, ...]:
     """The packaged catalogue (``remap_ab/mutants/catalogue.toml``)."""
-    from remap_ab import schema
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     file = resources.files(__package__).joinpath(CATALOGUE_FILE)
     return parse(schema.read_toml(file, what=CATALOGUE_FILE, error=MutantError))

@@ -14,9 +14,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
+from remap_ab import nondet, registry, runner
+from remap_ab.bench.pr_table import bench_cell
 from remap_ab.errors import RemapABError
+from remap_ab.inputs import generate_inputs
 from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
+from remap_ab.nondet import SideStreamLoad, characterise
+from remap_ab.rejections import judged, load
+from remap_ab.runner import run_case
+from remap_ab.speed import DEFAULT_FAIL_SLOWER, judge_speed
 from remap_ab.status import Check, Outcome
 
 CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects", "speed")
@@ -66,7 +73,6 @@ def not_run(check: str, why: str) -> CheckResult:
 def run_sweep(m: Mutant, device: str, full: bool = False) -> CheckResult:
     """The sweep subset with the mutant on its side, in this process (the mutant's
     package must be importable). Stops at the first failing case unless ``full``."""
-    from remap_ab.runner import run_case
 
     a, b = m.sides
     start = time.perf_counter()
@@ -90,7 +96,6 @@ def run_sweep(m: Mutant, device: str, full: bool = False) -> CheckResult:
 def side_stream_load():
     """The contending side stream (``nondet.SideStreamLoad``), made once per process:
     it holds three large matrices on the GPU."""
-    from remap_ab.nondet import SideStreamLoad
 
     return SideStreamLoad()
 
@@ -98,7 +103,6 @@ def side_stream_load():
 def _race_plans(device: str):
     """(condition, runs) pairs: the adversarial program orders on the CPU; a quiet
     device and a contending side stream on a GPU."""
-    from remap_ab import nondet
 
     n = RACE_RUNS[device]
     if device == "cpu":
@@ -112,9 +116,6 @@ def run_race(m: Mutant, device: str, full: bool = False) -> CheckResult:
     CPU: permuted program orders). Kills on any run whose output breaks the contract
     (judged against the oracle), on counts that vary between runs, and on an output
     that varies where the implementation promises column order (``nondet.judge``)."""
-    from remap_ab import registry
-    from remap_ab.inputs import generate_inputs
-    from remap_ab.nondet import characterise
 
     start = time.perf_counter()
     res = CheckResult("race", Outcome.SURVIVED)
@@ -147,7 +148,6 @@ def run_call(m: Mutant, device: str) -> CheckResult:
     """The witness case through ``run_case`` with the production checks on: a failure
     of a call check (inputs written, aliasing; on CUDA sync, stream, graph) on the
     mutant's side is a kill; on the real kernel's side the check is broken."""
-    from remap_ab import runner
 
     start = time.perf_counter()
     config = m.witness_config()
@@ -160,7 +160,6 @@ def run_call(m: Mutant, device: str) -> CheckResult:
 def run_memcheck(m: Mutant, device: str) -> CheckResult:
     """The witness case through ``run_case(..., memcheck=True)``: a ``memcheck``
     failure of the mutant's side is a kill."""
-    from remap_ab import runner
 
     start = time.perf_counter()
     config = m.witness_config()
@@ -200,9 +199,6 @@ def run_speed(m: Mutant, device: str) -> CheckResult:
     if device != "cuda":
         return not_run("speed", "not run: speed is not judged on the CPU (the Triton interpreter's times say "
                                 "nothing about a GPU's)")
-    from remap_ab import registry
-    from remap_ab.bench.pr_table import bench_cell
-    from remap_ab.speed import DEFAULT_FAIL_SLOWER, judge_speed
 
     start = time.perf_counter()
     config = m.witness_config()
@@ -225,8 +221,6 @@ def run_rejects(m: Mutant, device: str, full: bool = False) -> CheckResult:
     mutant as B, whichever kernel it was made from (A's rejections are the ones
     judged): a ``rejects`` failure of the mutant is a kill. Stops at the first unless
     ``full``."""
-    from remap_ab import registry
-    from remap_ab.rejections import judged, load
 
     start = time.perf_counter()
     res = CheckResult("rejects", Outcome.SURVIVED)

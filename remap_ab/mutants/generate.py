@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
+import remap_ab
 from remap_ab import registry
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import TARGETS, Mutant
@@ -41,7 +42,6 @@ def kernel_dir(target: str) -> Path:
 def import_roots() -> list[Path]:
     """The folders a child process needs on its path to import remap_ab and the kernel
     packages exactly as this process does."""
-    import remap_ab
 
     roots = [Path(remap_ab.__file__).resolve().parent.parent]
     roots += [kernel_dir(t).resolve().parent for t in TARGETS]

@@ -36,6 +36,7 @@ from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.checks import CHECKS, CheckResult, not_run
 from remap_ab.mutants.generate import import_roots, materialize, mutated_source
 from remap_ab.mutants.properties import summarize_probe
+from remap_ab.processes import gpus
 from remap_ab.status import Outcome
 
 # A mutant's verdict: these fail the run (exit 1); every other one does not.
@@ -230,7 +231,6 @@ def _slot_envs(jobs: int, device: str) -> list[dict]:
     CUDA, no GPU and the interpreter on the CPU."""
     import os
 
-    from remap_ab.processes import gpus
 
     visible = gpus.visible_gpus(os.environ, gpus.count_gpus()) if device == "cuda" else []
     return gpus.worker_environments(jobs, device, visible)

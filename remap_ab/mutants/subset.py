@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from remap_ab import grid as gridmod
 from remap_ab.config import CaseConfig
 from remap_ab.mutants.catalogue import Mutant
 
@@ -42,7 +43,6 @@ def _edge_cases() -> list[SweepCase]:
 
 def sweep_subset() -> list[SweepCase]:
     """The grid points selected by SWEEP_FILTERS, then the edge cases."""
-    from remap_ab import grid as gridmod
 
     g = gridmod.load()
     points = g.select(gridmod.parse_filters(g, list(SWEEP_FILTERS)))

@@ -13,11 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab import registry
+from remap_ab import registry, runtime
+from remap_ab.call import call
+from remap_ab.compare import compare
 from remap_ab.config import CaseConfig
 from remap_ab.errors import MutantError
+from remap_ab.inputs import generate_inputs
 from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
+from remap_ab.nondet import gpu_runs
+from remap_ab.rejections import by_id, judged
+from remap_ab.runner import reference, run_implementation
 
 
 @dataclass
@@ -73,8 +79,7 @@ def _repeated_runs(m: Mutant, device: str):
     and under a contending side stream. Else None: one plain run."""
     if not (m.needs_gpu and device == "cuda"):
         return None
-    from remap_ab.mutants.checks import side_stream_load
-    from remap_ab.nondet import gpu_runs
+    from remap_ab.mutants.checks import side_stream_load  # checks imports this module
 
     n = RACE_RUNS["cuda"]
     runs = gpu_runs("quiet", n) + gpu_runs("contended", n, side_stream_load())
@@ -85,7 +90,6 @@ def _run_under(impl, config: CaseConfig, inputs, context):
     """One call of ``impl`` inside ``context`` (a side-stream load), as ``nondet``
     makes it: no device synchronisation before the launch, which would drain the
     contending stream first."""
-    from remap_ab.call import call
 
     return call(impl, config, inputs, context=context, settle=False)
 
@@ -94,10 +98,6 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
     """Run the real kernel and the mutant (already importable) on one case, on the
     device the kernels run on, both with uninitialised memory poisoned; return a
     Witness where their outputs differ, else None."""
-    from remap_ab import runtime
-    from remap_ab.compare import compare
-    from remap_ab.inputs import generate_inputs
-    from remap_ab.runner import reference, run_implementation
 
     device = device or runtime.current()
     inputs = generate_inputs(config, device=device)
@@ -143,7 +143,6 @@ def compare_to_original(m: Mutant, config: CaseConfig, source: str = "declared",
 def rejection_witness(m: Mutant, device: str) -> Optional[Witness]:
     """A mutant of observable "rejection": its declared call, which the real kernel
     rejects and the mutant must accept (or reject with another exception type)."""
-    from remap_ab.rejections import by_id, judged
 
     name = m.witness_rejection
     assert name is not None  # observable "rejection" has a rejection witness (catalogue.py)
@@ -161,7 +160,6 @@ def find_witness(m: Mutant, device: Optional[str] = None, declared_only: bool = 
     """The declared witness case first, then (unless ``declared_only``) the sweep
     subset: (witness or None, cases tried). A mutant of observable "rejection": its
     declared rejection call only."""
-    from remap_ab import runtime
 
     device = device or runtime.current()
     if m.observable == "rejection":

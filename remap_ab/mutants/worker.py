@@ -19,6 +19,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from remap_ab import runtime
+from remap_ab.mutants import checks, properties, witness
+from remap_ab.mutants.catalogue import get
+from remap_ab.processes import tuning
+
 _SKIPPED_AFTER_KILL = "not run: killed by an earlier check already (fast mode; --full runs every check)"
 
 
@@ -36,13 +41,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     sys.path.insert(0, str(args.root))
-    from remap_ab import runtime
-    from remap_ab.processes import tuning
 
     tuning.tune_this_process()
     runtime.select(args.device)
-    from remap_ab.mutants import checks, properties, witness
-    from remap_ab.mutants.catalogue import get
 
     m = get(args.mutant_id)
     planned = [c for c in args.checks.split(",") if c]

@@ -25,8 +25,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from remap_ab import runtime
+from remap_ab.batch import BatchTimes
 from remap_ab.errors import InternalError, exception_line
-from remap_ab.processes import gpus
+from remap_ab.processes import gpus, tuning
+from remap_ab.recording import judge_and_record, task_case
 from remap_ab.status import Status
 
 STARTUP_RETRIES = 3
@@ -61,7 +64,6 @@ class Job:
 def _judge(job: Job):
     """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
     if not job.judge:
-        from remap_ab.recording import judge_and_record
 
         return lambda configs, times, extras: judge_and_record(configs, job.a, job.b, job.device, job.folder, times,
                                                               memcheck=job.memcheck, call_checks=job.call_checks)
@@ -79,10 +81,6 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, gpus.STOP_SIGNALS)  # blocked since start_process; ignored now
-    from remap_ab import runtime
-    from remap_ab.batch import BatchTimes
-    from remap_ab.processes import tuning
-    from remap_ab.recording import task_case
 
     tuning.tune_this_process()
     runtime.select(job.device)

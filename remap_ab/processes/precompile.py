@@ -25,6 +25,11 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from remap_ab import registry, runtime
+from remap_ab.config import CaseConfig
+from remap_ab.errors import exception_line
+from remap_ab.inputs import generate_inputs
+
 
 def variant_key(config) -> tuple:
     """What decides which kernel a case compiles in the project's wrappers: the
@@ -112,7 +117,6 @@ def _init_worker(target: Target) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     with contextlib.suppress(OSError):
         os.nice(10)
-    from remap_ab import runtime
 
     runtime.select_compile_only()
     import triton.language as tl
@@ -152,10 +156,6 @@ def _has_listener() -> bool:
 
 def _warm(a: str, b: str, config_dicts: list) -> list[Warmed]:
     """Run A's and B's wrappers on each case's CPU inputs with every launch a warm-up."""
-    from remap_ab import registry
-    from remap_ab.config import CaseConfig
-    from remap_ab.errors import exception_line
-    from remap_ab.inputs import generate_inputs
 
     done = []
     for d in config_dicts:

@@ -28,6 +28,10 @@ from __future__ import annotations
 
 import os
 
+from remap_ab.errors import UsageError
+from remap_ab.interpreter import batched as interp_batched
+from remap_ab.processes import heap, variant_loads
+
 TWEAKS = ("heap", "store_binary_only", "triton_key", "variant_loads", "hash_threads")
 OFF_VARIABLE = "REMAP_AB_TWEAKS_OFF"
 
@@ -41,7 +45,6 @@ def enabled(name: str) -> bool:
     off = {w.strip() for w in os.environ.get(OFF_VARIABLE, "").split(",") if w.strip()}
     unknown = off - set(TWEAKS) - {"all"}
     if unknown:
-        from remap_ab.errors import UsageError
 
         raise UsageError(f"{OFF_VARIABLE} names {', '.join(sorted(unknown))}: not a tweak; use any of "
                          f"{', '.join(TWEAKS)} or all")
@@ -66,13 +69,11 @@ def apply(device: str) -> list[str]:
     (``runtime.select``'s first choice); nothing in a guest. The parts applied."""
     if not _owned:
         return []
-    from remap_ab.processes import heap
 
     applied = []
     if enabled("heap") and heap.keep_freed_memory():
         applied.append("heap")
     if device == "cpu":
-        from remap_ab.interpreter import batched as interp_batched
 
         interp_batched.install()
         applied.append("batched interpreter")
@@ -81,7 +82,6 @@ def apply(device: str) -> list[str]:
         os.environ.setdefault("TRITON_STORE_BINARY_ONLY", "1")
         applied.append("store_binary_only")
     if enabled("variant_loads"):
-        from remap_ab.processes import variant_loads
 
         applied += [f"variant_loads: {p}" for p in variant_loads.share()]
     return applied

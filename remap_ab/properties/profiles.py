@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from remap_ab import runtime
 from remap_ab.errors import ProfileError
 
 PROFILE_NAMES = ("ci", "dev", "nightly", "gpu", "mutants")
@@ -104,7 +105,6 @@ _active: Optional[Profile] = None
 
 
 def _device() -> str:
-    from remap_ab import runtime
 
     return runtime.current()
 

@@ -19,7 +19,11 @@ from typing import Any, Optional
 
 import pytest
 
+from remap_ab import grid as gridmod
+from remap_ab import runtime
 from remap_ab.errors import RemapABError
+from remap_ab.recording import Judge
+from remap_ab.sweep.selection import select
 
 CPU_BATCH = 16
 GPU_BATCH = 64
@@ -103,7 +107,6 @@ class _Verdicts:
 
     def row(self, item: GridCase) -> dict:
         if not self.device:
-            from remap_ab import runtime
 
             self.device = runtime.select("auto")
             self.batch = self.size or (GPU_BATCH if self.device == "cuda" else CPU_BATCH)
@@ -133,7 +136,6 @@ class _Verdicts:
         return out
 
     def _judge(self, batch: list) -> None:
-        from remap_ab.recording import Judge
 
         if self._judge_of is None:
             # A case that raises alone raises here (the item's error), after the rows of its batch that were judged.
@@ -181,8 +183,6 @@ def _xdist_worker(config) -> Any:
 
 class GridPlugin:
     def __init__(self, config):
-        from remap_ab import grid as gridmod
-        from remap_ab.sweep.selection import select
 
         self.file = config.getoption("--remap-grid") or None
         try:

@@ -36,8 +36,12 @@ import os
 
 import pytest
 
-from remap_ab import runtime
+from remap_ab import registry, runtime, sources
+from remap_ab.errors import ImplementationError, UsageError
 from remap_ab.processes import gpus
+from remap_ab.properties import profiles
+from remap_ab.pytest import grid as pytest_grid
+from remap_ab.speed import parse_fail_slower
 
 gpus.xdist_pin()  # pytest -n on several GPUs: pin this worker before CUDA starts
 runtime.choose_early()  # the interpreter on a machine without CUDA, before triton is imported
@@ -58,7 +62,6 @@ def pytest_addoption(parser):
     group.addoption("--remap-fail-slower", default=os.environ.get("REMAP_AB_FAIL_SLOWER", "off"), metavar="PCT",
                     help="GPU: fail a pull-request cell where B is slower than A by more than PCT beyond noise "
                          "(bootstrap interval of the ratio of medians; remap-ab bench's --fail-slower); default off")
-    from remap_ab.pytest import grid as pytest_grid
 
     pytest_grid.add_options(group)
 
@@ -67,18 +70,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
     _remember_process(config)
     if config.getoption("--remap-grid") is not None:
-        from remap_ab.pytest import grid as pytest_grid
 
         config.pluginmanager.register(pytest_grid.GridPlugin(config), "remap-ab-grid")
     if not hasattr(config, "workerinput"):
         # The controller publishes the visible GPUs before xdist starts its workers;
         # each worker pins itself to GPU (i mod G) when it imports remap_ab (gpus.py).
-        from remap_ab.processes import gpus
 
         gpus.export_gpu_list()
     _resolve_implementations(config)
-    from remap_ab.errors import UsageError
-    from remap_ab.speed import parse_fail_slower
 
     try:
         config._remap_ab_fail_slower = parse_fail_slower(config.getoption("--remap-fail-slower"))
@@ -86,7 +85,6 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc).replace("--fail-slower", "--remap-fail-slower")) from None
     # Load the profile before test modules are imported: their @settings and
     # strategies read it at decoration time.
-    from remap_ab.properties import profiles
 
     # An explicit --hypothesis-profile keeps its Hypothesis settings; ours sets the sizes.
     explicit_hypothesis_profile = bool(config.getoption("hypothesis_profile", None))
@@ -102,7 +100,6 @@ def _remember_process(config) -> None:
     process that ran ``pytest.main`` is left as it was."""
     from hypothesis import settings
 
-    from remap_ab import sources
 
     names = (sources.REPO_VARIABLE, gpus.GPU_LIST_VAR)
     config._remap_ab_before = ({k: os.environ.get(k) for k in names}, settings.get_current_profile_name())
@@ -127,8 +124,6 @@ def _resolve_implementations(config) -> None:
     """--remap-a/--remap-b in canonical form (a revision pinned to its commit, a file by
     its absolute path) for the whole session; the repository exported, so worker
     processes read the same one. A missing file or revision is a usage error."""
-    from remap_ab import registry, sources
-    from remap_ab.errors import ImplementationError
 
     os.environ[sources.REPO_VARIABLE] = sources.repo_dir(config.getoption("--remap-repo"))
     try:
@@ -138,8 +133,6 @@ def _resolve_implementations(config) -> None:
 
 
 def pytest_report_header(config):
-    from remap_ab import sources
-    from remap_ab.properties import profiles
 
     a, b = config._remap_ab_impls
     lines = [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]

@@ -12,6 +12,12 @@ import faulthandler
 import sys
 import time
 
+from remap_ab import registry, runtime
+from remap_ab.call import PrivateInputs
+from remap_ab.config import CaseConfig
+from remap_ab.inputs import CaseInputs, in_layout
+from remap_ab.processes import tuning
+from remap_ab.runner import run_implementation
 from remap_ab.sanitizer.compute import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
 
 
@@ -24,18 +30,11 @@ def main(payload_path: str) -> int:
     stage("started")
     # A start that stalls (sanitizer.START_TIMEOUT_S) prints where it is before the kill.
     faulthandler.dump_traceback_later(STACK_AFTER_S, exit=False, file=sys.stderr)
-    from remap_ab import runtime
-    from remap_ab.processes import tuning
 
     tuning.tune_this_process()
     runtime.select("cuda")
     import torch
 
-    from remap_ab import registry
-    from remap_ab.call import PrivateInputs
-    from remap_ab.config import CaseConfig
-    from remap_ab.inputs import CaseInputs, in_layout
-    from remap_ab.runner import run_implementation
 
     payload = torch.load(payload_path, weights_only=False)
     device = torch.device("cuda", payload["device_index"])

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from remap_ab.compare import plural
 from remap_ab.errors import InternalError
 
 KINDS = ("load", "store", "atomic")
@@ -155,7 +156,6 @@ class MemcheckReport:
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
         state = "clean" if self.clean else f"{self.bad_lanes} lanes out of bounds in {len(self.bad_rows)} rows"
-        from remap_ab.compare import plural
 
         launches = plural(self.launches, "launch", "launches")
         return f"memcheck {self.label}: {state} ({self.lanes_checked} active lanes in {launches} checked)"

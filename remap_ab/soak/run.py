@@ -50,9 +50,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remap_ab import grid, registry, runtime
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
+from remap_ab.errors import exception_line
 from remap_ab.layouts import LAYOUT_NAMES
+from remap_ab.nondet import SideStreamLoad
+from remap_ab.processes import precompile
 from remap_ab.processes.interrupts import Interrupts
+from remap_ab.processes.pool import Job, Pool
+from remap_ab.processes.precompile import Loads, _has_listener, variant_key
+from remap_ab.recording import Judge, judge_and_record, lost_case_row
+from remap_ab.report import replay_command, run_command
+from remap_ab.status import Status
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
 PATHS: dict[str, dict[str, Any]] = {
@@ -89,7 +98,6 @@ MODEL_WIDTH_SHARE = 0.3
 @functools.cache
 def model_widths() -> tuple:
     """(K, accepted BLOCK_N values) of every model width."""
-    from remap_ab import grid
 
     return tuple((w.k, tuple(w.block_n)) for w in grid.model_widths())
 # A variant (the compile-relevant fields: precompile.variant_key) is reused by the
@@ -326,7 +334,6 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
     of LOOKAHEAD), each new variant handed to the compile workers, and the device
     judges the drawn cases whose variants are compiled, same variants together; with
     ``max_cases`` exactly the first ``max_cases`` draws are judged, whatever the order."""
-    from remap_ab import runtime
 
     times = times if times is not None else WorkerTimes()
     device = runtime.select(plan.device)
@@ -338,7 +345,6 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
                    0, plan.fresh_every)
     judge = _Batches(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
-        from remap_ab.processes import precompile
 
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
         try:
@@ -407,7 +413,6 @@ def _one_variant(window: list, size: int) -> list:
     """At most ``size`` draws of ``window``'s most drawn variant (the first drawn on a tie)."""
     from collections import Counter
 
-    from remap_ab.processes.precompile import variant_key
 
     keys = [variant_key(d.config) for d in window]
     most = Counter(keys).most_common(1)[0][0] if keys else None
@@ -418,7 +423,6 @@ def _batches(ready: list, size: int) -> list[tuple[bool, list]]:
     """``ready`` draws cut into ``(contended, batch)``s of at most ``size``: contended
     ones first and in batches of their own, each kind sorted by variant (a batch's
     launches of one variant follow one another)."""
-    from remap_ab.processes.precompile import variant_key
 
     out = []
     for contended in (True, False):
@@ -434,7 +438,6 @@ SOAK_LOAD_SIZE = 4096
 
 
 def _side_load():
-    from remap_ab.nondet import SideStreamLoad
 
     return SideStreamLoad(size=SOAK_LOAD_SIZE, device="cuda")
 
@@ -472,7 +475,6 @@ class _Batches:
 
 def _loads(device: str):
     """Counts this process's Triton compiles and cache loads on a GPU (none on the CPU)."""
-    from remap_ab.processes.precompile import Loads
 
     return Loads() if device == "cuda" else Loads.none()
 
@@ -502,9 +504,6 @@ def _run_batch(plan: WorkerPlan, device: str, batch: list, load=None) -> list:
     device (the load queues up faster than it drains: no launch finds it idle). A
     batch that raises is judged case by case; a case that raises alone is a crash
     (``recording.Judge``)."""
-    from remap_ab.errors import exception_line
-    from remap_ab.recording import Judge, lost_case_row
-    from remap_ab.status import Status
 
     def stop_if_context_lost(exc, configs) -> None:
         if _context_lost(device):
@@ -525,7 +524,6 @@ def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecor
     rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), status, seconds)
     if status == "pass":
         return rec
-    from remap_ab.report import replay_command, run_command
 
     impls = _implementations(plan)
     rec.line = f"{d.config.case_id}: {status.upper()} — {row['first_mismatch']}"
@@ -540,7 +538,6 @@ def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecor
 def _implementations(plan: WorkerPlan) -> tuple:
     """A and B as loaded: the registry knows where each came from, so a module from a
     custom path gets its PYTHONPATH in the replay commands."""
-    from remap_ab import registry
 
     return registry.get(plan.a), registry.get(plan.b)
 
@@ -674,7 +671,6 @@ def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
     every case recorded as the sweep records it. Triton's compiles and loads in this
     process are added to ``times.seconds`` under TRITON_KEYS."""
     global _LOAD
-    from remap_ab.recording import judge_and_record
 
     rows: dict = {}
     with _loads(job.device) as loads:
@@ -705,9 +701,6 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupts
     dies is replaced and the cases it held become crash records (pool.py)."""
     from collections import deque
 
-    from remap_ab.processes import precompile
-    from remap_ab.processes.pool import Job, Pool
-    from remap_ab.recording import lost_case_row
 
     start = time.time()
     for w in range(len(envs)):
@@ -717,7 +710,6 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupts
     ahead = None
     if plan.device == "cuda" and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
-    from remap_ab.processes.precompile import _has_listener
 
     total = WorkerTimes(counted=plan.device == "cuda" and _has_listener(), interpreter=plan.device != "cuda")
     held: dict = {}  # case id -> Draw, handed out and not yet recorded

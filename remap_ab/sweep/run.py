@@ -25,12 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import api_compat, features, rejections
+from remap_ab import api_compat, features, registry, rejections, runtime
 from remap_ab import grid as gridmod
+from remap_ab.batch import BatchTimes
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
 from remap_ab.processes import gpus
 from remap_ab.processes.interrupts import Interrupted, Interrupts
+from remap_ab.processes.pool import Job, Pool, gpu_label
+from remap_ab.recording import judge_and_record, lost_case_row
 from remap_ab.status import Status
 from remap_ab.sweep.progress import Progress, case_cost
 from remap_ab.sweep.run_folder import (
@@ -81,7 +84,6 @@ class Sweep:
 
     # -- setup: every check before anything is written
     def prepare(self) -> None:
-        from remap_ab import registry, runtime
 
         o = self.opts
         checked_output_dir(o.root, "--root")
@@ -209,7 +211,6 @@ class Sweep:
             self.progress.update([r["status"] for r in rows], [case_cost(self.by_id[r["case_id"]].config) for r in rows])
 
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
-        from remap_ab.recording import lost_case_row
 
         o = self.opts
         self.record([lost_case_row(point.config, o.a, o.b, message, self.folder, self.device, status)], worker, gpu)
@@ -281,9 +282,6 @@ class Sweep:
             self.phases[k] = self.phases.get(k, 0.0) + v
 
     def _run_inline(self) -> None:
-        from remap_ab.batch import BatchTimes
-        from remap_ab.processes.pool import gpu_label
-        from remap_ab.recording import judge_and_record
 
         o = self.opts
         pending = self._batches()
@@ -309,7 +307,6 @@ class Sweep:
         return max(1, (os.cpu_count() or 1) // max(1, self.workers))
 
     def _run_workers(self) -> None:
-        from remap_ab.processes.pool import Job, Pool
 
         o = self.opts
 

@@ -96,7 +96,7 @@ def read_run_json(folder: Path) -> dict:
         raise ReportError(f"{path} is corrupt (not JSON)") from None
     except OSError as exc:
         raise ReportError(f"{path} cannot be read ({exc.strerror})") from None
-    from remap_ab import schema
+    from remap_ab import schema  # pydantic is loaded only when a file is read
 
     # Every known field (schema.RunMeta); fields added by later versions are kept.
     schema.load(schema.RunMeta, meta, where=str(path), error=ReportError, remedy="; the run folder is corrupt")

@@ -12,6 +12,7 @@ from typing import Optional
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
 from remap_ab.config import BACKEND_NAMES
+from remap_ab.sources import Source
 from remap_ab.speed import speed_lines, speed_rows
 from remap_ab.status import Status
 from remap_ab.sweep.run_folder import RunLock, read_results, read_run_json, resume_command
@@ -144,7 +145,6 @@ def failures_by_check(first: list, rows) -> dict:
 
 def loaded_line(loaded: dict) -> str:
     """What a file or revision implementation loaded (sources.Source.to_dict), in one line."""
-    from remap_ab.sources import Source
 
     return Source(**loaded).line()
 def _rejections(df) -> dict:
