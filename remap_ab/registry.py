@@ -89,7 +89,7 @@ class Implementation:
             from remap_ab.call import caller_buffers  # a caller outside call.call: fresh buffers, unchecked
 
             buffers = caller_buffers(config, inputs.device)
-        extra = features.call_arguments(config, buffers)
+        extra = features.call_arguments(config, buffers, m)
         if config.mode == "convert":
             result = m.triton_convert_req_index_to_global_index(
                 inputs.req_id,
