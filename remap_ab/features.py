@@ -173,14 +173,6 @@ def plan_modules(a_module, b_module, a: str = "A", b: str = "B") -> Plan:
                 tuple(f.name for f in FEATURES if accepts(b_module, f)), tuple(unknown))
 
 
-@functools.cache
-def plan(a: str, b: str) -> Plan:
-    """The plan of two implementations by registry name (once per process)."""
-    from remap_ab import registry
-
-    return plan_modules(registry.get(a).module, registry.get(b).module, a, b)
-
-
 def _plural(n: int) -> str:
     return f"{n} call{'s' if n != 1 else ''}"
 

@@ -122,6 +122,12 @@ class Implementation:
         return checked_result(self.name, config, result, inputs.device)
 
 
+@functools.cache
+def feature_plan(a: str, b: str) -> features.Plan:
+    """features.py's plan for two implementations by name (once per process)."""
+    return features.plan_modules(get(a).module, get(b).module, a, b)
+
+
 def _describe(value) -> str:
     """What came back, in a few words: type, and dtype/shape/device for a tensor."""
     import torch

@@ -207,7 +207,7 @@ def sides(config: CaseConfig, a: str, b: str) -> tuple:
     """The implementations that run ``config`` as A and B: a side whose wrappers lack an
     optional parameter the case passes is replaced by the oracle, so the other side is
     judged against it (features.py). A case neither side can take is a ConfigError."""
-    runs_a, runs_b = features.plan(a, b).runs(config)
+    runs_a, runs_b = registry.feature_plan(a, b).runs(config)
     if not (runs_a or runs_b):
         raise ConfigError(f"neither {a} nor {b} accepts {', '.join(features.uses(config))}, which this case passes; "
                           f"give a --b that does (e.g. --b main) or leave the option off")

@@ -113,7 +113,7 @@ class Sweep:
         self.api = [d.to_dict() for d in api_compat.check(o.a, o.b)]  # a run-level check (SPEC §1 signatures)
         # Optional parameters (features.py): how each is exercised, from the two signatures;
         # a point neither side can take is not run (the lines say how many).
-        plan = features.plan(o.a, o.b)
+        plan = registry.feature_plan(o.a, o.b)
         self.feature_lines = features.lines(plan, [p.config for p in self.grid_points])
         runnable = [p for p in self.grid_points if plan.runnable(p.config)]
         if len(runnable) != len(self.grid_points):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from remap_ab import backend, features, grid, oracle
+from remap_ab import backend, features, grid, oracle, registry
 from remap_ab.batch import run_batch
 from remap_ab.call import CallerBuffers, call
 from remap_ab.config import CaseConfig
@@ -100,17 +100,17 @@ def _sweep(tmp_path, b: str, grid_name: str, filters: list, max_tokens=None, a: 
 
 
 def test_the_plan_follows_the_signatures(broken_impl):
-    only_b = features.plan("old", "main")
+    only_b = registry.feature_plan("old", "main")
     assert only_b.a_accepts == () and set(only_b.b_accepts) == {"BLOCK_STRIDE_ROWS", "out", "valid_counts_out"}
     stride = CaseConfig(mode="convert", tokens=2, block_stride=4096)
     assert only_b.runs(stride) == (False, True) and only_b.runs(CaseConfig(tokens=2)) == (True, True)
-    assert features.plan("main", "main").runs(stride) == (True, True)
-    assert not features.plan("old", "new").runnable(stride)
+    assert registry.feature_plan("main", "main").runs(stride) == (True, True)
+    assert not registry.feature_plan("old", "new").runnable(stride)
     lines = features.lines(only_b, [stride, CaseConfig(tokens=2)])
     assert lines[0] == "feature BLOCK_STRIDE_ROWS, B only: 1 call judged against the oracle (A, old, lacks it)"
-    assert features.lines(features.plan("main", "main"), [stride])[0] == (
+    assert features.lines(registry.feature_plan("main", "main"), [stride])[0] == (
         "feature BLOCK_STRIDE_ROWS, A and B: 1 call, A vs B vs the oracle")
-    assert features.lines(features.plan("old", "new"), [stride])[0] == (
+    assert features.lines(registry.feature_plan("old", "new"), [stride])[0] == (
         "feature BLOCK_STRIDE_ROWS, neither A nor B accepts it: 1 call not run")
 
 
@@ -118,7 +118,7 @@ def test_an_unknown_new_parameter_is_named_not_exercised(broken_impl):
     later = broken_impl(_SIGNATURES.replace("out=None, valid_counts_out=None):",
                                             "out=None, valid_counts_out=None, FUSED_WITNESS=False):")
                         + "CONVERT, CONVERT_STRIDE, DCP_STRIDE = _plain, _keep, _keep\n")
-    lines = features.lines(features.plan("new", later), [])
+    lines = features.lines(registry.feature_plan("new", later), [])
     assert lines[-1].startswith("not exercised: FUSED_WITNESS (B's triton_convert_req_index_to_global_index takes it")
 
 

@@ -85,7 +85,7 @@ def main(args) -> int:
                 print(f"  {role.upper()} loaded: {src.line()}")
         print(f"  schedule: {ran}")
         print("\n".join("  " + line for line in api_compat.summary_lines(api, args.a, args.b)))
-        print("\n".join("  " + line for line in features.lines(features.plan(args.a, args.b), [config])))
+        print("\n".join("  " + line for line in features.lines(registry.feature_plan(args.a, args.b), [config])))
         shas = result.inputs.sha256()
         print("  inputs sha256 (first 16 hex digits): " + ", ".join(f"{k}={v[:16]}" for k, v in shas.items()))
         wrapper = "triton_convert_req_index_to_global_index" if config.mode == "convert" else "triton_filter_and_convert_dcp_index"
