@@ -8,6 +8,8 @@ that turns it on). From A's and B's signatures, ``plan`` decides per feature:
 - one side accepts it: on those cases the other side is replaced by the oracle, so the
   side that has it is judged against the oracle, and the summary says how many;
 - neither accepts it: those cases are not run, and the summary says how many;
+- a case passing the value the parameter's absence means (BLOCK_STRIDE_ROWS equal to
+  BLOCK_SIZE) is the same call without it: a side that lacks the parameter runs it so;
 - a parameter of A's or B's wrappers that is neither SPEC §1's nor a row here is never
   exercised, and the header and the summary say "not exercised: NAME".
 
@@ -44,6 +46,14 @@ class Feature:
     expects: str  # what the oracle (and so every verdict) expects of it
     source: str  # where it comes from, with its date
     spec: str  # the SPEC section
+    # The config field's value at which leaving the parameter out is the same call (the
+    # wrapper's default means it): a side without the parameter runs such a case
+    # without it. None: never.
+    same_when_absent: Optional[str] = None
+
+    def absent_is_same(self, config) -> bool:
+        return self.same_when_absent is not None and getattr(config, self.field) == getattr(config,
+                                                                                              self.same_when_absent)
 
 
 FEATURES = (
@@ -54,7 +64,7 @@ FEATURES = (
         "value = block_table[q, blk] * BLOCK_STRIDE_ROWS + offset_in_block in int32 (wrapping); None means "
         "BLOCK_SIZE",
         "vLLM #51718 (2026-08-21) and #54465 (2026-08-30; the stride into the DCP conversion too); "
-        "vLLM main at 02a26fa06df2", "§9"),
+        "vLLM main at 02a26fa06df2", "§9", same_when_absent="block_size"),
     Feature(
         "out", (CONVERT,), "out_buffers",
         "a caller-owned [T, K] int32 view handed in poisoned, inside a larger buffer whose other elements are "
@@ -84,12 +94,16 @@ def uses(config) -> tuple[str, ...]:
     return tuple(names)
 
 
-def call_arguments(config, buffers=None) -> dict[str, Any]:
+def call_arguments(config, buffers=None, module=None) -> dict[str, Any]:
     """The keyword arguments of the optional parameters the case passes; ``buffers``
-    (out_layout.py's ``CallerBuffers``) is where ``out`` / ``valid_counts_out`` come from."""
+    (out_layout.py's ``CallerBuffers``) is where ``out`` / ``valid_counts_out`` come from.
+    ``module``: the implementation called; a parameter it lacks is left out where that
+    is the same call (``Feature.same_when_absent``)."""
     extra: dict[str, Any] = {}
     if config.block_stride:
-        extra["BLOCK_STRIDE_ROWS"] = config.block_stride
+        stride = BY_NAME["BLOCK_STRIDE_ROWS"]
+        if module is None or not stride.absent_is_same(config) or _accepts(module, stride.name):
+            extra["BLOCK_STRIDE_ROWS"] = config.block_stride
     if config.out_buffers and config.mode == "convert":
         if buffers is None:
             raise ValueError("a case with out_buffers is called with caller-owned buffers (call.py makes them)")
@@ -109,9 +123,14 @@ def _parameters(module, function: str) -> Optional[dict]:
 def accepts(module, feature: Feature) -> bool:
     """Whether every wrapper of ``feature`` names its parameter (a ``**kwargs`` that
     might swallow it does not count: what it would do with it is unknown)."""
-    for function in feature.functions:
+    return _accepts(module, feature.name)
+
+
+@functools.cache
+def _accepts(module, name: str) -> bool:  # asked on every call of a case that passes it
+    for function in BY_NAME[name].functions:
         params = _parameters(module, function)
-        if params is None or feature.name not in params:
+        if params is None or name not in params:
             return False
     return True
 
@@ -128,8 +147,8 @@ class Plan:
 
     def runs(self, config) -> tuple[bool, bool]:
         """Whether A and B themselves run ``config`` (False: the oracle stands in)."""
-        used = uses(config)
-        return all(n in self.a_accepts for n in used), all(n in self.b_accepts for n in used)
+        needed = [n for n in uses(config) if not BY_NAME[n].absent_is_same(config)]
+        return all(n in self.a_accepts for n in needed), all(n in self.b_accepts for n in needed)
 
     def runnable(self, config) -> bool:
         return any(self.runs(config))
@@ -163,16 +182,21 @@ def lines(p, configs: list) -> list[str]:
     d = p.to_dict() if isinstance(p, Plan) else p
     out = []
     for f in FEATURES:
-        n = sum(1 for c in configs if f.name in uses(c))
+        using = [c for c in configs if f.name in uses(c)]
+        same = sum(1 for c in using if f.absent_is_same(c))
+        n = len(using) - same
         a_has, b_has = f.name in d["a_accepts"], f.name in d["b_accepts"]
         if a_has and b_has:
-            how = f"A and B: {_plural(n)}, A vs B vs the oracle"
+            how = f"A and B: {_plural(len(using))}, A vs B vs the oracle"
         elif b_has:
             how = f"B only: {_plural(n)} judged against the oracle (A, {d['a']}, lacks it)"
         elif a_has:
             how = f"A only: {_plural(n)} judged against the oracle (B, {d['b']}, lacks it)"
         else:
             how = f"neither A nor B accepts it: {_plural(n)} not run" if n else "neither A nor B accepts it"
+        if same and not (a_has and b_has):
+            how += (f"; {_plural(same)} passing it at the value its absence means ({f.field} = {f.same_when_absent}) "
+                    f"{'run' if same != 1 else 'runs'} without it on the side that lacks it")
         out.append(f"feature {f.name}, {how}")
     for side, function, name in d["unknown"]:
         out.append(f"not exercised: {name} ({side}'s {function} takes it; remap-ab has no row for it in "

@@ -89,7 +89,7 @@ class Implementation:
         if buffers is None and config.out_buffers and config.mode == "convert":
 
             buffers = caller_buffers(config, inputs.device)
-        extra = features.call_arguments(config, buffers)
+        extra = features.call_arguments(config, buffers, m)
         if config.mode == "convert":
             result = m.triton_convert_req_index_to_global_index(
                 inputs.req_id,
@@ -120,6 +120,12 @@ class Implementation:
                 **extra,
             )
         return checked_result(self.name, config, result, inputs.device)
+
+
+@functools.cache
+def feature_plan(a: str, b: str) -> features.Plan:
+    """features.py's plan for two implementations by name (once per process)."""
+    return features.plan_modules(get(a).module, get(b).module, a, b)
 
 
 def _describe(value) -> str:

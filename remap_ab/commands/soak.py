@@ -129,7 +129,10 @@ def main(args) -> int:
         soak.WorkerPlan(worker=w, device=device, a=args.a, b=args.b, seed=seed, max_tokens=max_tokens,
                         max_topk=args.max_topk, folder=str(folder), deadline=deadline, max_cases=args.max_cases,
                         contend_every=args.contend_every, batch=args.batch, fresh_every=fresh_every,
-                        compile_workers=compile_workers)
+                        compile_workers=compile_workers,
+                        # Prefill steps beyond the default cap; an explicit --max-tokens is a hard cap.
+                        prefill_share=0.0 if args.max_tokens else
+                        (soak.GPU_PREFILL_SHARE if on_gpu else soak.CPU_PREFILL_SHARE))
         for w in range(workers)
     ]
     tally = soak.Tally()

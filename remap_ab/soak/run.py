@@ -83,6 +83,12 @@ GPU_MAX_TOKENS = 4096
 # measured on 2 cores, 30 s soaks drew 37.5 cases/s capped at 4 tokens, 26.7 at 64 and
 # 8.7 at 512. 512 reaches real decode batches at a quarter of the rate.
 CPU_MAX_TOKENS = 512
+# Prefill steps (issue 32): backends route every token of a step through the call, up to
+# max_num_batched_tokens rows. Drawn beside the cap, in this share of draws: rarely on
+# the CPU, where one 16384-row case at K = 2048 takes tens of seconds.
+PREFILL_STEPS = (2048, 8192, 16384)
+GPU_PREFILL_SHARE = 0.02
+CPU_PREFILL_SHARE = 0.002
 BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
 # The backends' block sizes: FlashMLA and FA3 64, FlashInfer SM100 32 or 64, SM120 64 or
 # 256, XPU 16 by default (issue 24).
@@ -176,7 +182,7 @@ def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
     return block_n * rng.randint(1, tiles_max), block_n
 
 
-def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
+def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_share: float = 0.0) -> Draw:
     """One fresh configuration (every field drawn from ``rng``)."""
     path = rng.choice(list(PATHS))
     spec = PATHS[path]
@@ -197,14 +203,16 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK) -> Draw:
         fields["dcp_rank"] = rng.randrange(size)
         fields["interleave"] = rng.choice([i for i in (1, 1, 2, 4, 8, 16, 64, block_size) if block_size % i == 0])
         fields["compact"] = spec.get("compact", rng.random() < 0.5)  # size 1 ignores it
-    fields.update(_data_fields(rng, max_tokens, bool(spec.get("prefill"))))
+    fields.update(_data_fields(rng, max_tokens, bool(spec.get("prefill")), prefill_share))
     return Draw(CaseConfig(**fields), path)
 
 
-def _data_fields(rng: random.Random, max_tokens: int, prefill: bool) -> dict[str, Any]:
+def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_share: float = 0.0) -> dict[str, Any]:
     """The fields that change a case's data but not its compiled kernel."""
-    # Log-uniform: small and large T alike.
+    # Log-uniform: small and large T alike; now and then a prefill step beyond the cap.
     tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    if prefill_share and rng.random() < prefill_share:
+        tokens = rng.choice(PREFILL_STEPS)
     fields: dict[str, Any] = dict(
         tokens=tokens,
         num_reqs=rng.randint(1, 8),
@@ -221,9 +229,9 @@ def _data_fields(rng: random.Random, max_tokens: int, prefill: bool) -> dict[str
     return fields
 
 
-def redraw(rng: random.Random, base: Draw, max_tokens: int) -> Draw:
+def redraw(rng: random.Random, base: Draw, max_tokens: int, prefill_share: float = 0.0) -> Draw:
     """``base``'s variant (path, widths, DCP, everything compiled) with fresh data."""
-    fields = _data_fields(rng, max_tokens, base.config.has_prefill)
+    fields = _data_fields(rng, max_tokens, base.config.has_prefill, prefill_share)
     for name in ("tokens", "num_reqs"):  # one row, one request: a variant of its own (precompile.variant_key)
         if (fields[name] == 1) != (getattr(base.config, name) == 1):
             fields[name] = 1 if getattr(base.config, name) == 1 else 2
@@ -231,22 +239,23 @@ def redraw(rng: random.Random, base: Draw, max_tokens: int) -> Draw:
 
 
 def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
-          generation: int = 0, fresh_every: int = 1):
+          generation: int = 0, fresh_every: int = 1, prefill_share: float = 0.0):
     """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
     (a restarted worker's ``generation`` gives it a stream of its own). Every
     ``contend_every``-th draw (0: none) is marked to run under contention. One draw in
     ``fresh_every`` is a fresh variant; the others re-draw the data of one of the
-    RECENT_VARIANTS latest (1: every draw fresh)."""
+    RECENT_VARIANTS latest (1: every draw fresh). ``prefill_share``: the share of draws
+    that are a prefill step (PREFILL_STEPS rows, beyond ``max_tokens``)."""
     key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
     rng = random.Random(key)
     recent: list[Draw] = []
     n = 0
     while True:
         if n % fresh_every == 0 or not recent:
-            d = draw(rng, max_tokens, max_topk)
+            d = draw(rng, max_tokens, max_topk, prefill_share)
             recent = (recent + [d])[-RECENT_VARIANTS:]
         else:
-            d = redraw(rng, rng.choice(recent), max_tokens)
+            d = redraw(rng, rng.choice(recent), max_tokens, prefill_share)
         n += 1
         if contend_every and n % contend_every == 0:
             d = Draw(d.config, d.path, contended=True)
@@ -286,6 +295,7 @@ class WorkerPlan:
     batch: int = 16  # GPU only: quiet cases per run_batch call
     fresh_every: int = 1  # one draw in this many is a fresh variant (draws())
     compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
+    prefill_share: float = 0.0  # the share of draws that are prefill steps (draws())
 
 
 @dataclass
@@ -342,7 +352,7 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
     if on_gpu and plan.contend_every:
         load = _side_load()
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
-                   0, plan.fresh_every)
+                   0, plan.fresh_every, plan.prefill_share)
     judge = _Batches(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
 
@@ -706,7 +716,7 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupts
     for w in range(len(envs)):
         tally.started[w] = start
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk,
-                   plan.contend_every if plan.device == "cuda" else 0, 0, plan.fresh_every)
+                   plan.contend_every if plan.device == "cuda" else 0, 0, plan.fresh_every, plan.prefill_share)
     ahead = None
     if plan.device == "cuda" and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
