@@ -89,6 +89,30 @@ def add_call_checks(p: argparse.ArgumentParser) -> None:
                         "aliasing are checked on every case on every device regardless")
 
 
+def add_reports(p: argparse.ArgumentParser, resumed: bool = False) -> None:
+    """``--reports N|all``: how many failing cases of each failure class get a full
+    report folder (report_cap.py). ``resumed``: the command can resume a run, whose
+    own setting is then the default."""
+    from remap_ab.report_cap import DEFAULT_REPORTS
+
+    default = f"{DEFAULT_REPORTS}" + ("; with --resume, the run's own" if resumed else "")
+    p.add_argument("--reports", type=report_count, default=None, metavar="N|all",
+                   help="full report folders (inputs, outputs, lane picture, diff) for the first N failing cases of "
+                        "each failure class (the verdict's first check x the wrapper path); all: every failing case "
+                        f"(default {default}). Every case is judged and has its row either way; the summary says "
+                        "how to get any other case's report")
+
+
+def report_count(text: str):
+    """argparse ``type=`` of ``--reports``: a count (0 or more) or ``all``."""
+    from remap_ab.report_cap import parse_cap
+
+    try:
+        return parse_cap(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (0 or more) nor 'all'") from None
+
+
 def _int_at_least(text: str, least: int, what: str) -> int:
     try:
         value = int(text)
