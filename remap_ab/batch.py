@@ -103,9 +103,13 @@ def run_batch(
     memcheck: bool = False,
     call_checks: str = "sample",
     context=None,
+    keep=None,
 ) -> list[CaseOutcome]:
     """Judge ``configs`` on ``device``; phase durations are added to ``times``. A case
-    that does not pass comes back with its ``CaseResult`` (what a report needs).
+    that does not pass comes back with its ``CaseResult`` (what a report needs), when
+    ``keep(config, verdict)`` says so (default: every one); the others carry their
+    verdict alone, and cost no more than a passing case (no oracle API call for the
+    report, no tensors held).
 
     ``memcheck``: every load and store of A and B checked as well. On the CPU each
     case runs on its own through ``runner.run_case(..., memcheck=True)`` (the
@@ -121,7 +125,7 @@ def run_batch(
     times = times if times is not None else BatchTimes()
     dev = torch.device(device)
     if memcheck and dev.type != "cuda":
-        return _run_one_by_one(configs, a, b, device, times)
+        return _run_one_by_one(configs, a, b, device, times, keep)
     registry.get(a), registry.get(b)  # import both before the first case (one clear error)
     impl_o = registry.get("oracle")
     clock = CallClock(dev)
@@ -197,7 +201,7 @@ def run_batch(
         oa.seconds = (a_ms or 0.0) / 1e3
         ob.seconds = (b_ms or 0.0) / 1e3
         outcome = CaseOutcome(c, v, a_ms, b_ms, combined, max_row_valid=p.most_valid)
-        if not v.passed:
+        if not v.passed and (keep is None or keep(c, v)):
             if oo is None:  # reports show the oracle's API output too
                 oo = timed_call(impl_o, c, x, clock)[0]
             outcome.result = CaseResult(c, x, oa, ob, ref, v, oracle=oo)
@@ -225,7 +229,7 @@ def _sanitize(configs: list, inputs: list, outs: list, a: str, b: str) -> None:
             outs[i][side].memcheck = report
 
 
-def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTimes) -> list[CaseOutcome]:
+def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTimes, keep=None) -> list[CaseOutcome]:
     """Each case through ``run_case`` (memcheck on); its whole time counts as kernels."""
     outcomes = []
     for c in configs:
@@ -240,7 +244,7 @@ def _run_one_by_one(configs: list, a: str, b: str, device: str, times: BatchTime
             None if result.b.seconds is None else result.b.seconds * 1e3,
             hash_inputs(result.inputs)[1],
             max_row_valid=int(counts.max()) if counts.numel() else 0,
-            result=None if v.passed else result,
+            result=None if v.passed or (keep is not None and not keep(c, v)) else result,
         ))
     return outcomes
 

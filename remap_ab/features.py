@@ -18,6 +18,7 @@ Reads signatures with ``inspect``; needs no torch.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Optional

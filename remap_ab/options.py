@@ -13,6 +13,7 @@ from pathlib import Path
 
 from remap_ab import registry, sources
 from remap_ab.errors import UsageError
+from remap_ab.report_cap import DEFAULT_REPORTS, parse_cap
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_ROOT = "reports"  # every command writes under this root (README: Layout)
@@ -87,6 +88,28 @@ def add_call_checks(p: argparse.ArgumentParser) -> None:
                         "on the caller's stream, a CUDA-graph capture that replays right): sample = the first case "
                         "of each wrapper path and launch shape (default); all = every case; off. Input writes and "
                         "aliasing are checked on every case on every device regardless")
+
+
+def add_reports(p: argparse.ArgumentParser, resumed: bool = False) -> None:
+    """``--reports N|all``: how many failing cases of each failure class get a full
+    report folder (report_cap.py). ``resumed``: the command can resume a run, whose
+    own setting is then the default."""
+
+    default = f"{DEFAULT_REPORTS}" + ("; with --resume, the run's own" if resumed else "")
+    p.add_argument("--reports", type=report_count, default=None, metavar="N|all",
+                   help="full report folders (inputs, outputs, lane picture, diff) for the first N failing cases of "
+                        "each failure class (the verdict's first check x the wrapper path); all: every failing case "
+                        f"(default {default}). Every case is judged and has its row either way; the summary says "
+                        "how to get any other case's report")
+
+
+def report_count(text: str):
+    """argparse ``type=`` of ``--reports``: a count (0 or more) or ``all``."""
+
+    try:
+        return parse_cap(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (0 or more) nor 'all'") from None
 
 
 def _int_at_least(text: str, least: int, what: str) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import registry
+from remap_ab import registry, report_cap
 from remap_ab.batch import run_batch
 from remap_ab.compare import lost_verdict
 from remap_ab.config import CaseConfig
@@ -58,14 +58,16 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
 
 
 def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False,
-                     call_checks: str = "sample", context=None) -> list[dict]:
+                     call_checks: str = "sample", context=None, reports=None) -> list[dict]:
     """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) and record
-    them: the rows for the results table. ``context``: as ``batch.run_batch``'s."""
+    them: the rows for the results table. ``context``: as ``batch.run_batch``'s.
+    ``reports``: how many failing cases of each failure class get a report folder
+    (report_cap.py: a count or ``all``; None: every one)."""
 
     calls = [c for c in configs if isinstance(c, RejectionCase)]
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
     rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks,
-                                     context=context), folder) if cases else []
+                                     context=context, keep=_keeper(folder, reports)), folder) if cases else []
     return rows + [rejection_row(c, a, b, device, memcheck, folder) for c in calls]
 
 
@@ -82,8 +84,8 @@ class Judge:
     raises."""
 
     def __init__(self, a: str, b: str, device: str, folder, *, raises: tuple = (), before_split=None, on_crash=None,
-                 on_rows=None):
-        self.a, self.b, self.device, self.folder = a, b, device, folder
+                 on_rows=None, reports=None):
+        self.a, self.b, self.device, self.folder, self.reports = a, b, device, folder, reports
         self.raises, self.before_split, self.on_crash, self.on_rows = raises, before_split, on_crash, on_rows
         self.batches = 0
 
@@ -96,7 +98,8 @@ class Judge:
             return []
         start = time.perf_counter()
         try:
-            rows = judge_and_record(configs, self.a, self.b, self.device, self.folder, context=context)
+            rows = judge_and_record(configs, self.a, self.b, self.device, self.folder, context=context,
+                                    reports=self.reports)
         except self.raises:
             raise
         except Exception as exc:
@@ -112,6 +115,22 @@ class Judge:
             self.on_rows(rows)
         each = (time.perf_counter() - start) / len(configs)
         return [(row, each) for row in rows]
+
+
+def _keeper(folder, reports):
+    """``batch.run_batch``'s ``keep``: a failing case keeps what its report needs only
+    when it will get one (a folder to write in, a free slot of its failure class)."""
+
+    if folder is None:
+        return lambda config, verdict: False
+    slots = report_cap.slots(folder, reports)
+    if slots is None:
+        return None
+    return lambda config, verdict: slots.claim(config, _first_check(verdict))
+
+
+def _first_check(verdict) -> str:
+    return str(verdict.first.check) if verdict.first else str(verdict.status)
 
 
 def task_case(d: dict):
@@ -139,9 +158,11 @@ def rejection_row(case, a: str, b: str, device: str, memcheck: bool = False, fol
     }
 
 
-def lost_case_row(config, a: str, b: str, message: str, folder, device: str, status: Status) -> dict:
+def lost_case_row(config, a: str, b: str, message: str, folder, device: str, status: Status, reports=None) -> dict:
     """The row (and report) of a case that produced no outcome: its worker died
-    (``Status.CRASH``) or ran past --case-timeout (``Status.TIMEOUT``)."""
+    (``Status.CRASH``) or ran past --case-timeout (``Status.TIMEOUT``). ``reports``: as
+    ``judge_and_record``'s (a crash or timeout is a failure class of its own)."""
+
     status = Status(status)
 
     if isinstance(config, RejectionCase):  # a rejection call that B accepted and crashed on, say
@@ -155,10 +176,13 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
             "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
             "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report, "max_row_valid": "", "rejection": config.id,
         }
-    try:
-        report = _write_lost_report(config, a, b, message, folder, device, status).name
-    except Exception:  # the row matters more than its report
-        report = ""
+    slots = report_cap.slots(folder, reports)
+    report = ""
+    if slots is None or slots.claim(config, Check(status.value)):
+        try:
+            report = _write_lost_report(config, a, b, message, folder, device, status).name
+        except Exception:  # the row matters more than its report
+            report = ""
     return {
         "case_id": config.case_id, "status": status, "check": Check(status.value),
         "first_mismatch": f"[{status.value}] {message}",

@@ -255,9 +255,3 @@ def forget(name: str) -> None:
     write a module, use it and delete it)."""
     for key in [k for k, impl in _cache.items() if name in (k.split("\0")[0], impl.name)]:
         del _cache[key]
-
-
-@functools.cache
-def feature_plan(a: str, b: str) -> features.Plan:
-    """The optional-feature plan of two implementations by name (once per process)."""
-    return features.plan_modules(get(a).module, get(b).module, a, b)

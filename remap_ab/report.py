@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import json
 import os
 import shlex
@@ -434,6 +435,7 @@ def mismatch_line(m) -> str:
     return m.line()
 
 
+@functools.cache  # one per process: compiling the templates costs more than rendering them
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined
 

@@ -229,6 +229,7 @@ class RunMeta(Open):
     selection: str = _ABSENT
     memcheck: bool = _ABSENT
     call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = _ABSENT
+    reports: typing.Union[typing.Annotated[int, Field(ge=0)], typing.Literal["all"]] = _ABSENT  # report_cap.Cap
     rejections: int = _COUNT
     api: list[ApiDifferenceData] = _ABSENT
     features: list[str] = _ABSENT

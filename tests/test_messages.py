@@ -164,7 +164,7 @@ def test_soak_help_default_is_the_cap_the_soak_uses():
 def test_resume_refuses_a_device_it_would_ignore(tmp_path, capsys):
     assert cli_main(["sweep", "--resume", "--device", "cpu", "--root", str(tmp_path)]) == 2
     assert capsys.readouterr().err == ("remap-ab sweep: error: --resume continues a run with its own settings; "
-                                       "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck\n")
+                                       "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck/--reports\n")
 
 
 def test_list_whose_reader_leaves_exits_141_quietly():

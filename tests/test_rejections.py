@@ -194,9 +194,14 @@ def test_run_rejection_prints_the_verdict_and_exits_on_it(capsys, broken):
     assert "no rejection call 'nope'" in capsys.readouterr().err
 
 
-def test_every_sweep_runs_the_rejection_calls_as_rows_of_their_own(tmp_path, capsys, broken):
+def test_a_sweep_runs_the_rejection_calls_as_rows_of_their_own(tmp_path, capsys, broken):
+    from remap_ab import grid as gridmod
+
+    g = gridmod.load()
+    two = g.select(gridmod.parse_filters(g, ["tokens=1", "k=128", "path=convert", "invalid=0"]))
+    ids = [p.case_id for p in two] + [c.case_id for c in rejections.sweep_points(len(g.points()), grid=g)]
     args = ["sweep", "--device", DEVICE, "-j", "0", "--root", str(tmp_path), "--no-progress",
-            "--filter", "tokens=1", "--filter", "k=128", "--filter", "path=convert", "--filter", "invalid=0"]
+            "--filter", f"case={','.join(ids)}"]
     assert cli_main([*args, "--run", "good"]) == 0
     out = capsys.readouterr().out
     df = pd.read_csv(tmp_path / "good" / "results.csv", dtype=str, keep_default_na=False)

@@ -16,9 +16,11 @@ says where the time went (judging, compiling and loading in the worker, waiting 
 compile-ahead). CPU (the Triton interpreter, batched, which compiles nothing): one
 worker, every draw fresh, T capped at 512 unless --max-tokens says otherwise.
 
-Each case that does not pass is written as a normal case report under
-ROOT/soak/<time>/ with its replay command. Ctrl-C stops after the cases in flight and
-prints the summary (a second Ctrl-C abandons them). Exit status: 0 every case passed,
+Each case that does not pass is listed with its replay command (the first ones as they
+come, all of them in ROOT/soak/<time>/soak.json); the first --reports of each failure
+class (the verdict's first check x the wrapper path) get a normal case report folder
+there too. Ctrl-C stops after the cases in flight and prints the summary (a second
+Ctrl-C abandons them). Exit status: 0 every case passed,
 1 a case did not pass (or none finished), 2 bad input, 130 stopped by Ctrl-C with no
 failure.
 """
@@ -38,6 +40,7 @@ from remap_ab.errors import UsageError
 from remap_ab.options import (
     add_device,
     add_implementations,
+    add_reports,
     add_root,
     checked_output_dir,
     non_negative_int,
@@ -47,6 +50,7 @@ from remap_ab.options import (
 from remap_ab.processes import gpus
 from remap_ab.processes.interrupts import Interrupts
 from remap_ab.processes.precompile import default_workers
+from remap_ab.report_cap import DEFAULT_REPORTS, describe
 from remap_ab.soak import run as soak
 from remap_ab.soak.run import CPU_MAX_TOKENS, GPU_MAX_TOKENS
 from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
@@ -77,6 +81,7 @@ def add_arguments(p):
     add_implementations(p)
     add_device(p)
     add_root(p)
+    add_reports(p)
 
 
 def main(args) -> int:
@@ -89,6 +94,8 @@ def main(args) -> int:
     if args.compile_workers and not on_gpu:
         raise UsageError("--compile-workers is for a GPU soak (the interpreter compiles nothing); drop it")
     fresh_every = args.fresh_every or (soak.GPU_FRESH_EVERY if on_gpu else 1)
+    if args.reports is None:
+        args.reports = DEFAULT_REPORTS
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if on_gpu else []
     workers = args.workers or (len(gpu_list) if on_gpu else 1)
@@ -132,7 +139,8 @@ def main(args) -> int:
                         compile_workers=compile_workers,
                         # Prefill steps beyond the default cap; an explicit --max-tokens is a hard cap.
                         prefill_share=0.0 if args.max_tokens else
-                        (soak.GPU_PREFILL_SHARE if on_gpu else soak.CPU_PREFILL_SHARE))
+                        (soak.GPU_PREFILL_SHARE if on_gpu else soak.CPU_PREFILL_SHARE),
+                        reports=args.reports)
         for w in range(workers)
     ]
     tally = soak.Tally()
@@ -144,12 +152,15 @@ def main(args) -> int:
     reported = [0]
 
     def progress() -> None:
-        for rec in tally.failures[reported[0]:]:
+        for rec in tally.failures[reported[0]:SHOWN]:
             say(f"soak: FAIL {rec.line}")
             if rec.report:
                 say(f"      report {rec.report}")
             say(f"      replay: {rec.replay}")
-        reported[0] = len(tally.failures)
+            if reported[0] == SHOWN - 1:
+                say(f"soak: the failures after the first {SHOWN} are counted in the progress lines and listed in "
+                    f"{folder / 'soak.json'}")
+            reported[0] += 1
         now = time.time()
         if now - last[0] >= soak.PROGRESS_EVERY_S:
             last[0] = now
@@ -170,6 +181,9 @@ def main(args) -> int:
                           DEFAULT_CASE_TIMEOUT)
     progress()
     return _summary(args, tally, interrupted, start, folder, seed)
+
+
+SHOWN = 20  # failing cases listed as they come and in the summary (soak.json lists every one)
 
 
 def _clock(seconds: float) -> str:
@@ -197,11 +211,18 @@ def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
         print("  failures by dimension (not passing/judged):")
         for line in soak.failure_lines(tally.failures_by_dimension()):
             print("  " + line)
-    for rec in failures:
+    if failures:
+        print(f"  report folders: {tally.report_folders} written for {len(failures)} cases not passing, "
+              f"{describe(args.reports)}"
+              + ("" if tally.report_folders >= len(failures) else
+                 "; any other case's report: its replay line below (or in soak.json) with --report DIR"))
+    for rec in failures[:SHOWN]:
         print(f"  FAIL {rec.line}")
         if rec.report:
             print(f"       report {rec.report}")
         print(f"       replay: {rec.replay}")
+    if len(failures) > SHOWN:
+        print(f"  ... and {len(failures) - SHOWN} more, each with its replay line in {folder / 'soak.json'}")
     (folder / "soak.json").write_text(json.dumps({
         "a": args.a, "b": args.b, "seed": seed, "minutes": args.minutes, "stopped": why,
         "seconds": round(elapsed, 3), **tally.to_dict(now)}, indent=2) + "\n")

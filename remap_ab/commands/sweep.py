@@ -1,6 +1,6 @@
 """Run the grid of configurations (remap_ab/grid.toml) through implementations A and B
-and the oracle, one row per case in <root>/<run>/results.csv and a report for every
-case that does not pass.
+and the oracle, one row per case in <root>/<run>/results.csv and a report folder for
+the first failing cases of each failure class (--reports).
 
 Every device runs the whole grid by default: on 2 CPU cores (the Triton interpreter,
 batched) about 3.5 minutes; --max-tokens 3 keeps the 576 points with at most 3 token
@@ -53,6 +53,7 @@ def add_arguments(p):
                         "a batch gets one case's time, then is re-run case by case)")
     options.add_memcheck(p)
     options.add_call_checks(p)
+    options.add_reports(p, resumed=True)
     options.add_bisect(p)
     options.add_root(p, "runs")
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: timestamp-A-vs-B-device)")
@@ -94,9 +95,9 @@ def main(args) -> int:
     if args.list:
         return _list(args)
     if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck
-                        or args.device != "auto"):
+                        or args.device != "auto" or args.reports is not None):
         raise UsageError("--resume continues a run with its own settings; "
-                         "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck")
+                         "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck/--reports")
     opts = SweepOptions(
         a=args.a or "old",
         b=args.b or "new",
@@ -113,6 +114,7 @@ def main(args) -> int:
         case_timeout=args.case_timeout,
         memcheck=args.memcheck,
         call_checks=args.call_checks,
+        reports=args.reports,
     )
     if args.junitxml is not None:
         options.checked_output_file(args.junitxml, "--junitxml")

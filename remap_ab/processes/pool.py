@@ -3,7 +3,8 @@
 Cases run in worker *processes* (spawned, never threads: the Triton interpreter is not
 thread-safe), one per GPU by default, each pinned to its GPU before CUDA starts
 (gpus.py). A worker judges its batch and records it itself (recording.py: rows, and a
-report for each case that did not pass), so no tensor crosses a process boundary.
+report folder for the first failing cases of each failure class), so no tensor crosses a
+process boundary.
 
 A worker that dies (SIGSEGV, a sticky CUDA error) or runs past the case timeout takes
 no result with it: its batch is re-run one case at a time, each with the full timeout;
@@ -55,6 +56,7 @@ class Job:
     # each running 2 threads made the full grid's input generation and oracle slower.
     threads: int = 0
     call_checks: str = "sample"  # options.CALL_CHECKS
+    reports: Any = None  # report_cap.Cap: failing cases per failure class given a report folder (None: every one)
     # "module:function" that judges and records a batch in the worker instead of
     # recording.judge_and_record: ``fn(configs, job, times, extras) -> rows``, ``extras``
     # being each point's ``extra`` attribute (the soak's: run under contention).
@@ -66,7 +68,8 @@ def _judge(job: Job):
     if not job.judge:
 
         return lambda configs, times, extras: judge_and_record(configs, job.a, job.b, job.device, job.folder, times,
-                                                              memcheck=job.memcheck, call_checks=job.call_checks)
+                                                              memcheck=job.memcheck, call_checks=job.call_checks,
+                                                              reports=job.reports)
     import importlib
 
     module, _, name = job.judge.partition(":")

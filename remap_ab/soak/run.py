@@ -32,9 +32,10 @@ on the host's other cores into Triton's on-disk cache while the device judges th
 drawn cases whose variants are compiled (``run_ahead``), and the device process only
 loads them. Where the time went is kept per worker (``WorkerTimes``).
 
-A case that does not pass becomes a normal case report (recording.py) with its replay
-command (with the ``PYTHONPATH`` a custom module needs); a case whose run raises, or
-whose worker dies, becomes a crash report.
+A case that does not pass gets its replay command (with the ``PYTHONPATH`` a custom
+module needs) and, for the first ``reports`` of each failure class (report_cap.py), a
+normal case report (recording.py); a case whose run raises, or whose worker dies, is a
+crash (with a crash report under the same cap).
 """
 
 from __future__ import annotations
@@ -296,6 +297,7 @@ class WorkerPlan:
     fresh_every: int = 1  # one draw in this many is a fresh variant (draws())
     compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
     prefill_share: float = 0.0  # the share of draws that are prefill steps (draws())
+    reports: Any = None  # report_cap.Cap: failing cases per failure class given a report folder (None: every one)
 
 
 @dataclass
@@ -521,9 +523,11 @@ def _run_batch(plan: WorkerPlan, device: str, batch: list, load=None) -> list:
                               "cases") from None
 
     def crash(config, exc) -> dict:
-        return lost_case_row(config, plan.a, plan.b, exception_line(exc)[:400], Path(plan.folder), device, Status.CRASH)
+        return lost_case_row(config, plan.a, plan.b, exception_line(exc)[:400], Path(plan.folder), device, Status.CRASH,
+                             plan.reports)
 
-    judge = Judge(plan.a, plan.b, device, Path(plan.folder), before_split=stop_if_context_lost, on_crash=crash)
+    judge = Judge(plan.a, plan.b, device, Path(plan.folder), before_split=stop_if_context_lost, on_crash=crash,
+                  reports=plan.reports)
     judged = judge.judge([d.config for d in batch], context=load.enqueue if load is not None else None)
     return [_from_row(plan, d, row, seconds) for d, (row, seconds) in zip(batch, judged)]
 
@@ -560,16 +564,23 @@ class Tally:
     """Every record of a soak, and what the summary says about them."""
 
     records: list = field(default_factory=list)
+    not_passing: list = field(default_factory=list)  # the records that did not pass, kept as they come
     started: dict = field(default_factory=dict)  # worker -> time.time() it was ready
     gpus: dict = field(default_factory=dict)  # worker -> its GPU ("" on the CPU)
     times: dict = field(default_factory=dict)  # worker -> WorkerTimes, once it is done
 
     def add(self, rec: CaseRecord) -> None:
         self.records.append(rec)
+        if rec.status != "pass":
+            self.not_passing.append(rec)
 
     @property
     def failures(self) -> list:
-        return [r for r in self.records if r.status != "pass"]
+        return self.not_passing
+
+    @property
+    def report_folders(self) -> int:
+        return sum(1 for r in self.not_passing if r.report)
 
     def per_worker(self, now: float) -> dict:
         """worker -> (cases, cases per second since it was ready)."""
@@ -602,6 +613,7 @@ class Tally:
                         for w, (n, rate) in self.per_worker(now).items()},
             "distribution": {k: dict(sorted(c.items())) for k, c in self.distribution().items()},
             "failures_by_dimension": self.failures_by_dimension(),
+            "report_folders": self.report_folders,
             "times": {str(w): asdict(t) for w, t in sorted(self.times.items())},
             "failures": [asdict(r) for r in self.failures],
         }
@@ -694,7 +706,7 @@ def judge_batch(configs: list, job, times, extras: list) -> list[dict]:
                     _LOAD = _side_load()
                 context = _LOAD.enqueue
             rows.update((r["case_id"], r) for r in judge_and_record(cases, job.a, job.b, job.device, job.folder, times,
-                                                                     context=context))
+                                                                     context=context, reports=job.reports))
     for key, value in zip(TRITON_KEYS, (loads.compile_seconds, loads.compiled, loads.load_seconds, loads.cached)):
         times.seconds[key] = times.seconds.get(key, 0.0) + value
     return [rows[c.case_id] for c in configs]
@@ -768,12 +780,12 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupts
 
     def on_lost(d, message, status, wid, gpu):
         held.pop(d.config.case_id, None)
-        row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), plan.device, status)
+        row = lost_case_row(d.config, plan.a, plan.b, message, Path(plan.folder), plan.device, status, plan.reports)
         tally.add(_from_row(dataclasses.replace(plan, worker=wid), d, row, 0.0))
         progress()
 
-    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak.run:judge_batch"), envs, case_timeout,
-                on_rows=on_rows, on_lost=on_lost)
+    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak.run:judge_batch", reports=plan.reports),
+                envs, case_timeout, on_rows=on_rows, on_lost=on_lost)
     try:
         pool.run(deque(), refill)
     except KeyboardInterrupt:

@@ -5,7 +5,8 @@ oracle, one row per case in the run folder. This file only orchestrates, one way
   rejections.py  the calls a wrapper must reject (rejections.toml), run beside the grid's points
   run_folder.py  run.json, the results table, the lock, the checks before resuming
   pool.py        worker processes: supervision, crashes, --case-timeout
-  recording.py   what a judged case leaves behind (its row; a report if it did not pass)
+  recording.py   what a judged case leaves behind (its row; a report folder for the first
+                 failing cases of each failure class: report_cap.py)
   progress.py    the progress line on stderr
   summary.py     the verdict of the run (``remap-ab report`` reads only this side)
 
@@ -34,6 +35,7 @@ from remap_ab.processes import gpus
 from remap_ab.processes.interrupts import Interrupted, Interrupts
 from remap_ab.processes.pool import Job, Pool, gpu_label
 from remap_ab.recording import judge_and_record, lost_case_row
+from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
 from remap_ab.status import Status
 from remap_ab.sweep.progress import Progress, case_cost
 from remap_ab.sweep.run_folder import (
@@ -73,6 +75,7 @@ class SweepOptions:
     case_timeout: Optional[float] = None  # None: DEFAULT_CASE_TIMEOUT
     memcheck: bool = False
     call_checks: str = "sample"  # options.CALL_CHECKS
+    reports: Optional[Cap] = None  # report_cap.py; None: report_cap.DEFAULT_REPORTS (with --resume, the run's own)
 
 
 class Sweep:
@@ -94,6 +97,10 @@ class Sweep:
             o.grid_file = meta.get("grid_file")
             o.memcheck = bool(meta.get("memcheck", False))
             o.call_checks = str(meta["call_checks"]) if meta.get("call_checks") in ("all", "off") else "sample"
+            # A run from before report folders were capped wrote one for every failing case.
+            o.reports = meta.get("reports", ALL)
+        if o.reports is None:
+            o.reports = DEFAULT_REPORTS
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = runtime.select(o.device)
@@ -191,6 +198,7 @@ class Sweep:
             "selection": self.selection,
             "memcheck": o.memcheck,
             "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
+            "reports": o.reports,
             "cap_note": self.note,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
@@ -213,7 +221,8 @@ class Sweep:
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
 
         o = self.opts
-        self.record([lost_case_row(point.config, o.a, o.b, message, self.folder, self.device, status)], worker, gpu)
+        self.record([lost_case_row(point.config, o.a, o.b, message, self.folder, self.device, status, o.reports)],
+                    worker, gpu)
 
     # -- running
     def run(self) -> dict:
@@ -290,7 +299,7 @@ class Sweep:
             times = BatchTimes()
             try:
                 rows = judge_and_record([p.config for p in batch], o.a, o.b, self.device, self.folder, times,
-                                        memcheck=o.memcheck, call_checks=o.call_checks)
+                                        memcheck=o.memcheck, call_checks=o.call_checks, reports=o.reports)
             except Exception as exc:
                 if len(batch) > 1:
                     pending.extendleft(reversed([[p] for p in batch]))
@@ -320,7 +329,7 @@ class Sweep:
 
         pool = Pool(
             Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker(),
-                call_checks=o.call_checks),
+                call_checks=o.call_checks, reports=o.reports),
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )

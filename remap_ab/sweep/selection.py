@@ -21,11 +21,14 @@ def select(g: gridmod.Grid, filters: list, max_tokens: Optional[int]) -> list:
 
 def select_with_calls(g: gridmod.Grid, filters: list, max_tokens: Optional[int], calls: list) -> tuple[list, list]:
     """(grid points, rejection calls) a sweep runs. ``calls`` are every rejection call
-    (rejections.sweep_points); all of them run, except that ``--filter case=ID,...``
-    keeps exactly the rows named, of either kind (IDs of neither are refused)."""
+    (rejections.sweep_points); the filters keep them as they keep the grid's points
+    (``call_kept``), and ``--filter case=ID,...`` keeps exactly the rows named, of
+    either kind (IDs of neither are refused). ``--max-tokens`` caps the grid only: a
+    call is a few token rows, refused before any launch by a correct wrapper."""
     parsed = gridmod.parse_filters(g, filters)
     ids = parsed.get(gridmod.CASE_FILTER)
     points = g.select(parsed, max_tokens=max_tokens)
+    calls = [c for c in calls if call_kept(g, parsed, c)]
     if ids is not None:
         unknown = sorted(ids - {p.case_id for p in g.points()} - {c.case_id for c in calls})
         if unknown:
@@ -42,6 +45,46 @@ def select_with_calls(g: gridmod.Grid, filters: list, max_tokens: Optional[int],
             + (f" with tokens <= {max_tokens} (raise --max-tokens)" if max_tokens is not None else "")
         )
     return points, calls
+
+
+def call_kept(g: gridmod.Grid, parsed: dict, call) -> bool:
+    """Whether the parsed filters keep a rejection call (a ``RejectionPoint``). A call is
+    judged on its base case (the valid case whose call is then broken), so it has a
+    value on every dimension the grid's points have: on a grid axis, the labels of the
+    axis values whose fields the base case holds (its ``path``: the wrapper, mode and
+    counts of its base; ``-`` where none fits, as a rotation a case does not use); on a
+    configuration field, the base case's value. ``case=`` is left to the caller."""
+    base = call.config.base
+    # As in the grid, a rotation is "-" where a dimension's value sets its fields.
+    set_by_dimensions = {name for d in g.dimensions for v in _values_held(d, base) for name, _ in v.fields}
+    axes = {a.name: a for a in g.axes}
+    for key, allowed in parsed.items():
+        if key == gridmod.CASE_FILTER:
+            continue
+        if key in axes:
+            values = _axis_labels(axes[key], base, set_by_dimensions if axes[key] in g.rotations else set())
+        else:
+            values = {gridmod._norm(getattr(base, key))}
+        if not values & set(allowed):
+            return False
+    return True
+
+
+def _values_held(axis: gridmod.Axis, config) -> list:
+    """The values of ``axis`` whose every field ``config`` holds."""
+    return [v for v in axis.values
+            if all(gridmod._norm(getattr(config, name)) == gridmod._norm(value) for name, value in v.fields)]
+
+
+def _axis_labels(axis: gridmod.Axis, config, overridden: set) -> set:
+    """The labels of ``axis`` that ``config`` sits on (``-``: none, or a rotation whose
+    fields a dimension sets)."""
+    names = {name for v in axis.values for name, _ in v.fields}
+    if names & overridden:
+        return {"-"}
+    if axis.modulo is not None:  # a rotation taken modulo a field: labelled by the value the case has
+        return {str(getattr(config, name)) for name in names}
+    return {v.label for v in _values_held(axis, config)} or {"-"}
 
 
 def cap_note(g: gridmod.Grid, filters: list, max_tokens: Optional[int]) -> str:

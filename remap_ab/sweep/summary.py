@@ -11,7 +11,9 @@ from typing import Optional
 
 from remap_ab import api_compat
 from remap_ab import grid as gridmod
+from remap_ab.compare import plural
 from remap_ab.config import BACKEND_NAMES
+from remap_ab.report_cap import describe
 from remap_ab.sources import Source
 from remap_ab.speed import speed_lines, speed_rows
 from remap_ab.status import Status
@@ -73,8 +75,10 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         if meta.get("device") == "cuda" else []
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
     failed_calls = rejections.pop("failed")
+    failing_cases = int(len(failed))  # grid cases (rejection calls get no report folder)
     failed = pd.concat([failed, failed_calls]) if len(failed_calls) else failed
     df = every_row
+    report_folders = int((df["report"].astype(str) != "").sum()) if "report" in df.columns else 0
     in_grid_order = failed.assign(_i=pd.to_numeric(failed.get("index", ""), errors="coerce")).sort_values("_i")
     first = [
         {"case_id": r["case_id"], "status": r["status"], "first_mismatch": r.get("first_mismatch", ""),
@@ -120,6 +124,11 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "by_backend": by_backend,
         "speed": speed,
         "failures": first,
+        "failing_cases": failing_cases,
+        "report_folders": report_folders,
+        # A run from before report folders were capped wrote one for every failing case.
+        "reports": meta.get("reports", "all"),
+        "grid_file": meta.get("grid_file"),
         "phase_seconds": meta.get("phase_seconds", {}),
         "wall_seconds": meta.get("wall_seconds", 0.0),
         "last_session": meta.get("last_session", {}),
@@ -263,6 +272,8 @@ def format_summary(s: dict, show: int = 10) -> str:
         lines.append("  failures by dimension (failed/total):")
         for axis, vals in s["failures_by_dimension"].items():
             lines.append(f"    {axis:>11}: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in vals.items()))
+    if s.get("failing_cases"):
+        lines.append(reports_line(s))
     if s.get("by_backend"):
         lines.append("  by backend (cases; failed; A/B view differs; view not checked; caller hazards: cases, rows):")
         labels = {name: f"{name} [{r['patterns']}]" for name, r in s["by_backend"].items()}
@@ -297,6 +308,33 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"    {f['case_id']} {str(f['status']).upper()} {f['first_mismatch']}{rep}")
     lines.append("  result: " + result_line(s))
     return "\n".join(lines)
+
+
+def reports_line(s: dict) -> str:
+    """How many report folders the run wrote, for which cases, and how to get any
+    other case's report."""
+
+    written, failing = s.get("report_folders", 0), s["failing_cases"]
+    text = (f"  report folders: {written} written for {plural(failing, 'failing case')}, "
+            f"{describe(s.get('reports', 'all'))}")
+    if written >= failing:
+        return text
+    return text + f"; any other case's report: {other_report_command(s)}"
+
+
+def other_report_command(s: dict) -> str:
+    """The commands that give the report of a failing case that has no folder: a new
+    run of it with its folder, and (for a shipped grid's case) a replay."""
+    import shlex
+
+    grid = s.get("grid_file")
+    picked = (f"--a {shlex.quote(str(s['a']))} --b {shlex.quote(str(s['b']))} --device {s['device']}"
+              + (f" --grid {shlex.quote(str(grid))}" if grid else ""))
+    text = f"`remap-ab sweep --filter case=ID[,ID...] {picked} --reports all` (a new run)"
+    if grid is None or grid in gridmod.shipped():
+        text += (f", or `remap-ab replay ID --a {shlex.quote(str(s['a']))} --b {shlex.quote(str(s['b']))} "
+                 f"--device {s['device']}` (its verdict again, from regenerated inputs)")
+    return text
 
 
 def phases_text(phases: dict, split: bool = True) -> str:

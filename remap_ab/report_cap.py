@@ -1,0 +1,103 @@
+"""Which failing cases of a run get a full report folder.
+
+Writing a report (inputs.pt, outputs.pt, the lane picture, Markdown and HTML) costs far
+more than judging a case, so a broken B that fails every case would spend its run
+writing hundreds of near-identical folders. Every case is still judged and has its row;
+a full report folder goes to the first N failing cases of each *failure class* (the
+verdict's first check × the wrapper path), ``--reports all`` to every one. Any other
+case's report is one command away (the summary says which).
+
+The count is kept in the run folder itself (``.report-slots/``: one file per report
+slot, created exclusively), so worker processes share it without talking to each
+other, and a resumed run goes on counting where the killed one stopped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+DEFAULT_REPORTS = 3
+ALL = "all"
+SLOTS_FOLDER = ".report-slots"
+
+Cap = Union[int, str]  # N >= 0, or ALL
+
+
+def path_name(config) -> str:
+    """The wrapper path a case takes, as the soak names it (``convert-prefill-counts``,
+    ``dcp1``, ``dcp-compact-counts``...): the grid's path label where the grid has one."""
+    if config.mode == "convert":
+        name = "convert-prefill" if config.has_prefill else "convert"
+    elif not config.is_dcp:
+        name = "dcp1"
+    else:
+        name = "dcp-compact" if config.compact else "dcp-inplace"
+    return name + ("-counts" if config.counts_returned else "")
+
+
+def failure_class(config, check) -> str:
+    """``check × path``: the cases a report of one stands for."""
+    return f"{check} × {path_name(config)}"
+
+
+def parse_cap(text: str) -> Cap:
+    """``--reports``'s value: a count (0 or more) or ``all``; ValueError otherwise."""
+    if str(text).strip().lower() == ALL:
+        return ALL
+    n = int(text)
+    if n < 0:
+        raise ValueError(text)
+    return n
+
+
+def describe(cap: Cap) -> str:
+    """The policy in words, for the summaries."""
+    if cap == ALL:
+        return "every failing case (--reports all)"
+    return f"the first {cap} failing cases of each failure class (check × path)"
+
+
+class ReportSlots:
+    """``claim(config, check)``: whether this failing case gets a report folder, at most
+    ``cap`` per failure class across every process writing into ``folder``."""
+
+    def __init__(self, folder, cap: Cap):
+        self.folder = Path(folder)
+        self.cap = cap
+        self._full: set = set()  # classes this process found full: no more file system calls for them
+
+    def claim(self, config, check) -> bool:
+        if self.cap == ALL:
+            return True
+        key = f"{check}.{path_name(config)}"
+        if key in self._full:
+            return False
+        slots = self.folder / SLOTS_FOLDER
+        slots.mkdir(parents=True, exist_ok=True)
+        for i in range(int(self.cap)):
+            try:
+                fd = os.open(slots / f"{key}.{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                continue
+            try:
+                os.write(fd, config.case_id.encode() + b"\n")
+            finally:
+                os.close(fd)
+            return True
+        self._full.add(key)
+        return False
+
+
+_SLOTS: dict = {}
+
+
+def slots(folder, cap: Optional[Cap]) -> Optional[ReportSlots]:
+    """This process's ``ReportSlots`` of ``folder`` (None: no cap, every case a folder)."""
+    if cap is None or cap == ALL:
+        return None
+    key = (str(Path(folder).resolve()), cap)
+    if key not in _SLOTS:
+        _SLOTS[key] = ReportSlots(folder, cap)
+    return _SLOTS[key]
