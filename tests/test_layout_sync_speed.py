@@ -276,7 +276,7 @@ def test_a_bad_fail_slower_is_a_one_line_usage_error(text):
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="the pr section on the interpreter with the graph timing replaced")
 def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypatch):
-    from remap_ab.bench import measure
+    from remap_ab.bench import figures, measure
     from remap_ab.bench.suite import Suite, SuiteOptions
     from remap_ab.bench.timing import Timing
 
@@ -288,22 +288,23 @@ def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypat
             cell["k"] = result[0].shape[1]
         return object(), result
 
-    def time_graphs(graphs, repeats):  # B twice A's time in the K = 2048 cell only
+    def time_graphs(graphs, repeats):  # B twice A's time in the K = 512 cell only
         def us(which, name):
-            slow = 2.0 if name == "b" and which == "warm" and cell["k"] == 2048 else 1.0
+            slow = 2.0 if name == "b" and which == "warm" and cell["k"] == 512 else 1.0
             return (0.1 if which == "floor" else 1.0) * slow
         return {key: Timing(_noisy(us(*key), 0.01, n=repeats, seed=i)) for i, key in enumerate(graphs)}
 
     monkeypatch.setattr(measure, "capture", capture)
     monkeypatch.setattr(measure, "time_graphs", time_graphs)
     monkeypatch.setattr(measure, "floor_fn", lambda grid, warps: (lambda: None))
+    monkeypatch.setattr(figures, "grouped_bars", lambda *a, **k: None)  # no chart: seconds of matplotlib
     backend.select("cpu")
-    opts = SuiteOptions(sections=["pr"], device="cuda", timing_device="cpu", calls=1, repeats=8, pr_topk=(512, 2048),
+    opts = SuiteOptions(sections=["pr"], device="cuda", timing_device="cpu", calls=1, repeats=8, pr_topk=(256, 512),
                         pr_tokens=(1,), pr_paths=("counts",))
     suite = Suite(opts, tmp_path, {"device": "fake"}, say=lambda line: None)
     (section,) = suite.run()
     rows = {r["topk"]: r for r in section.tables[0].rows}
-    assert rows[512]["speed_gate"] == "ok" and rows[2048]["speed_gate"] == "SLOWER"
-    assert len(suite.slower_cells) == 1 and suite.slower_cells[0].startswith("counts K=2048 T=1: new/old 2.0")
-    assert any(f.startswith("SLOWER counts K=2048 T=1") for f in section.findings)
+    assert rows[256]["speed_gate"] == "ok" and rows[512]["speed_gate"] == "SLOWER"
+    assert len(suite.slower_cells) == 1 and suite.slower_cells[0].startswith("counts K=512 T=1: new/old 2.0")
+    assert any(f.startswith("SLOWER counts K=512 T=1") for f in section.findings)
     assert any("1 of 2 judged cells fail" in f for f in section.findings)
