@@ -129,6 +129,24 @@ def test_every_batch_size_bucket_and_the_largest_batch_of_each_path_and_shape_ar
     assert first and again == [1500]
 
 
+def test_the_grids_sample_stands_for_every_path_shape_and_bucket_with_few_cases():
+    from remap_ab import grid
+
+    configs = [p.config for p in grid.load().points()]
+    chosen = [configs[i] for i in _sampled(configs)]
+    keys = set().union(*(batch._production_keys(c) for c in configs))
+    assert set().union(*(batch._production_keys(c) for c in chosen)) == keys
+    for path in {batch._path(c) for c in configs}:
+        most = max(c.tokens for c in configs if batch._path(c) == path)
+        assert any(batch._path(c) == path and c.tokens == most for c in chosen), path
+    # A case stands for a shape and a bucket at once where it can: never more cases than keys of one kind.
+    per_path = {}
+    for key in keys:
+        per_path.setdefault((key[0], len(key) == 3 and key[1] == "tokens"), set()).add(key)
+    paths = {p for p, _ in per_path}
+    assert len(chosen) <= sum(max(len(per_path.get((p, b), ())) for b in (True, False)) for p in paths)
+
+
 def test_size_buckets_are_powers_of_two():
     assert [speed.size_bucket(t) for t in (1, 2, 3, 4, 255, 256, 511, 512)] == [1, 2, 2, 3, 8, 9, 9, 10]
     assert [speed.bucket_label(b) for b in (1, 2, 9)] == ["1", "2-3", "256-511"]
