@@ -402,10 +402,11 @@ def _production_keys(c: CaseConfig) -> tuple:
 
 def _production_sampled(configs: list) -> list[int]:
     """Indices of the cases the graph and stream checks run on (the sync check runs on
-    every call): the first case of each wrapper path and launch shape, the first of
-    each wrapper path and batch-size bucket this process meets, and the case with the
-    most token rows of each path whenever it has more than every case of that path
-    checked so far, so the largest batch of a run is always checked. Each costs a graph
+    every call): a case of each wrapper path's launch shapes and batch-size buckets
+    this process has not checked yet (where one case stands for a new shape and a new
+    bucket at once, that one), and the case with the most token rows of each path
+    whenever it has more than every case of that path checked so far, so the largest
+    batch of a run is always checked. Each costs a graph
     capture and a queued sleep per call; what they check (streams, what a capture bakes
     in) is the wrapper's host code and launch, which the path, the launch shape and the
     batch size select (a wrapper that behaves otherwise above some batch size, say a
