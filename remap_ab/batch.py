@@ -397,38 +397,45 @@ def forget_checked_paths() -> None:
     _LARGEST_CHECKED.clear()
 
 
-# (wrapper path, launch shape, batch-size bucket) the graph and stream checks ran on
+# Keys the graph and stream checks ran on: (wrapper path, launch shape) and (wrapper
+# path, batch-size bucket)
 _PRODUCTION_CHECKED: set = set()
-# (wrapper path, launch shape) -> the most token rows those checks ran on
+# wrapper path -> the most token rows those checks ran on
 _LARGEST_CHECKED: dict = {}
+
+
+def _production_keys(c: CaseConfig) -> tuple:
+    """What a case stands for in the sampling: its wrapper path's launch shape (one tile
+    of K == BLOCK_N, a power-of-two K, tiled) and its batch-size bucket."""
+    return ((_path(c), c.topk == c.block_n, c.topk_is_pow2), (_path(c), "tokens", size_bucket(c.tokens)))
 
 
 def _production_sampled(configs: list) -> list[int]:
     """Indices of the cases the graph and stream checks run on (the sync check runs on
-    every call): the first case of each wrapper path, launch shape (one tile of K ==
-    BLOCK_N, a power-of-two K, tiled) and batch-size bucket this process meets, and
-    the case with the most token rows of each path and shape whenever it has more
-    than every case checked so far, so the largest batch of a run is always checked.
-    (A wrapper that behaves otherwise above some batch size, say a debug read-back,
-    shows in the bucket past it.)
-    Each costs a graph capture and a queued sleep per call; what they check (streams,
-    what a capture bakes in) is the wrapper's host code and launch, which the path,
-    the shape and the batch size select."""
-    first: dict[tuple, int] = {}
+    every call): a case of each wrapper path's launch shapes and batch-size buckets
+    this process has not checked yet (where one case stands for a new shape and a new
+    bucket at once, that one), and the case with the most token rows of each path
+    whenever it has more than every case of that path checked so far, so the largest
+    batch of a run is always checked. Each costs a graph
+    capture and a queued sleep per call; what they check (streams, what a capture bakes
+    in) is the wrapper's host code and launch, which the path, the launch shape and the
+    batch size select (a wrapper that behaves otherwise above some batch size, say a
+    debug read-back, shows in the bucket past it)."""
     largest: dict[tuple, int] = {}
     for i, c in enumerate(configs):
-        shape = (_path(c), c.topk == c.block_n, c.topk_is_pow2)
-        key = (*shape, size_bucket(c.tokens))
-        if key not in _PRODUCTION_CHECKED:
-            first.setdefault(key, i)
-        best = largest.get(shape)
-        if c.tokens > _LARGEST_CHECKED.get(shape, 0) and (best is None or c.tokens > configs[best].tokens):
-            largest[shape] = i
-    _PRODUCTION_CHECKED.update(first)
-    for shape, i in largest.items():
-        _LARGEST_CHECKED[shape] = configs[i].tokens
-    chosen = set(first.values()) | set(largest.values())
-    for i in chosen:  # a case checked for its size covers its bucket too
-        c = configs[i]
-        _PRODUCTION_CHECKED.add((_path(c), c.topk == c.block_n, c.topk_is_pow2, size_bucket(c.tokens)))
+        path, best = _path(c), largest.get(_path(c))
+        if c.tokens > _LARGEST_CHECKED.get(path, 0) and (best is None or c.tokens > configs[best].tokens):
+            largest[path] = i
+    chosen = set(largest.values())
+    covered = set(_PRODUCTION_CHECKED).union(*(_production_keys(configs[i]) for i in chosen))
+    # Fewest cases: first those that stand for a new shape and a new bucket at once.
+    for both in (True, False):
+        for i, c in enumerate(configs):
+            new = [k for k in _production_keys(c) if k not in covered]
+            if len(new) == 2 or (new and not both):
+                chosen.add(i)
+                covered.update(new)
+    _PRODUCTION_CHECKED.update(covered)
+    for path, i in largest.items():
+        _LARGEST_CHECKED[path] = configs[i].tokens
     return sorted(chosen)

@@ -12,7 +12,7 @@ A call
 5. checks the layout of what came back against A's (out_layout.py: row-major
    contiguous, or a caller-owned buffer's), on every call and every device;
 6. on CUDA, checks what vLLM's decode path needs beyond the values: no host
-   synchronisation inside the call (every call, unless ``sync=False``), and with
+   synchronisation inside the call (``sync``: the sweep asks for it on every call), and with
    ``production=True`` (``production_findings``) outputs ready on the caller's stream
    and a CUDA-graph capture whose replay on new inputs equals an eager call.
 
@@ -377,7 +377,8 @@ def call(
     do not synchronise (the caller does, once per batch). ``memcheck``: every memory
     access checked (CPU: in the interpreter; GPU: compute-sanitizer in a child).
     ``production``: on CUDA, the graph and stream checks as well. ``sync``: on CUDA,
-    the host-sync check (default: on every call; False turns it off). ``layout``: the
+    the host-sync check (default: with ``production``; the sweep's and ``run``'s calls
+    of A and B ask for it on every call). ``layout``: the
     strides each returned tensor must have (out_layout.Expected by name; default the
     wrappers' row-major contiguous layout of the case). ``context``: a
     context manager factory entered first, before the poisoning (a contending
@@ -389,7 +390,7 @@ def call(
     own = private.cases[index]
     device = inputs.device
     cuda = device.type == "cuda"
-    sync = cuda and (sync is None or sync)
+    sync = cuda and (production if sync is None else sync)
     findings: list[CallFinding] = []
     session = None
     span = None

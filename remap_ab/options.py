@@ -84,10 +84,11 @@ CALL_CHECKS = ("sample", "all", "off")
 
 def add_call_checks(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-checks", default="sample", choices=CALL_CHECKS,
-                   help="on a GPU, the checks of the call as vLLM makes it (no host sync inside it, outputs ready "
-                        "on the caller's stream, a CUDA-graph capture that replays right): sample = the first case "
-                        "of each wrapper path and launch shape (default); all = every case; off. Input writes and "
-                        "aliasing are checked on every case on every device regardless")
+                   help="on a GPU, the checks of the call as vLLM makes it: no host sync inside it (every call "
+                        "unless off), outputs ready on the caller's stream and a CUDA-graph capture that replays "
+                        "right (sample = a case of each wrapper path's launch shapes and batch-size buckets, and "
+                        "each path's largest batch (default); all = every case); off = none of them. Input "
+                        "writes, aliasing and the output layout are checked on every case on every device regardless")
 
 
 def add_reports(p: argparse.ArgumentParser, resumed: bool = False) -> None:

@@ -186,6 +186,7 @@ ROWS = [
         how="subprocess", timeout=120),
     # --- bench -----------------------------------------------------------------------------------
     row("bench-without-gpu", "bench", 2, "CUDA", needs="cpu"),
+    row("bench-fail-slower-word", "bench --fail-slower five", 2, "--fail-slower 'five'", owner="bench"),
     row("bench-calls-zero", "bench --calls 0 --out {tmp}/b", 2, "--calls", owner="bench", needs="gpu"),
     row("bench-out-is-a-file", "bench --report {tmp}/afile", 2, "is a file", owner="bench", needs="gpu"),
     # --- the Python API ------------------------------------------------------------------------

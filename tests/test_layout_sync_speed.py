@@ -129,6 +129,24 @@ def test_every_batch_size_bucket_and_the_largest_batch_of_each_path_and_shape_ar
     assert first and again == [1500]
 
 
+def test_the_grids_sample_stands_for_every_path_shape_and_bucket_with_few_cases():
+    from remap_ab import grid
+
+    configs = [p.config for p in grid.load().points()]
+    chosen = [configs[i] for i in _sampled(configs)]
+    keys = set().union(*(batch._production_keys(c) for c in configs))
+    assert set().union(*(batch._production_keys(c) for c in chosen)) == keys
+    for path in {batch._path(c) for c in configs}:
+        most = max(c.tokens for c in configs if batch._path(c) == path)
+        assert any(batch._path(c) == path and c.tokens == most for c in chosen), path
+    # A case stands for a shape and a bucket at once where it can: never more cases than keys of one kind.
+    per_path = {}
+    for key in keys:
+        per_path.setdefault((key[0], len(key) == 3 and key[1] == "tokens"), set()).add(key)
+    paths = {p for p, _ in per_path}
+    assert len(chosen) <= sum(max(len(per_path.get((p, b), ())) for b in (True, False)) for p in paths)
+
+
 def test_size_buckets_are_powers_of_two():
     assert [speed.size_bucket(t) for t in (1, 2, 3, 4, 255, 256, 511, 512)] == [1, 2, 2, 3, 8, 9, 9, 10]
     assert [speed.bucket_label(b) for b in (1, 2, 9)] == ["1", "2-3", "256-511"]
@@ -276,7 +294,7 @@ def test_a_bad_fail_slower_is_a_one_line_usage_error(text):
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="the pr section on the interpreter with the graph timing replaced")
 def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypatch):
-    from remap_ab.bench import measure
+    from remap_ab.bench import figures, measure
     from remap_ab.bench.suite import Suite, SuiteOptions
     from remap_ab.bench.timing import Timing
 
@@ -288,22 +306,23 @@ def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypat
             cell["k"] = result[0].shape[1]
         return object(), result
 
-    def time_graphs(graphs, repeats):  # B twice A's time in the K = 2048 cell only
+    def time_graphs(graphs, repeats):  # B twice A's time in the K = 512 cell only
         def us(which, name):
-            slow = 2.0 if name == "b" and which == "warm" and cell["k"] == 2048 else 1.0
+            slow = 2.0 if name == "b" and which == "warm" and cell["k"] == 512 else 1.0
             return (0.1 if which == "floor" else 1.0) * slow
         return {key: Timing(_noisy(us(*key), 0.01, n=repeats, seed=i)) for i, key in enumerate(graphs)}
 
     monkeypatch.setattr(measure, "capture", capture)
     monkeypatch.setattr(measure, "time_graphs", time_graphs)
     monkeypatch.setattr(measure, "floor_fn", lambda grid, warps: (lambda: None))
+    monkeypatch.setattr(figures, "grouped_bars", lambda *a, **k: None)  # no chart: seconds of matplotlib
     runtime.select("cpu")
-    opts = SuiteOptions(sections=["pr"], device="cuda", timing_device="cpu", calls=1, repeats=8, pr_topk=(512, 2048),
+    opts = SuiteOptions(sections=["pr"], device="cuda", timing_device="cpu", calls=1, repeats=8, pr_topk=(256, 512),
                         pr_tokens=(1,), pr_paths=("counts",))
     suite = Suite(opts, tmp_path, {"device": "fake"}, say=lambda line: None)
     (section,) = suite.run()
     rows = {r["topk"]: r for r in section.tables[0].rows}
-    assert rows[512]["speed_gate"] == "ok" and rows[2048]["speed_gate"] == "SLOWER"
-    assert len(suite.slower_cells) == 1 and suite.slower_cells[0].startswith("counts K=2048 T=1: new/old 2.0")
-    assert any(f.startswith("SLOWER counts K=2048 T=1") for f in section.findings)
+    assert rows[256]["speed_gate"] == "ok" and rows[512]["speed_gate"] == "SLOWER"
+    assert len(suite.slower_cells) == 1 and suite.slower_cells[0].startswith("counts K=512 T=1: new/old 2.0")
+    assert any(f.startswith("SLOWER counts K=512 T=1") for f in section.findings)
     assert any("1 of 2 judged cells fail" in f for f in section.findings)

@@ -263,6 +263,27 @@ def test_verdicts_never_count_a_check_that_did_not_run():
     assert _result(slow, "cuda", witness=True, speed=K).verdict == Outcome.BROKEN  # it changed an output
 
 
+# ------------------------------------------------------ the layout, large-batch sync and speed mutants
+
+# (mutant, the check that kills it, what its kill line says)
+ISSUE_33 = [("out_column_major", "call", "[layout] mutant_out_column_major: out comes back with strides (1, 4)"),
+            ("large_dcp_batch_read_back", "call", "[sync] mutant_large_dcp_batch_read_back"),
+            ("launched_eight_times", "speed", ": SLOWER, the whole interval above 1.05")]
+
+
+@pytest.mark.parametrize("mid, check, said", ISSUE_33, ids=[x[0] for x in ISSUE_33])
+def test_the_new_checks_mutants_are_killed_where_they_can_show_and_labelled_where_not(mid, check, said, mutant_root):
+    m = M.get(mid)
+    result = checks.run_speed(m, DEVICE) if check == "speed" else checks.run_call(m, DEVICE)
+    if m.needs_gpu and DEVICE == "cpu":
+        # The catalogue says why a CPU cannot show it; the run reports "needs a GPU", never a kill.
+        assert result.status in (Outcome.SURVIVED, Outcome.NOT_RUN) and m.needs_gpu, result.detail
+        if check == "speed":
+            assert "speed is not judged on the CPU" in result.detail
+    else:
+        assert result.status == Outcome.KILLED and said in result.detail, result.detail
+
+
 # --------------------------------------------------------------------------- the rejects check
 
 def test_the_rejects_check_kills_a_dropped_precondition_and_passes_the_real_kernel(mutant_root):

@@ -140,7 +140,9 @@ def _output_folder(args) -> Path:
 def build_options(args, device: str):
     """SuiteOptions from the parsed command line (every list validated here)."""
 
+
     sections = _sections(args)
+    fail_slower = parse_fail_slower(args.fail_slower)
     on_gpu = device == "cuda"
     paths = tuple(x for x in args.paths.split(",") if x)
     bad = [x for x in paths if x not in ("counts", "dcp")]
@@ -184,8 +186,6 @@ def build_options(args, device: str):
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
     repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
-
-    fail_slower = parse_fail_slower(args.fail_slower)
     host_impls = tuple(x for x in (args.host_impls or f"{args.a},{args.b}").split(",") if x)
     return SuiteOptions(
         sections=sections, device=device, budget_s=args.budget_s, a=args.a, b=args.b, calls=args.calls,
