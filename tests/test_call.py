@@ -297,13 +297,19 @@ def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_thei
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="the CUDA backend's set-up (the interpreter caches no kernels)")
-def test_a_gpu_process_keeps_only_kernel_binaries_in_tritons_cache():
+def test_a_gpu_process_remap_ab_started_keeps_only_kernel_binaries_in_tritons_cache_and_a_guest_does_not():
     import os
+    import subprocess
+    import sys
 
-    from triton import knobs
-
-    assert runtime.chosen() == "cuda"
-    assert os.environ.get("TRITON_STORE_BINARY_ONLY") == "1" and knobs.compilation.store_binary_only
+    script = ("import os, sys\nfrom remap_ab import runtime\nfrom remap_ab.processes import tuning\n"
+              "if sys.argv[1] == 'own':\n    tuning.tune_this_process()\n"
+              "runtime.select('cuda')\nfrom triton import knobs\n"
+              "print(os.environ.get('TRITON_STORE_BINARY_ONLY'), bool(knobs.compilation.store_binary_only))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_STORE_BINARY_ONLY"}
+    for own, expected in (("own", "1 True"), ("guest", "None False")):
+        done = subprocess.run([sys.executable, "-c", script, own], env=env, capture_output=True, text=True, check=True)
+        assert done.stdout.split("\n")[-2] == expected, (own, done.stdout)
 
 
 _FAULTS_AFTER_WARMUP = """

@@ -44,6 +44,7 @@ runtime.choose_early()  # the interpreter switch, as loading the plugin sets it 
 import hypothesis
 import torch
 import triton
+import triton.language as tl
 from triton import knobs
 from triton.runtime import interpreter, jit
 
@@ -81,10 +82,12 @@ def snapshot():
         # Its callables: a launch leaves its grid in data attributes, a patch is a callable.
         "interpreter.interpreter_builder's own methods": {
             k: name(v) for k, v in vars(interpreter.interpreter_builder).items() if callable(v)},
+        "triton.runtime.interpreter's functions": {k: name(v) for k, v in vars(interpreter).items() if callable(v)},
+        "triton.language's functions": {k: name(v) for k, v in vars(tl).items() if callable(v)},
         "JITFunction.run": name(jit.JITFunction.run),
         "knobs.runtime hooks": hooks(knobs.runtime, ("launch_enter_hook", "launch_exit_hook", "kernel_load_start_hook",
                                                      "kernel_load_end_hook", "jit_cache_hook", "jit_post_compile_hook")),
-        "knobs.compilation.listener": name(knobs.compilation.listener),
+        "knobs.compilation.listener": name(getattr(knobs.compilation, "listener", None)),
         "torch deterministic": [torch.are_deterministic_algorithms_enabled(),
                                 torch.is_deterministic_algorithms_warn_only_enabled(),
                                 torch.utils.deterministic.fill_uninitialized_memory],
@@ -95,8 +98,8 @@ def snapshot():
     if DEVICE == "cuda":
         from triton.backends.nvidia import driver
 
-        s["nvidia driver.compile_module_from_src"] = name(driver.compile_module_from_src)
-        s["CudaLauncher.__init__"] = name(driver.CudaLauncher.__init__)
+        s["nvidia driver.compile_module_from_src"] = name(getattr(driver, "compile_module_from_src", None))
+        s["CudaLauncher.__init__"] = name(getattr(getattr(driver, "CudaLauncher", None), "__init__", None))
         s["torch sync debug mode"] = torch.cuda.get_sync_debug_mode()
     return s
 
