@@ -298,7 +298,10 @@ class Attempt:
         report: Any = self.memcheck
         if report is not None and report.launches:
             out["memcheck"] = report.summary()
-            out["memcheck_findings"] = [f.describe() for f in report.findings[:3]]
+            firsts: dict = {}  # the first finding of each kind, kernel and nearest tensor
+            for f in report.findings:
+                firsts.setdefault((f.kind, f.kernel, f.nearest), f.describe())
+            out["memcheck_findings"] = list(firsts.values())
         return out
 
     @property

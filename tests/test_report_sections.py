@@ -356,3 +356,27 @@ def test_a_rejection_call_on_another_base_case_offers_only_its_replay(tmp_path):
         assert ("remap-ab run --rejection req-id-longer" in md) is offered
         assert ("only the replay above makes it again" in md) is not offered
         assert f"made on the valid case `{case.base.cli_args()}`" in md
+
+
+def test_a_rejection_section_shows_the_memcheck_finding_of_bs_accepted_call(tmp_path):
+    # The #47327 regression: no req_id check and a grid sized by req_id, so B's accepted
+    # call writes past out. On the CPU every rejection call is memory-checked.
+    from dataclasses import replace
+
+    from conftest import importable_mutants
+
+    from remap_ab.mutants.catalogue import get as get_mutant
+    from remap_ab.rejections import by_id, judged
+    from remap_ab.report import write_rejection_report
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU a rejection call is not memory-checked (and its wild store would land)")
+    m = get_mutant("req_id_length_unchecked")
+    grid = ("grid = (token_indices.shape[0], tiles_per_row)", "grid = (req_id.shape[0], tiles_per_row)")
+    with importable_mutants(tmp_path / "m", [replace(m, id="sizes_grid", edits=m.edits + (grid,))]):
+        case = by_id("req-id-longer")
+        v = judged(case, registry.get("old"), registry.get("mutant_sizes_grid"), "cpu")[0]
+        md = (write_rejection_report(case, v, "old", "mutant_sizes_grid", tmp_path / "r") / "diff.md").read_text()
+    section = _section(md, "Rejection")
+    assert re.search(r"Memcheck of B's call: \d+ lanes out of bounds", section)
+    assert "store of 4 bytes outside every argument tensor" in section and "past the last element of out" in section
