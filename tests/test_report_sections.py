@@ -192,7 +192,7 @@ def test_rejection_call_report_replay_and_run_json(tmp_path, broken_impl, capsys
 
 def test_a_failing_rejection_call_in_a_sweep_gets_a_folder_and_the_summary_groups_by_check(tmp_path, broken_impl, capsys):
     b = broken_impl(NO_LENGTH_CHECK)
-    argv = ["sweep", "--b", b, "--root", str(tmp_path), "--run", "r", "--filter", "path=convert", "--max-tokens", "1",
+    argv = ["sweep", "--b", b, "--root", str(tmp_path), "--run", "r", "--filter", "path=convert-counts", "--max-tokens", "1",
             "-j", "0"]
     assert cli_main(argv) == 1
     printed = capsys.readouterr().out
