@@ -211,7 +211,6 @@ def run_batch(
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-
     return replay_command(config, a, b, device)
 
 

@@ -339,15 +339,12 @@ def calling(device: torch.device, impl_name: str, watched: Optional[dict] = None
     Yields the memcheck session (None without), whose report outlives an exception."""
     executor: contextlib.AbstractContextManager = contextlib.nullcontext()
     if device.type == "cuda":
-
         runtime.triton_key_ready()
     elif os.environ.get("TRITON_INTERPRET") == "1":
-
         # The batched interpreter for this call only: a guest's process keeps Triton's own.
         executor = interp_batched.installed()
     watch: contextlib.AbstractContextManager = contextlib.nullcontext()
     if watched is not None and device.type != "cuda":
-
         watch = memcheck_module.watching(watched, impl_name)
     with executor, (context() if context else contextlib.nullcontext()), poisoned_empty(), \
             (schedule() if schedule else contextlib.nullcontext()), watch as session:
@@ -413,7 +410,6 @@ def call(
                       guard=(private, index), findings=findings)
     report = session.report if session is not None else None
     if memcheck and cuda:
-
         report = sanitizer.check_case(impl.name, config, inputs)
     findings += aliasing(out, counts, private.storages(index), impl.name)
     if buffers is not None:  # the buffers given must come back: their layout is theirs

@@ -50,15 +50,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. ``command``: the one subcommand whose module is
+    imported and whose options are added (each command's module loads its own
+    machinery: ``report`` must not load the sweep's); None: every one."""
     parser = _Parser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"remap_ab.commands.{name}")
-        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip(),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(_main=module.main)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if command is None or name == command:
+            module = importlib.import_module(f"remap_ab.commands.{name}")
+            p.description = (module.__doc__ or help_text).strip()
+            module.add_arguments(p)
+            p.set_defaults(_main=module.main)
     return parser
 
 
@@ -79,7 +83,6 @@ CLOSED_STDOUT_STATUS = 141
 
 
 def main(argv=None) -> int:
-
     tuning.tune_this_process()  # the command line's process is remap-ab's own (tuning.py)
     try:
         status = _main(argv)
@@ -90,12 +93,12 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(next((w for w in words if w in COMMANDS), ""))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         if exc.code == 2 and "--bisect" in (sys.argv[1:] if argv is None else argv):
-
             return BISECT_ABORT  # a bad option must stop `git bisect run`, not mark the revision bad
         raise
     if not getattr(args, "_main", None):
@@ -103,7 +106,6 @@ def _main(argv) -> int:
         return 2
     name = f"remap-ab {args.command}"
     if getattr(args, "bisect", False):
-
         try:
             status = _run(name, args)
         except UnloadableFileError as exc:

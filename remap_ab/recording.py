@@ -147,7 +147,6 @@ def rejection_row(case, a: str, b: str, device: str, memcheck: bool = False, fol
     v, first, second = judged(case, impl_a, impl_b, device, memcheck)
     report = ""
     if not v.passed and folder is not None:
-
         report = write_rejection_report(case, v, impl_a, impl_b, folder, device).name
     return {
         "case_id": case.case_id, "status": v.status, "check": str(v.first.check) if v.first else "",
@@ -194,20 +193,17 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
 
 
 def _write_lost_report(config, a, b, message, folder, device, status: Status) -> Path:
-
     # The registry knows where each implementation was imported from (a custom module's
     # folder goes into the replay hint); the report is handed that, never looks it up.
     return write_crash_report(config, registry.get(a), registry.get(b), message, folder, device, status=status)
 
 
 def _write_lost_call_report(case, a, b, message, folder, device, status: Status) -> Path:
-
     verdict = lost_verdict(case.case_id, status, f"{a}/{b}", message)
     return write_rejection_report(case, verdict, registry.get(a), registry.get(b), folder, device)
 
 
 def _implementations(result) -> tuple:
-
     return registry.get(result.a.name), registry.get(result.b.name)
 
 
@@ -215,7 +211,6 @@ def reference_max_row_valid(config) -> int | str:
     """The oracle's largest per-row valid count, from inputs regenerated on the CPU
     (they are a function of the configuration); '' if that fails."""
     try:
-
         counts = reference(config, generate_inputs(config, device="cpu")).counts
         return int(counts.max()) if counts.numel() else 0
     except Exception:

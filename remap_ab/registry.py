@@ -87,7 +87,6 @@ class Implementation:
         """
         m = self.module
         if buffers is None and config.out_buffers and config.mode == "convert":
-
             buffers = caller_buffers(config, inputs.device)
         extra = features.call_arguments(config, buffers, m)
         if config.mode == "convert":

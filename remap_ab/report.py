@@ -389,7 +389,6 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
 
 
 def _listed(case) -> bool:
-
     try:
         return by_id(case.id) == case
     except ConfigError:
@@ -568,7 +567,6 @@ def _host(t):
 
 
 def _host_inputs(inputs):
-
     return CaseInputs(**{k: _host(v) for k, v in inputs.tensors().items()})
 
 
@@ -630,7 +628,6 @@ class Report:
 
     @property
     def verdict(self):
-
         return Verdict.from_dict(self.meta["verdict"])
 
     @property

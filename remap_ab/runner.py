@@ -226,5 +226,4 @@ def oracle_problem(o: Output, ref: Reference) -> Optional[str]:
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-
     return replay_command(config, a, b, device)

@@ -143,7 +143,6 @@ def characterise(impl: registry.Implementation, config: CaseConfig, inputs: Case
 
 
 def cases(topks: Sequence[int], tokens: Sequence[int], seed: int = 0) -> list[CaseConfig]:
-
     return nondet_cases(topks, tokens, dcp_size=4, invalid_ratio=0.3, seed=seed)
 
 
@@ -163,7 +162,6 @@ def run(
     (condition, case) groups the budget left undone."""
 
     if runs < 2:
-
         raise UsageError(f"--det-runs {runs}: comparing runs needs at least 2")
     on_gpu = device == "cuda"
     conditions = list(conditions or (nondet.GPU_CONDITIONS if on_gpu else nondet.CPU_CONDITIONS))

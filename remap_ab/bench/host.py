@@ -211,7 +211,6 @@ def kernels_phase_breakdown(device: str, a: str = "old", b: str = "new", batch: 
     g = gridmod.load(None)
     points = g.points()
     if filters:
-
         points = select(g, list(filters), None)
     configs = [p.config for p in points]
     impls = [registry.get(a), registry.get(b)]

@@ -146,7 +146,6 @@ class Suite:
 
     # ---------------------------------------------------------------- driver
     def run(self) -> list:
-
         self.meta.setdefault("started", datetime.datetime.now().isoformat(timespec="seconds"))
         self.meta["budget_s"] = self.opts.budget_s
         self.meta["sections_asked"] = list(self.opts.sections)
@@ -200,7 +199,6 @@ class Suite:
 
     # ---------------------------------------------------------------- sections
     def _section_pr(self, section: Section) -> None:
-
         o = self.opts
         configs = pr_table.bench_cases(o.pr_topk, o.pr_tokens, o.pr_paths, seed=o.seed)
 
@@ -271,7 +269,6 @@ class Suite:
             f"interval of the ratio of medians over {o.repeats} repeats): {len(slower)} of {judged} judged cells fail")
 
     def _section_contention(self, section: Section) -> None:
-
         o = self.opts
 
         def on_cell(cell):
@@ -330,7 +327,6 @@ class Suite:
         return None
 
     def _section_decode(self, section: Section) -> None:
-
         o = self.opts
         found, left = decode.measure(o.model, o.decode_batches, calls=o.calls, repeats=o.repeats,
                                      known=self._known_call_us, budget=self.budget, seed=o.seed, device=o.timing_device)
@@ -361,7 +357,6 @@ class Suite:
         self._finish(section, left, "cells")
 
     def _section_width(self, section: Section) -> None:
-
         o = self.opts
 
         def on_cell(cell):
@@ -393,7 +388,6 @@ class Suite:
         self._finish(section, left, "cells")
 
     def _section_determinism(self, section: Section) -> None:
-
         o = self.opts
         on_gpu = o.device == "cuda"
         tokens = o.det_tokens or ((1, 8, 256) if on_gpu else (1, 2))
@@ -464,7 +458,6 @@ class Suite:
         section.status = SectionStatus.COMPLETE
 
     def _section_host(self, section: Section) -> None:
-
         o = self.opts
         rows = host.host_overheads(o.host_impls, o.device, calls=o.host_calls)
         if o.device != "cuda":
@@ -484,7 +477,6 @@ class Suite:
         section.status = SectionStatus.COMPLETE
 
     def _section_sweep(self, section: Section) -> None:
-
         o = self.opts
         if o.device != "cuda" and not o.sweep_filters:
             section.note = ("on the CPU the full sweep takes minutes; give --sweep-filter (e.g. "

@@ -112,7 +112,6 @@ def add_arguments(p):
 
 
 def _sections(args) -> list:
-
     chosen = sum(bool(x) for x in (args.all, args.sections, args.sweep_phases))
     if chosen > 1:
         raise UsageError("give one of --all, --sections and --sweep-phases")
@@ -182,7 +181,6 @@ def build_options(args, device: str):
     if model.topk % 128:
         raise UsageError(f"--decode-topk {model.topk}: must be a multiple of 128 (BLOCK_N)")
     if not on_gpu and all(s in GPU_ONLY for s in sections):
-
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
     repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
@@ -201,7 +199,6 @@ def build_options(args, device: str):
 
 
 def main(args) -> int:
-
     device = runtime.select(args.device)
     opts = build_options(args, device)  # every bad option is one line before any work
     folder = _output_folder(args)

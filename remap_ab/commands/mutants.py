@@ -62,7 +62,6 @@ def _selected_ids(only) -> list[str]:
 
 
 def _device(choice: str) -> str:
-
     device = runtime.default_device() if choice == "auto" else choice
     if device == "cuda" and not runtime.cuda_available():
         raise BackendError("--device cuda was asked for but torch sees no CUDA device; use --device cpu (the Triton interpreter)")
@@ -70,7 +69,6 @@ def _device(choice: str) -> str:
 
 
 def main(args) -> int:
-
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
     selected = M.select(_selected_ids(args.only))

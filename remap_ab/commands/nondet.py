@@ -44,7 +44,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-
     if args.dcp_size < 2:
         raise UsageError(f"--dcp-size {args.dcp_size}: nondet studies DCP compaction, which needs 2 or more ranks "
                          f"(size 1 delegates to the plain convert and compacts nothing)")
@@ -106,7 +105,6 @@ def _default_out(root: str, device: str) -> Path:
 
 
 def _chart(out_dir: Path, results, where: str) -> Path:
-
     groups, values = pivot(results, lambda m: f"{m.condition} K={m.config.topk} T={m.config.tokens}",
                            lambda m: m.impl, lambda m: m.distinct_outputs)
     title = f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}"

@@ -34,7 +34,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-
     target = args.target
     root = _readable_root(args.root)
     report = None
@@ -60,7 +59,6 @@ def main(args) -> int:
         raise ReportError(f"{target} is neither a report folder nor a case ID (12 hex digits)")
 
     if report is not None and args.repo is None:
-
         registry.adopt_repo({"a": report.a.source, "b": report.b.source})  # the recorded repository
     a = args.a or (report.a.pinned if report else "old")
     b = args.b or (report.b.pinned if report else "new")

@@ -25,7 +25,6 @@ from remap_ab.errors import UsageError
 
 
 def add_arguments(p):
-
     options.add_implementations(p)
     p.add_argument("--targets", default=",".join(cc.DEFAULT_TARGETS),
                    help=f"comma-separated targets (default all: {','.join(cc.DEFAULT_TARGETS)})")
@@ -50,7 +49,6 @@ def _names(text: str, known, flag: str) -> list[str]:
 
 
 def main(args) -> int:
-
     targets = _names(args.targets, cc.TARGETS, "--targets")
     paths = _names(args.paths, cc.PATHS, "--paths")
     topks = int_list(args.topk, "--topk")

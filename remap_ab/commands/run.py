@@ -48,7 +48,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-
     if args.rejection:
         return _rejections(args)
     config = config_from_args(args)
@@ -67,7 +66,6 @@ def main(args) -> int:
     again = _again_command(args, config, device, implementations)
     report_folder = None
     if args.report is not None and not v.passed:
-
         report_folder = write_case_report(result, args.report, schedule=_schedule_pair(args.schedule, device),
                                           implementations=implementations)
     if args.json:
@@ -125,7 +123,6 @@ def _rejections(args) -> int:
         verdicts.append(v)
         folder = None
         if args.report is not None and not v.passed:
-
             folder = write_rejection_report(c, v, impl_a, impl_b, args.report, device)
         folders.append(folder)
     if args.json:
@@ -200,7 +197,6 @@ def _schedule_name(spec, device: str) -> str:
 
 
 def _schedule(spec: str, device: str):
-
     if device != "cpu":
         raise UsageError("--schedule permutes the Triton interpreter's programs; it needs --device cpu")
     policy, _, seed = spec.partition(":")

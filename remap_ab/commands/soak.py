@@ -85,7 +85,6 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-
     device = runtime.select(args.device)
     on_gpu = device == "cuda"
     if args.max_topk < min(soak.BLOCK_NS):
@@ -104,7 +103,6 @@ def main(args) -> int:
     elif args.compile_workers is not None:
         compile_workers = args.compile_workers
     else:
-
         compile_workers = default_workers(workers)
     # Import the implementations here, so a bad name is one line (exit 2) before any worker starts.
 
@@ -192,7 +190,6 @@ def _clock(seconds: float) -> str:
 
 
 def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
-
     now = time.time()
     elapsed = now - start
     why = ("stopped by Ctrl-C" if interrupted.asked

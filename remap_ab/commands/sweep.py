@@ -70,7 +70,6 @@ def add_arguments(p):
 
 
 def _list(args) -> int:
-
     g = gridmod.load(args.grid)
     device = runtime.default_device() if args.device == "auto" else args.device
     pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
@@ -91,7 +90,6 @@ def _list(args) -> int:
 
 
 def main(args) -> int:
-
     if args.list:
         return _list(args)
     if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck
@@ -123,12 +121,10 @@ def main(args) -> int:
     for line in sweep.feature_lines:  # the header: how each optional parameter is exercised
         print(line, file=sys.stderr)
     if sweep.already:
-
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
     print(format_summary(summary))
     if args.junitxml is not None:
-
         junit.write(args.junitxml, sweep.folder, sweep.points)
         print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)
     if summary["interrupted"]:

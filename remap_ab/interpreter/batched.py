@@ -84,7 +84,6 @@ def mode() -> str:
         return _override
     value = os.environ.get(ENV, "").strip().lower() or DEFAULT_MODE
     if value not in MODES:
-
         raise UsageError(f"{ENV}={value!r} is not one of {', '.join(MODES)}; unset it or pick one")
     return value
 

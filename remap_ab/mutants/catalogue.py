@@ -76,7 +76,6 @@ class Mutant:
 
     def witness_config(self) -> CaseConfig:
         if self.witness_rejection is not None:
-
             return by_id(self.witness_rejection).base
         return CaseConfig(**self.witness)
 
@@ -114,7 +113,6 @@ def _mutant(entry: dict, n: int, bases: dict) -> Mutant:
 
 
 def _rejection_witness(spec: Any, where: str) -> dict:
-
     if not isinstance(spec, dict) or set(spec) != {"rejection"} or not isinstance(spec["rejection"], str):
         raise MutantError(f"{where}: observable = \"rejection\" needs witness = {{ rejection = \"ID\" }} (an id of "
                           "remap_ab/rejections.toml)")

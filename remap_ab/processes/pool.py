@@ -66,7 +66,6 @@ class Job:
 def _judge(job: Job):
     """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
     if not job.judge:
-
         return lambda configs, times, extras: judge_and_record(configs, job.a, job.b, job.device, job.folder, times,
                                                               memcheck=job.memcheck, call_checks=job.call_checks,
                                                               reports=job.reports)

@@ -45,7 +45,6 @@ def enabled(name: str) -> bool:
     off = {w.strip() for w in os.environ.get(OFF_VARIABLE, "").split(",") if w.strip()}
     unknown = off - set(TWEAKS) - {"all"}
     if unknown:
-
         raise UsageError(f"{OFF_VARIABLE} names {', '.join(sorted(unknown))}: not a tweak; use any of "
                          f"{', '.join(TWEAKS)} or all")
     return name not in off and "all" not in off
@@ -74,7 +73,6 @@ def apply(device: str) -> list[str]:
     if enabled("heap") and heap.keep_freed_memory():
         applied.append("heap")
     if device == "cpu":
-
         interp_batched.install()
         applied.append("batched interpreter")
         return applied
@@ -82,6 +80,5 @@ def apply(device: str) -> list[str]:
         os.environ.setdefault("TRITON_STORE_BINARY_ONLY", "1")
         applied.append("store_binary_only")
     if enabled("variant_loads"):
-
         applied += [f"variant_loads: {p}" for p in variant_loads.share()]
     return applied

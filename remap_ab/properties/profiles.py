@@ -105,7 +105,6 @@ _active: Optional[Profile] = None
 
 
 def _device() -> str:
-
     return runtime.current()
 
 

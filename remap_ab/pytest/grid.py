@@ -107,7 +107,6 @@ class _Verdicts:
 
     def row(self, item: GridCase) -> dict:
         if not self.device:
-
             self.device = runtime.select("auto")
             self.batch = self.size or (GPU_BATCH if self.device == "cuda" else CPU_BATCH)
         if item.case_id not in self.rows:
@@ -136,7 +135,6 @@ class _Verdicts:
         return out
 
     def _judge(self, batch: list) -> None:
-
         if self._judge_of is None:
             # A case that raises alone raises here (the item's error), after the rows of its batch that were judged.
             self._judge_of = Judge(self.a, self.b, self.device, self.folder, raises=(RemapABError,), on_rows=self._keep)
@@ -183,7 +181,6 @@ def _xdist_worker(config) -> Any:
 
 class GridPlugin:
     def __init__(self, config):
-
         self.file = config.getoption("--remap-grid") or None
         try:
             self.grid = gridmod.load(self.file)

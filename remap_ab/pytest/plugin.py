@@ -70,7 +70,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
     _remember_process(config)
     if config.getoption("--remap-grid") is not None:
-
         config.pluginmanager.register(pytest_grid.GridPlugin(config), "remap-ab-grid")
     if not hasattr(config, "workerinput"):
         # The controller publishes the visible GPUs before xdist starts its workers;
@@ -133,7 +132,6 @@ def _resolve_implementations(config) -> None:
 
 
 def pytest_report_header(config):
-
     a, b = config._remap_ab_impls
     lines = [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]
     for role, name in (("A", a), ("B", b)):

@@ -357,7 +357,6 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
                    0, plan.fresh_every, plan.prefill_share)
     judge = _Batches(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
-
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
         try:
             return run_ahead(plan, stream, judge, stopping, times, ahead)
@@ -450,7 +449,6 @@ SOAK_LOAD_SIZE = 4096
 
 
 def _side_load():
-
     return SideStreamLoad(size=SOAK_LOAD_SIZE, device="cuda")
 
 

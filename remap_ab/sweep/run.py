@@ -87,7 +87,6 @@ class Sweep:
 
     # -- setup: every check before anything is written
     def prepare(self) -> None:
-
         o = self.opts
         checked_output_dir(o.root, "--root")
         if o.resume:
@@ -219,7 +218,6 @@ class Sweep:
             self.progress.update([r["status"] for r in rows], [case_cost(self.by_id[r["case_id"]].config) for r in rows])
 
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
-
         o = self.opts
         self.record([lost_case_row(point.config, o.a, o.b, message, self.folder, self.device, status, o.reports)],
                     worker, gpu)
@@ -291,7 +289,6 @@ class Sweep:
             self.phases[k] = self.phases.get(k, 0.0) + v
 
     def _run_inline(self) -> None:
-
         o = self.opts
         pending = self._batches()
         while pending:
@@ -316,7 +313,6 @@ class Sweep:
         return max(1, (os.cpu_count() or 1) // max(1, self.workers))
 
     def _run_workers(self) -> None:
-
         o = self.opts
 
         def on_rows(rows, wid, gpu, secs):
