@@ -364,8 +364,9 @@ _API_PATHS_CHECKED: set = set()  # wrapper paths whose oracle API this process h
 def _path(c: CaseConfig) -> tuple:
     """The oracle wrapper path a case takes: the plain convert (with or without the
     prefill workspace), the DCP wrapper's delegation at dcp_size 1, and its filter with
-    or without compaction; each with or without counts."""
-    return (c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned)
+    or without compaction; each with or without counts, with or without the stride and
+    caller-owned buffers (their own wrapper code: features.py)."""
+    return (c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned, bool(c.block_stride), c.out_buffers)
 
 
 def _paths_sampled(configs: list) -> list[int]:
