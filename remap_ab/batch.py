@@ -126,8 +126,7 @@ def run_batch(
     dev = torch.device(device)
     if memcheck and dev.type != "cuda":
         return _run_one_by_one(configs, a, b, device, times, keep)
-    registry.get(a), registry.get(b)  # import both before the first case (one clear error)
-    impl_o = registry.get("oracle")
+    impl_a, impl_b, impl_o = registry.get(a), registry.get(b), registry.get("oracle")
     clock = CallClock(dev)
 
     t0 = time.perf_counter()
@@ -153,8 +152,11 @@ def run_batch(
     for i, (c, x) in enumerate(zip(configs, inputs)):
         # A case passing an optional parameter one side lacks: the oracle stands in for it (features.py).
         ia, ib = sides(c, a, b)
-        oa, ta = timed_call(ia, c, x, clock, own_a, i, production=i in chosen, context=context, sync=sync)
-        ob, tb = timed_call(ib, c, x, clock, own_b, i, production=i in chosen, context=context, sync=sync)
+        # The GPU call checks are the named implementations' (not the oracle standing in for one).
+        oa, ta = timed_call(ia, c, x, clock, own_a, i, production=i in chosen and ia is impl_a, context=context,
+                            sync=sync and ia is impl_a)
+        ob, tb = timed_call(ib, c, x, clock, own_b, i, production=i in chosen and ib is impl_b, context=context,
+                            sync=sync and ib is impl_b)
         outs.append((oa, ta, ob, tb))
     synchronize(dev)
     t2 = time.perf_counter()
@@ -373,8 +375,9 @@ _API_PATHS_CHECKED: set = set()  # wrapper paths whose oracle API this process h
 def _path(c: CaseConfig) -> tuple:
     """The oracle wrapper path a case takes: the plain convert (with or without the
     prefill workspace), the DCP wrapper's delegation at dcp_size 1, and its filter with
-    or without compaction; each with or without counts."""
-    return (c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned)
+    or without compaction; each with or without counts, with or without the stride and
+    caller-owned buffers (their own wrapper code: features.py)."""
+    return (c.mode, c.is_dcp, c.compacts, c.has_prefill, c.counts_returned, bool(c.block_stride), c.out_buffers)
 
 
 def _paths_sampled(configs: list) -> list[int]:

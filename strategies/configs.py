@@ -184,7 +184,7 @@ def caller_configs(draw, *, calls: Sequence[tuple[str, str]] = CALLS, budget: Op
     budget = budget or profiles.active().budget
     backend, pattern = draw(st.sampled_from(tuple(calls)))
     block_size = draw(st.sampled_from(config.BACKEND_CALLS[backend][1] or _XPU_BLOCK_SIZES))
-    topk = draw(st.sampled_from(_DCP_TOPKS)) if pattern == "D" else 2048
+    topk = draw(st.sampled_from(_DCP_TOPKS)) if pattern in ("D", "E") else 2048
     tokens = draw(st.integers(1, budget.max_tokens_for(topk // 128)))
     graph_padding = draw(st.integers(0, tokens - 1))
     per_req = draw(st.sampled_from((1, 2, 4)))
@@ -200,9 +200,9 @@ def caller_configs(draw, *, calls: Sequence[tuple[str, str]] = CALLS, budget: Op
         invalid_ratio=invalid, out_of_range=min(draw(st.sampled_from((0.0, 0.05))), round(1.0 - invalid, 6)),
         seed=draw(st.integers(0, INT32_MAX)),
     )
-    if pattern == "D":
+    if pattern in ("D", "E"):  # E: the filter in place (FlashMLA with DCP on vLLM main)
         size = draw(st.sampled_from((4, 2, 8)))
-        fields.update(mode="dcp", counts=True, compact=True, dcp_size=size, dcp_rank=draw(st.integers(0, size - 1)),
+        fields.update(mode="dcp", counts=True, compact=pattern == "D", dcp_size=size, dcp_rank=draw(st.integers(0, size - 1)),
                       interleave=draw(st.sampled_from(sorted({i for i in (1, 8, 32, block_size) if block_size % i == 0}))))
     else:
         fields.update(mode="convert", counts=pattern in ("A", "B"))

@@ -132,7 +132,8 @@ def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_
                                         BLOCK_N=128, return_valid_counts=False, compact_valid_to_front=True):
     result = oracle.triton_filter_and_convert_dcp_index(
         req_id, block_table, token_indices, dcp_size, dcp_rank, cp_kv_cache_interleave_size,
-        BLOCK_SIZE, NUM_TOPK_TOKENS, BLOCK_N, True, compact_valid_to_front)
+        BLOCK_SIZE=BLOCK_SIZE, NUM_TOPK_TOKENS=NUM_TOPK_TOKENS, BLOCK_N=BLOCK_N, return_valid_counts=True,
+        compact_valid_to_front=compact_valid_to_front)
     out, counts = result
     if dcp_size > 1 and compact_valid_to_front:
         lanes, valid = oracle.remap(req_id, block_table, token_indices, block_size=BLOCK_SIZE, dcp_size=dcp_size,

@@ -73,6 +73,7 @@ def main(args) -> int:
             {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran,
              "implementations": {k: src.to_dict() if src else None for k, src in loaded.items()}, "verdict": v.to_dict(),
              "api": [d.to_dict() for d in api], "api_compatible": not api_compat.fails(api),
+             "features": features.lines(registry.feature_plan(args.a, args.b), [config]),
              "run_again": again, "report": None if report_folder is None else str(report_folder)},
             sys.stdout, indent=2,
         )
