@@ -140,7 +140,6 @@ def build_options(args, device: str):
     from remap_ab.bench.decode import DecodeModel
     from remap_ab.bench.suite import GPU_ONLY, SuiteOptions
     from remap_ab.errors import UsageError
-
     from remap_ab.speed import parse_fail_slower
 
     sections = _sections(args)
