@@ -238,6 +238,31 @@ def test_the_sweeps_speed_ratio_is_the_median_per_path_k_and_bucket_and_says_it_
     assert "not judged on the CPU" in speed.NOT_ON_CPU
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_a_run_folders_summary_gives_the_ratio_on_a_gpu_and_says_speed_is_not_judged_on_the_cpu(tmp_path, device):
+    import pandas as pd
+
+    from remap_ab import grid
+    from remap_ab.sweep.run_folder import RESULT_FIELDS, result_columns, write_run_json
+    from remap_ab.sweep.summary import format_summary, summarise
+
+    g = grid.load()
+    pts = g.select(grid.parse_filters(g, ["tokens=1,512", "k=512", "oor=off", "invalid=0,0.3", "path=convert-counts"]))
+    write_run_json(tmp_path, {"run": "x", "a": "old", "b": "new", "device": device, "filters": [], "max_tokens": None,
+                              "selected": len(pts)})
+    rows = [{"index": p.index, "case_id": p.case_id, **dict(p.labels), **{f: "" for f in RESULT_FIELDS},
+             "status": "pass", "a_ms": 0.01, "b_ms": 0.005 if p.config.tokens == 1 else 0.02} for p in pts]
+    pd.DataFrame(rows, columns=result_columns([a.name for a in g.axes])).to_csv(tmp_path / "results.csv", index=False)
+    s = summarise(tmp_path, g)
+    text = format_summary(s)
+    if device == "cpu":
+        assert s["speed"] == [] and speed.NOT_ON_CPU in text
+    else:
+        assert [(r["tokens"], r["cases"], r["b_over_a"]) for r in s["speed"]] == [("1", 2, 0.5), ("512-1023", 2, 2.0)]
+        assert "convert-counts K=512  T 1 0.50x (2), T 512-1023 2.00x (2)" in text and "indicative only" in text
+    assert s["passed"]  # speed fails nothing
+
+
 # -------------------------------------------------------------------- speed, the gate
 
 
