@@ -85,6 +85,7 @@ def test_the_tweaks_bench_alternates_the_variants_warms_each_cache_once_and_judg
     assert rows["heap off"][4:8] == ["11.8%", "/", "16.7%", "keep"]  # 2 of 17 s, 2 of 12 s
     assert rows["hash_threads off"][7] == "drop" and rows["variant_loads off"][4:8] == ["6.2%", "/", "9.1%", "drop"]
     assert rows["all off"][7] not in ("keep", "drop")
+    assert tweaks.variants("cpu", ["heap"]) == [("all on", ""), ("heap off", "heap")]  # "all off" would repeat it
 
 
 def test_a_tweaks_bench_run_times_a_real_sweep_with_the_switch_in_its_environment(tmp_path, monkeypatch):
