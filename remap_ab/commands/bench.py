@@ -42,9 +42,9 @@ import sys
 from pathlib import Path
 
 from remap_ab import options, runtime
-from remap_ab.bench import cross_compile
+from remap_ab.bench import cross_compile, width_scan
 from remap_ab.bench.decode import DecodeModel
-from remap_ab.bench.suite import SECTIONS, Suite, parse_sections
+from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
 from remap_ab.commands.common import environment, int_list
 from remap_ab.errors import NeedsGPUError, UsageError
 from remap_ab.speed import parse_fail_slower
@@ -139,8 +139,6 @@ def _output_folder(args) -> Path:
 def build_options(args, device: str):
     """SuiteOptions from the parsed command line (every list validated here)."""
 
-    from remap_ab.bench import width_scan
-    from remap_ab.bench.suite import GPU_ONLY, SuiteOptions
     from remap_ab.errors import UsageError
 
     sections = _sections(args)
