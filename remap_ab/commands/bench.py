@@ -138,9 +138,6 @@ def _output_folder(args) -> Path:
 
 def build_options(args, device: str):
     """SuiteOptions from the parsed command line (every list validated here)."""
-
-    from remap_ab.errors import UsageError
-
     sections = _sections(args)
     fail_slower = parse_fail_slower(args.fail_slower)
     on_gpu = device == "cuda"
