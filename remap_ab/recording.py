@@ -1,11 +1,13 @@
-"""What one judged case leaves in a run folder: its results row, and a report when it
-did not pass. The batch runner (batch.py) only judges; this is where the sweep decides
-what to write. It runs wherever the case ran (a worker process, or the sweep's own
-process with ``-j 0``), so the tensors a report needs never cross a process boundary.
+"""What one judged case leaves in a run folder: its results row, and a report folder
+when it did not pass and is among the first of its failure class (report_cap.py). The
+batch runner (batch.py) only judges; this is where the sweep decides what to write. It
+runs wherever the case ran (a worker process, or the sweep's own process with ``-j 0``),
+so the tensors a report needs never cross a process boundary.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -66,8 +68,14 @@ def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=N
 
     calls = [c for c in configs if isinstance(c, RejectionCase)]
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
-    rows = record_outcomes(run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks,
-                                     context=context, keep=_keeper(folder, reports)), folder) if cases else []
+    rows = []
+    if cases:
+        outcomes = run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks, context=context,
+                             keep=_keeper(folder, reports))
+        start = time.perf_counter()
+        rows = record_outcomes(outcomes, folder)
+        if times is not None:  # the report folders' time shows in the write phase
+            times.seconds["write"] += time.perf_counter() - start
     return rows + [rejection_row(c, a, b, device, memcheck, folder) for c in calls]
 
 
@@ -92,8 +100,6 @@ class Judge:
     def judge(self, configs: list, context=None) -> list[tuple[dict, float]]:
         """``(row, seconds)`` for each of ``configs``, in order: a batch's seconds shared
         by its cases. ``context``: as ``batch.run_batch``'s."""
-        import time
-
         if not configs:
             return []
         start = time.perf_counter()
