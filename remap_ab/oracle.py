@@ -181,7 +181,10 @@ def triton_convert_req_index_to_global_index(
         prefill_request_ids=prefill_workspace_request_ids if HAS_PREFILL_WORKSPACE else None,
         prefill_starts=prefill_workspace_starts if HAS_PREFILL_WORKSPACE else None,
     )
-    values, counts = _into(out, valid_counts_out, values, _counts(valid) if return_valid_counts else None)
+    # The wrappers' outputs are row-major contiguous whatever the inputs' strides (SPEC §6,
+    # §8); torch's elementwise results follow a permuted input's layout instead.
+    values, counts = _into(out, valid_counts_out, values.contiguous(),
+                           _counts(valid).contiguous() if return_valid_counts else None)
     if return_valid_counts:
         return values, counts
     return values
@@ -236,6 +239,7 @@ def triton_filter_and_convert_dcp_index(
     )
     if compact_valid_to_front:
         out = compact_rows(out, valid)
+    out = out.contiguous()  # as the plain convert's
     if return_valid_counts:
-        return out, _counts(valid)
+        return out, _counts(valid).contiguous()
     return out
