@@ -144,7 +144,7 @@ HASHING_THREADS = 8  # the sweep's hashing pool (batch._hashers); a batch's larg
 BACKGROUND_BYTES = 1 << 16  # inputs this large are hashed by the threads beside the caller's launches
 # The host copy goes into pinned buffers of this size (or of the largest input's), which
 # the next batches reuse: one buffer per batch is rounded up to a power of two, each size
-# pinned anew (docs/measured/h200-2026-12-01-e).
+# pinned anew.
 HOST_CHUNK_BYTES = 16 << 20
 
 

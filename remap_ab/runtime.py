@@ -80,7 +80,7 @@ def hash_triton_in_background() -> bool:
         return False
     # It reads and hashes 1 MB at a time, needing the GIL back after each: beside a busy
     # main thread, at the default switch interval, it had not finished by the first
-    # lookup, which then hashed again (docs/measured/h200-2026-12-01-e).
+    # lookup, which then hashed again.
     release = gil.hand_over_quickly()
 
     def run() -> None:

@@ -113,7 +113,7 @@ class _TargetDriver:
 def _init_worker(target: Target) -> None:
     """A compile worker's set-up: no interpreter, no CUDA, the device's target, and a
     lower CPU priority: the device process, not the compiling, sets the soak's pace, and
-    it judged slower beside workers that held every core (docs/measured/h200-2026-12-01-d)."""
+    it judged slower beside workers that held every core."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     with contextlib.suppress(OSError):
         os.nice(10)

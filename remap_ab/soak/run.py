@@ -444,7 +444,7 @@ def _batches(ready: list, size: int) -> list[tuple[bool, list]]:
 
 # The soak's contending products: 4096-square ones still outlast the call queued behind
 # each, and a contended batch waits for all of them at its sync; nondet's 8192-square
-# default is eight times the work (docs/measured/h200-2026-12-01-d).
+# default is eight times the work.
 SOAK_LOAD_SIZE = 4096
 
 
