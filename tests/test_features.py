@@ -166,7 +166,7 @@ def _copy(req_id, block_table, token_indices, kw, out, valid_counts_out):
 
 CONVERT, CONVERT_STRIDE, DCP_STRIDE = _copy, _keep, _keep
 ''')
-    o = call(get(fresh), c, generate_inputs(c))
+    o = call(get(fresh), c, generate_inputs(c, runtime.current()))
     assert [f.check for f in o.findings] == [Check.BUFFERS, Check.BUFFERS]
     assert "returned out that is not the caller's buffer" in o.findings[0].message
     outside = broken_impl(_SIGNATURES + '''
