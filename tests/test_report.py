@@ -345,7 +345,9 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
         seen.update(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_case", spy)
+    from remap_ab.commands import replay
+
+    monkeypatch.setattr(replay, "run_case", spy)  # what the replay command calls
     device = runtime.current()  # the session's: a process's Triton backend is fixed (cpu is refused after cuda)
     sanitized = []
     if device == "cuda":
