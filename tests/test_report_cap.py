@@ -11,17 +11,18 @@ import pandas as pd
 import pytest
 
 from remap_ab import grid as gridmod
-from remap_ab import rejections
+from remap_ab import rejections, runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.config import CaseConfig
 from remap_ab.report_cap import ReportSlots, failure_class, path_name
 from remap_ab.sweep.selection import select_with_calls
 
+DEVICE = runtime.current()  # a process's Triton backend is fixed: the session's
 WRITES_INPUTS = (Path(__file__).resolve().parent / "impls" / "writes_inputs.py").read_text()
 # 16 cases of the plain convert, with and without counts; B writes into token_indices in
 # every one, so nearly all fail (inputs_written), in two failure classes.
 SIXTEEN = ["--filter", "path=convert,convert-counts", "--filter", "k=128", "--filter", "tokens=1",
-           "--device", "cpu", "-j", "0", "--no-progress"]
+           "--device", DEVICE, "-j", "0", "--no-progress"]
 
 
 # ------------------------------------------------------------------ the cap itself
@@ -98,8 +99,8 @@ def test_the_summary_counts_the_folders_and_says_how_to_get_the_others(failing, 
     failed = _table(root / "capped").query("status == 'fail'")
     assert (f"  report folders: 6 written for {len(failed)} failing cases, the first 3 failing cases of each failure "
             f"class (check × path); any other case's report: `remap-ab sweep --filter case=ID[,ID...] --a old "
-            f"--b {impl} --device cpu --reports all` (a new run), or `remap-ab replay ID --a old --b {impl} "
-            "--device cpu` (its verdict again, from regenerated inputs)") in out
+            f"--b {impl} --device {DEVICE} --reports all` (a new run), or `remap-ab replay ID --a old --b {impl} "
+            f"--device {DEVICE}` (its verdict again, from regenerated inputs)") in out
     s = json.loads((root / "capped" / "summary.json").read_text())
     assert s["report_folders"] == 6 and s["failing_cases"] == len(failed) and s["reports"] == 3
     # failures_by_dimension stays complete: every failing case counted, folder or not.
@@ -115,7 +116,7 @@ def test_the_command_the_summary_gives_writes_a_missing_report(failing, tmp_path
     root, impl, _ = failing
     table = _table(root / "capped")
     missing = table[(table.status == "fail") & (table.report == "")].case_id.tolist()[:4]
-    assert cli_main(["sweep", "--filter", f"case={','.join(missing)}", "--a", "old", "--b", impl, "--device", "cpu",
+    assert cli_main(["sweep", "--filter", f"case={','.join(missing)}", "--a", "old", "--b", impl, "--device", DEVICE,
                      "-j", "0", "--no-progress", "--reports", "all", "--root", str(tmp_path), "--run", "one"]) == 1
     again = _table(tmp_path / "one")
     assert sorted(again.case_id) == sorted(missing) and (again.report == again.case_id).all()
@@ -156,7 +157,7 @@ def test_reports_refused_with_resume_and_bad_values_are_one_line(tmp_path, capsy
 def test_a_failing_soak_lists_every_case_and_caps_its_folders(tmp_path, broken_impl, capsys):
     impl = broken_impl(WRITES_INPUTS, name="writes_inputs_soak")
     code = cli_main(["soak", "--minutes", "5", "--max-cases", "12", "--max-tokens", "4", "--max-topk", "256",
-                     "--seed", "3", "--device", "cpu", "--b", impl, "--reports", "1", "--root", str(tmp_path)])
+                     "--seed", "3", "--device", DEVICE, "--b", impl, "--reports", "1", "--root", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
     (found,) = (tmp_path / "soak").glob("*/soak.json")
