@@ -135,7 +135,7 @@ def test_mutant_changes_an_output_on_its_witness_case(m, mutant_root):
 
 def test_witness_inputs_are_made_on_the_device_the_kernels_run_on(monkeypatch):
     # The GPU failure of issue 11: inputs made on the CPU for kernels on CUDA.
-    from remap_ab import inputs
+    from remap_ab.mutants import witness
 
     seen = []
 
@@ -143,7 +143,7 @@ def test_witness_inputs_are_made_on_the_device_the_kernels_run_on(monkeypatch):
         seen.append(device)
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(inputs, "generate_inputs", spy)
+    monkeypatch.setattr(witness, "generate_inputs", spy)  # where the witness makes its inputs
     monkeypatch.setattr(runtime, "current", lambda: "cuda")
     with pytest.raises(RuntimeError, match="stop here"):
         M.compare_to_original(M.get("blk_le_w"), M.get("blk_le_w").witness_config())
