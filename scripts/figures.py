@@ -28,24 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Implementations that fail on purpose, for the failing-run figures: the catalogue's
-# mutants are built as importable packages by `remap-ab mutants --export`, but a plain
-# module that writes into its input is enough to fail every convert case.
-FAILING_MODULE = "remap_ab_figures_failing"
-_FAILING_SOURCE = '''
-import kernels_new as _real
-from kernels_new import *  # noqa: F401,F403
-
-
-def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, *args, **kwargs):
-    result = _real.triton_convert_req_index_to_global_index(req_id, block_table, token_indices, *args, **kwargs)
-    token_indices.add_(1)  # writes into its input: every convert case fails inputs_written
-    return result
-
-
-def triton_filter_and_convert_dcp_index(*args, **kwargs):
-    return _real.triton_filter_and_convert_dcp_index(*args, **kwargs)
-'''
+# A B that fails every convert case (it writes its result into token_indices as well):
+# the failing-run figures, the same module the tests measure with.
+FAILING_MODULE = "writes_inputs"
+FAILING_FOLDER = ROOT / "tests" / "impls"
 
 
 @dataclass(frozen=True)
@@ -147,8 +133,7 @@ def main() -> int:
             return 2
         jobs = [j for j in jobs if j.name in wanted]
     workdir = Path(tempfile.mkdtemp(prefix="remap-ab-figures-"))
-    (workdir / f"{FAILING_MODULE}.py").write_text(_FAILING_SOURCE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(workdir), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAILING_FOLDER), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     rows = []
     print(f"# figures on {machine()}", flush=True)
     try:
