@@ -335,18 +335,22 @@ def views(model, differs, hazard=None, why="") -> Views:
 
 
 def test_a_view_that_differs_fails_even_where_the_wrapper_contract_allows_it():
-    ref = ref_of([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]], compacted=True)
-    # Rows 1 and 2 reordered (allowed for a tiled B); the backend's view differs in row 2 only.
-    b = side("b", ref, rows=[[1, 2, 3, 4], [7, 8, 5, 6], [9, 11, 10, 12]], contract=OrderContract(False, 1, "t1"))
-    v = judge(side("a", ref, contract=ORDERED), b, ref, compacted=True, views=views(FA3, [False, False, True]))
+    ref = ref_of([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]], compacted=True)
+    # Rows 1-3 reordered (allowed for one-lane tiles); the backend's view differs in rows 2 and 3
+    # only: the row named is the first of those, and only their lanes are counted (3 + 2).
+    b = side("b", ref, rows=[[1, 2, 3, 4], [6, 5, 7, 8], [10, 11, 9, 12], [16, 14, 15, 13]],
+             contract=OrderContract(False, 1, "t1"))
+    v = judge(side("a", ref, contract=ORDERED), b, ref, compacted=True, views=views(FA3, [False, False, True, True]))
     assert v.status is Status.FAIL and v.backend_view == "differs" and v.hazard_rows == 0
     (m,) = v.failures
     assert fields(m) == (
-        Check.BACKEND_VIEW, "a vs b", 2, 1, {"a": 10, "b": 11, "oracle": 10}, 2, 1,
+        Check.BACKEND_VIEW, "a vs b", 2, 0, {"a": 9, "b": 10, "oracle": 9}, 5, 2,
         f"{FA3.name} would attend to other KV rows with b than with a (a difference the wrapper-level contract "
         f"allows); it {FA3.rule}")
-    assert m.line().endswith("at row 2, col 1 (a=10, b=11, oracle=10); 2 lanes in 1 row differ")
+    assert m.status is Status.FAIL
+    assert m.line().endswith("at row 2, col 0 (a=9, b=10, oracle=9); 5 lanes in 2 rows differ")
     assert not v.order_differs and v.info == []
+    assert v.to_dict()["backend_view"] == "differs" and Verdict.from_dict(v.to_dict()) == v
 
 
 def test_a_view_that_differs_on_top_of_a_wrapper_failure_does_not_say_allowed():
