@@ -1,7 +1,7 @@
 """kernels_new that runs every call eight times and returns the last: bit-exact, and
 several times slower.
 
-Issue 33's speed class: `remap-ab bench --b scripts/broken/launch8.py` must fail the pr
+The speed class: `remap-ab bench --b tests/impls/launch8.py` must fail the pr
 cells' speed gate (exit 1, the cells named); the sweep passes and its summary shows
 the ratio (indicative).
 """

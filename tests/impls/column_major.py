@@ -1,6 +1,6 @@
 """kernels_new whose `out` comes back column-major (strides (1, T)), every value right.
 
-Issue 33's layout class: `remap-ab sweep --b scripts/broken/column_major.py` must fail
+The layout class: `remap-ab sweep --b tests/impls/column_major.py` must fail
 the `layout` check on every case with more than one token row, on every device.
 """
 

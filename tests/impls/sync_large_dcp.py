@@ -1,7 +1,7 @@
 """kernels_new that reads the counts back to the host, only when a DCP batch has 256 rows
 or more: a host synchronisation small batches never make.
 
-Issue 33's sampling class: on a GPU the default sweep (`--call-checks sample`) must fail
+The sampling class: on a GPU the default sweep (`--call-checks sample`) must fail
 the `sync` check on exactly the DCP cases with counts and >= 256 token rows. On the CPU
 it passes (a read-back there is an ordinary read).
 """
