@@ -177,11 +177,15 @@ def _plural(n: int) -> str:
     return f"{n} call{'s' if n != 1 else ''}"
 
 
+# The line for features nobody uses: said in the summary, left out of a sweep's header.
+QUIET_PREFIX = "features not exercised: "
+
+
 def lines(p, configs: list) -> list[str]:
     """The header's and summary's lines: per feature how its calls ran, and every
     parameter that was not exercised. ``p`` is a Plan or its dict (run.json)."""
     d = p.to_dict() if isinstance(p, Plan) else p
-    out = []
+    out, idle = [], []
     for f in FEATURES:
         using = [c for c in configs if f.name in uses(c)]
         same = sum(1 for c in using if f.absent_is_same(c))
@@ -193,12 +197,17 @@ def lines(p, configs: list) -> list[str]:
             how = f"B only: {_plural(n)} judged against the oracle (A, {d['a']}, lacks it)"
         elif a_has:
             how = f"A only: {_plural(n)} judged against the oracle (B, {d['b']}, lacks it)"
-        else:
-            how = f"neither A nor B accepts it: {_plural(n)} not run" if n else "neither A nor B accepts it"
+        elif n or same:
+            how = f"neither A nor B accepts it: {_plural(n)} not run"
+        else:  # no side takes it and no case asks for it: one line for all such
+            idle.append(f.name)
+            continue
         if same and not (a_has and b_has):
             how += (f"; {_plural(same)} passing it at the value its absence means ({f.field} = {f.same_when_absent}) "
                     f"{'run' if same != 1 else 'runs'} without it on the side that lacks it")
         out.append(f"feature {f.name}, {how}")
+    if idle:
+        out.append(f"{QUIET_PREFIX}{', '.join(idle)} (neither A nor B accepts them; no case passes them)")
     for side, function, name in d["unknown"]:
         out.append(f"not exercised: {name} ({side}'s {function} takes it; remap-ab has no row for it in "
                    f"remap_ab/features.py)")

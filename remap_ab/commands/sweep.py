@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from remap_ab import features, options, runtime
 from remap_ab import grid as gridmod
-from remap_ab import options, runtime
 from remap_ab.compare import plural
 from remap_ab.errors import UsageError
 from remap_ab.rejections import sweep_points
@@ -119,7 +119,8 @@ def main(args) -> int:
     sweep = Sweep(opts)
     sweep.prepare()
     for line in sweep.feature_lines:  # the header: how each optional parameter is exercised
-        print(line, file=sys.stderr)
+        if not line.startswith(features.QUIET_PREFIX):
+            print(line, file=sys.stderr)
     if sweep.already:
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()
