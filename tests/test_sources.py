@@ -161,7 +161,9 @@ def test_sweep_and_replay_of_two_revisions(repo, tmp_path, capsys, monkeypatch):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["implementations"]["b"]["commit"] == sha
     assert json.loads((run / "run.json").read_text())["b"] == f"feature@{sha[:12]}:{FILE}"
-    reports = [p for p in sorted(run.iterdir()) if p.is_dir()]
+    from remap_ab.report_cap import SLOTS_FOLDER
+
+    reports = [p for p in sorted(run.iterdir()) if p.is_dir() and p.name != SLOTS_FOLDER]
     assert reports and not [p for p in reports if p.name.startswith(".")]  # every report written whole
     report = reports[0]
     meta = json.loads((report / "verdict.json").read_text())
