@@ -457,7 +457,7 @@ def test_worker_leaves_out_the_suite_checks_of_a_racy_mutant_once_the_race_check
     from remap_ab.mutants import worker
 
     m = dataclasses.replace(M.get("tiled_count_store"), needs_gpu="stand-in label for this test")
-    monkeypatch.setattr(M.catalogue, "get", lambda mutant_id: m)
+    monkeypatch.setattr(worker, "get", lambda mutant_id: m)  # where the worker looks its mutant up
     M.materialize(m, tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     out = tmp_path / "w.json"
