@@ -313,7 +313,8 @@ def test_models_grid_rejections_are_rejected_by_both_kernels():
         for name in ("old", "new"):
             module = registry.get(name).module  # fixes this process's backend
             inputs = generate_inputs(config, device=runtime.current())
-            _call(module, config, inputs, config.block_n)  # the base case is accepted
+            if config.block_n >= 128:  # the base case is accepted (at BLOCK_N = 1 a row is 2051 interpreted programs)
+                _call(module, config, inputs, config.block_n)
             with pytest.raises(Exception) as caught:
                 _call(module, config, inputs, block_n)
             kinds.append(type(caught.value))
