@@ -155,7 +155,7 @@ class MemcheckReport:
             return f"memcheck {self.label} ({self.source}): {state} ({self.detail})"
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
-        state = "clean" if self.clean else f"{self.bad_lanes} lanes out of bounds in {len(self.bad_rows)} rows"
+        state = "clean" if self.clean else f"{plural(self.bad_lanes, 'lane')} out of bounds in {plural(len(self.bad_rows), 'row')}"
 
         launches = plural(self.launches, "launch", "launches")
         return f"memcheck {self.label}: {state} ({self.lanes_checked} active lanes in {launches} checked)"
