@@ -3,7 +3,7 @@ and the oracle, one row per case in <root>/<run>/results.csv and a report folder
 the first failing cases of each failure class (--reports).
 
 Every device runs the whole grid by default: on 2 CPU cores (the Triton interpreter,
-batched) about 3.5 minutes; --max-tokens 3 keeps the 576 points with at most 3 token
+batched) about 3 minutes (docs/performance.md); --max-tokens 3 keeps the 576 points with at most 3 token
 rows (under a minute).
 Ctrl-C (SIGINT) or SIGTERM stops the run: the cases in flight are dropped, and the
 summary of what ran and failed so far ends with the exact --resume command.

@@ -1,7 +1,7 @@
 """Which grid points a sweep runs: the grid, the user's filters and an optional token cap.
 
 Every device runs the whole grid by default (on the CPU the batched interpreter runs a
-launch's programs together: all 1728 in about 3.5 minutes on 2 cores). ``--max-tokens N``
+launch's programs together: all 1728 in about 3 minutes on 2 cores). ``--max-tokens N``
 keeps the points with at most N token rows for a quicker look (``--max-tokens 3``: 576
 cases, under a minute), and ``cap_note`` names what it left out, so no summary claims more.
 """
