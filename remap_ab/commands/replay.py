@@ -99,11 +99,7 @@ def main(args) -> int:
     print(f"  config: {config.cli_args() or '(defaults)'}")
     for line in changed:
         print(f"  note: {line}")
-    print(f"case {v.case_id}: {Status(v.status).value.upper()}")
-    for m in v.failures:
-        print(f"  {m.status.value.upper()} {mismatch_line(m)}")
-    for i in v.info:
-        print("  info " + i)
+    _print_verdict(v)
     if report is not None:
         saved = report.verdict
         status = Status(saved.status)
@@ -111,9 +107,7 @@ def main(args) -> int:
             what = "did not crash" if status is Status.CRASH else "finished"
             print(f"  saved verdict: {status.value.upper()} ({saved.first.message if saved.first else ''}); this replay {what}")
         else:
-            print(f"  saved verdict: {status.value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
-            same = _key(saved) == _key(v)
-            print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
+            _print_reproduced(saved, v)
     return 0 if v.passed else 1
 
 
@@ -132,17 +126,25 @@ def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
     print(f"  call: {case.describe()}")
     for line in _changed_files(report, a, b):
         print(f"  note: {line}")
+    _print_verdict(v)
+    if report is not None:
+        _print_reproduced(report.verdict, v)
+    return 0 if v.passed else 1
+
+
+def _print_verdict(v) -> None:
     print(f"case {v.case_id}: {Status(v.status).value.upper()}")
     for m in v.failures:
         print(f"  {m.status.value.upper()} {mismatch_line(m)}")
     for i in v.info:
         print("  info " + i)
-    if report is not None:
-        saved = report.verdict
-        print(f"  saved verdict: {Status(saved.status).value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
-        same = _key(saved) == _key(v)
-        print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
-    return 0 if v.passed else 1
+
+
+def _print_reproduced(saved, v) -> None:
+    """The saved verdict beside this replay's, and whether the replay reproduced it."""
+    print(f"  saved verdict: {Status(saved.status).value.upper()}" + (f" — {mismatch_line(saved.first)}" if saved.first else ""))
+    same = _key(saved) == _key(v)
+    print("  reproduced: " + ("yes, same verdict and first mismatch" if same else "NO — the verdict differs from the saved one"))
 
 
 def _changed_files(report, a: str, b: str) -> list[str]:
