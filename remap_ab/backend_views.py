@@ -35,6 +35,7 @@ Needs torch only.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -69,14 +70,10 @@ MODELS = {
                                   "reads the entries >= 0 of each row, in column order (no counts)"),
     "xpu": ViewModel("xpu", BACKEND_NAMES["xpu"], NON_NEGATIVE, True,
                      "reads the entries >= 0 of each row (masks idx >= 0), in column order"),
-    # vLLM main's further callers (docs/callers-main.md): the closest of the rules above.
-    "flashinfer-sm90": ViewModel("flashinfer-sm90", BACKEND_NAMES["flashinfer-sm90"], FIRST_COUNT, False,
-                                 "reads the set of the first count entries of each row (seq_lens = counts)"),
-    "cutlass-fa3": ViewModel("cutlass-fa3", BACKEND_NAMES["cutlass-fa3"], FIRST_COUNT, True,
-                             "reads the first count entries of each row, in order (seqused_k = counts)"),
-    "hisparse": ViewModel("hisparse", BACKEND_NAMES["hisparse"], ROW_AND_COUNT, True,
-                          "reads (indices, topk_length): the row and its count"),
 }
+# vLLM main's further callers (docs/callers-main.md): each reads as its closest sibling above.
+for _backend, _sibling in (("flashinfer-sm90", "flashinfer-sm100"), ("cutlass-fa3", "fa3"), ("hisparse", "flashmla-bf16")):
+    MODELS[_backend] = dataclasses.replace(MODELS[_sibling], backend=_backend, name=BACKEND_NAMES[_backend])
 _FLASHMLA_FP8 = {
     True: ViewModel("flashmla-fp8", BACKEND_NAMES["flashmla-fp8"], ROW_AND_COUNT, True,
                     "reads (indices, topk_length): the row and its count"),
