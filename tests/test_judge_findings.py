@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab.backend_views import MODELS, Views
+from remap_ab.backend_views import MODELS, Views, row_evidence
 from remap_ab.compare import (
     CallFinding,
     Mismatch,
@@ -340,7 +340,8 @@ def test_a_view_that_differs_fails_even_where_the_wrapper_contract_allows_it():
     # only: the row named is the first of those, and only their lanes are counted (3 + 2).
     b = side("b", ref, rows=[[1, 2, 3, 4], [6, 5, 7, 8], [10, 11, 9, 12], [16, 14, 15, 13]],
              contract=OrderContract(False, 1, "t1"))
-    v = judge(side("a", ref, contract=ORDERED), b, ref, compacted=True, views=views(FA3, [False, False, True, True]))
+    v_a = side("a", ref, contract=ORDERED)
+    v = judge(v_a, b, ref, compacted=True, views=views(FA3, [False, False, True, True]))
     assert v.status is Status.FAIL and v.backend_view == "differs" and v.hazard_rows == 0
     (m,) = v.failures
     assert fields(m) == (
@@ -349,6 +350,10 @@ def test_a_view_that_differs_fails_even_where_the_wrapper_contract_allows_it():
         f"allows); it {FA3.rule}")
     assert m.status is Status.FAIL
     assert m.line().endswith("at row 2, col 0 (a=9, b=10, oracle=9); 5 lanes in 2 rows differ")
+    # The report's evidence: what the backend reads of the row named, from each side.
+    assert m.evidence == {**row_evidence(FA3, v_a, b, 2), "rows": 2, "allowed_by_wrapper": True}
+    assert (m.evidence["backend"], m.evidence["row"]) == (FA3.name, 2)
+    assert [s["name"] for s in m.evidence["sides"]] == ["a", "b"]
     assert not v.order_differs and v.info == []
     assert v.to_dict()["backend_view"] == "differs" and Verdict.from_dict(v.to_dict()) == v
 
@@ -361,6 +366,7 @@ def test_a_view_that_differs_on_top_of_a_wrapper_failure_does_not_say_allowed():
     m = v.failures[1]
     assert (m.row, m.col, m.values, m.lanes, m.rows) == (1, 0, {"a": 3, "b": 4, "oracle": 3}, 1, 1)
     assert m.message == f"{FA3.name} would attend to other KV rows with b than with a; it {FA3.rule}"
+    assert (m.evidence["rows"], m.evidence["allowed_by_wrapper"], m.evidence["row"]) == (1, False, 1)
 
 
 def test_a_call_finding_is_a_wrapper_failure_for_the_view_check():
@@ -490,6 +496,24 @@ def test_b_rejecting_with_the_same_type_or_a_subclass_passes(b_raises):
     v = judge_rejection("r4", CALL, attempt("old", ValueError), attempt("new", b_raises))
     assert v.passed and v.failures == []
     assert v.info == [f"call: {CALL}", "old raises ValueError: why", f"new raises {b_raises.__qualname__}: why"]
+
+
+def test_a_rejects_failure_carries_the_call_and_what_each_side_did():
+    a, b = attempt("old", ValueError), attempt("new")
+    v = judge_rejection("r2", CALL, a, b, precondition="topk is int32", wrapper="convert",
+                        arguments={"token_indices": "int64 [4, 256]"}, what="token_indices as int64")
+    assert v.first.evidence == {
+        "precondition": "topk is int32", "call": "token_indices as int64", "wrapper": "convert",
+        "arguments": {"token_indices": "int64 [4, 256]"},
+        "a": {"name": "old", "raised": "ValueError", "message": "why"}, "b": {"name": "new", "returned": "nothing"}}
+    given = {"x": "y"}
+    v = judge_rejection("r3", CALL, a, attempt("new", TypeError, "no"), arguments=given)
+    given["x"] = "changed later"  # the evidence keeps the arguments as they were
+    assert v.first.evidence == {
+        "precondition": "", "call": CALL, "wrapper": "", "arguments": {"x": "y"},
+        "a": {"name": "old", "raised": "ValueError", "message": "why"},
+        "b": {"name": "new", "raised": "TypeError", "message": "no"}}
+    assert judge_rejection("r3", CALL, a, attempt("new", TypeError)).first.evidence["arguments"] == {}
 
 
 def test_rejection_memcheck_judges_every_attempt_that_launched():

@@ -75,8 +75,8 @@ def test_one_job_compiles_in_a_process_of_its_own_and_the_dcp_compaction_matches
 
 
 def test_the_figures_stay_whole_beside_a_gpu_process_that_caches_binaries_only(tmp_path, monkeypatch):
-    # A GPU process sets TRITON_STORE_BINARY_ONLY=1 (remap_ab.runtime); the figures read
-    # the PTX and AMDGCN text, so the cross-compile keeps them all the same.
+    # A user's environment may set TRITON_STORE_BINARY_ONLY=1; the figures read the PTX
+    # and AMDGCN text, so the cross-compile keeps them all the same.
     monkeypatch.setenv("TRITON_STORE_BINARY_ONLY", "1")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     rc, data = _run(tmp_path, "--a", "new", "--b", "new", "--paths", "counts", "--topk", "2048")

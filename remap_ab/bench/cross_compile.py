@@ -184,7 +184,7 @@ def compile_launch(launch, target: Target) -> dict:
         with knobs.nvidia.scope(), knobs.compilation.scope():
             knobs.nvidia.dump_ptxas_log = target.backend == "cuda"
             knobs.compilation.always_compile = always
-            knobs.compilation.store_binary_only = False  # the figures read its PTX/AMDGCN (a GPU process stores binaries only)
+            knobs.compilation.store_binary_only = False  # the figures read its PTX/AMDGCN, whatever TRITON_STORE_BINARY_ONLY says
             with contextlib.redirect_stdout(log):
                 return triton.compile(source, target=gpu, options=options.__dict__), log.getvalue()
 

@@ -7,10 +7,9 @@ Every variant is the whole sweep as a user starts it (a fresh ``remap-ab sweep``
 process, its wall time from start to exit): all tweaks on, then each tweak off alone
 (``REMAP_AB_TWEAKS_OFF``), then all off. The variants alternate within each repeat, the
 order rotated from one repeat to the next, so a machine that slows down or speeds up
-over the run weighs on every variant alike. Uncounted runs first fill Triton's cache:
-the sweep measured is the warm-cache one, and the variants without
-``store_binary_only`` read a cache of their own, written without it. (The interpreter
-has no cache: on the CPU that run only warms the files the processes read.)
+over the run weighs on every variant alike. An uncounted run first fills Triton's cache:
+the sweep measured is the warm-cache one. (The interpreter has no cache: on the CPU
+that run only warms the files the processes read.)
 
 Each run is timed twice: the fresh process from start to exit, and the sweep inside it
 (its run.json ``wall_seconds``). A tweak saves ``(off - on) / off`` of the job, each run
@@ -32,8 +31,8 @@ from pathlib import Path
 
 from remap_ab.processes.tuning import OFF_VARIABLE, TWEAKS
 
-# The tweaks each device's sweep can feel (tuning.apply: the others are not applied there).
-DEVICE_TWEAKS = {"cpu": ("heap", "hash_threads"), "cuda": TWEAKS}
+# The tweaks each device's sweep can feel (triton_key starts only with a CUDA device).
+DEVICE_TWEAKS = {"cpu": ("hash_threads",), "cuda": TWEAKS}
 KEEP_IF_SAVES = 0.10
 
 
@@ -88,11 +87,6 @@ def run_sweep(device: str, off: str, root: Path, run: str, max_tokens, workers, 
     return seconds, float(sweep)
 
 
-def _cache(root: Path, off: str) -> Path:
-    # Variants that store the same things in Triton's cache share one, filled once.
-    return root / "triton-cache" / ("full" if "store_binary_only" in off.split(",") else "binary-only")
-
-
 def table(times: dict[str, dict[str, list[float]]]) -> list[str]:
     """Medians (and each run) of every variant; what switching a tweak off costs, as a
     share of the time with it off, ``(off - on) / off``, paired with the "all on" run of
@@ -132,20 +126,15 @@ def main(argv=None) -> int:
           f"{''.join(f' --filter {f}' for f in args.filter)}, {args.repeats} repeats, variants alternating; "
           f"process = a fresh sweep process start to exit, sweep = its run.json wall_seconds; runs under {root}",
           flush=True)
-    warmed: set = set()
-    for label, off in runs:
-        if _cache(root, off) in warmed:
-            continue
-        warmed.add(_cache(root, off))
-        p, s = run_sweep(device, off, root, f"warm-{label.replace(' ', '-')}", args.max_tokens, workers,
-                         _cache(root, off), args.filter)
-        print(f"  warm-up {label}: {p:.2f} s ({s:.2f} s sweep; not counted)", flush=True)
+    cache = root / "triton-cache"
+    p, s = run_sweep(device, "", root, "warm-up", args.max_tokens, workers, cache, args.filter)
+    print(f"  warm-up: {p:.2f} s ({s:.2f} s sweep; not counted)", flush=True)
     times: dict[str, dict[str, list[float]]] = {label: {"process": [], "sweep": []} for label, _ in runs}
     for r in range(args.repeats):
         order = runs[r % len(runs):] + runs[: r % len(runs)]
         for label, off in order:
             p, s = run_sweep(device, off, root, f"r{r}-{label.replace(' ', '-')}", args.max_tokens, workers,
-                             _cache(root, off), args.filter)
+                             cache, args.filter)
             times[label]["process"].append(p)
             times[label]["sweep"].append(s)
             print(f"  repeat {r + 1} {label}: {p:.2f} s ({s:.2f} s sweep)", flush=True)

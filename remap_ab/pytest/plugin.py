@@ -43,7 +43,9 @@ from remap_ab.properties import profiles
 from remap_ab.pytest import grid as pytest_grid
 from remap_ab.speed import parse_fail_slower
 
-gpus.xdist_pin()  # pytest -n on several GPUs: pin this worker before CUDA starts
+# pytest -n on several GPUs: pin this worker before CUDA starts (put back at unconfigure).
+_before_pin = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", gpus.PINNED_VAR)}
+gpus.xdist_pin()
 runtime.choose_early()  # the interpreter on a machine without CUDA, before triton is imported
 
 
@@ -95,13 +97,13 @@ def pytest_configure(config):
 
 def _remember_process(config) -> None:
     """What the session sets for its xdist workers and its tests (the repository and GPU
-    list variables, the Hypothesis profile), put back by ``pytest_unconfigure``: the
-    process that ran ``pytest.main`` is left as it was."""
+    list variables, a worker's GPU pin, the Hypothesis profile), put back by
+    ``pytest_unconfigure``: the process that ran ``pytest.main`` is left as it was."""
     from hypothesis import settings
 
-
     names = (sources.REPO_VARIABLE, gpus.GPU_LIST_VAR)
-    config._remap_ab_before = ({k: os.environ.get(k) for k in names}, settings.get_current_profile_name())
+    environment = {**{k: os.environ.get(k) for k in names}, **_before_pin}
+    config._remap_ab_before = (environment, settings.get_current_profile_name())
 
 
 def pytest_unconfigure(config):
