@@ -35,6 +35,11 @@ def _pytest(badlane, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
+def _folders(tmp_path: Path) -> set:
+    """The report folders written (not the slot counter's hidden folder)."""
+    return {p.name for p in (tmp_path / "reports").iterdir() if not p.name.startswith(".")}
+
+
 def _cases(xml_path: Path) -> dict:
     root = ET.parse(xml_path).getroot()
     return {str(c.get("name")).split("[")[0]: c for c in root.iter("testcase")}
@@ -50,7 +55,7 @@ def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, badlane, dis
     assert len(cases) == 8
     failing = {k for k, c in cases.items() if c.find("failure") is not None}
     assert len(failing) == 3 and FIRST in failing
-    assert {p.name for p in (tmp_path / "reports").iterdir()} == failing  # a report for each, no other
+    assert _folders(tmp_path) == failing  # a report for each (3 of one failure class: the default cap), no other
     for case_id in failing:
         message = cases[case_id].find("failure").get("message")
         lines = message.splitlines()
@@ -72,7 +77,21 @@ def test_k_case_id_judges_only_that_case(tmp_path, badlane):
     r = _pytest(badlane, tmp_path, "-p", "no:xdist", "-k", FIRST)
     assert r.returncode == 1
     assert _closes(r, "1 failed, 7 deselected"), r.stdout
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [FIRST]
+    assert sorted(_folders(tmp_path)) == [FIRST]
+
+
+def test_report_folders_are_capped_per_failure_class_and_each_session_counts_its_own(tmp_path, badlane):
+    for _ in range(2):  # the second session in the same folder gets its slot again
+        r = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-report-cases=1")
+        assert _closes(r, "3 failed, 5 passed"), r.stdout
+        assert _folders(tmp_path) == {FIRST}
+    told = [ln for ln in r.stdout.splitlines() if ln.startswith("no report folder: ")]
+    assert told == ["no report folder: the first 1 failing cases of each failure class (check × path) got one; "
+                    "the command below writes this case's"] * 2, r.stdout
+    assert r.stdout.count("--reports all)") == 3, r.stdout
+    bad = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-report-cases=some")
+    assert bad.returncode == 4
+    assert "--remap-grid-report-cases: 'some' is neither a count (0 or more) nor 'all'" in bad.stderr
 
 
 def test_lf_reruns_the_failed_cases_only(tmp_path, badlane):

@@ -25,6 +25,18 @@ def test_list_prints_1728_distinct_ids_and_nothing_else(capsys):
     assert all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
 
 
+def test_list_leaves_out_the_points_neither_side_can_run(capsys):
+    # 235 callers cases pass BLOCK_STRIDE_ROWS or caller-owned buffers: neither old nor new
+    # accepts them, so the sweep does not run them, and --list does not list them.
+    assert cli_main(["sweep", "--list", "--grid", "callers", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    assert len([line for line in out.splitlines() if "rejection=" not in line]) == 445
+    assert "235 selected configurations not listed: they pass a parameter neither A (old) nor B (new) accepts" in err
+    assert cli_main(["sweep", "--list", "--grid", "callers", "--device", "cpu", "--b", "main"]) == 0
+    out, err = capsys.readouterr()
+    assert len([line for line in out.splitlines() if "rejection=" not in line]) == 680 and "not listed" not in err
+
+
 def test_configurations_are_distinct_and_ids_match(g):
     pts = g.points()
     assert len({p.config for p in pts}) == 1728

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from remap_ab import features, options, runtime
+from remap_ab import features, options, registry, runtime
 from remap_ab import grid as gridmod
 from remap_ab.compare import plural
 from remap_ab.errors import UsageError
@@ -73,6 +73,11 @@ def _list(args) -> int:
     g = gridmod.load(args.grid)
     device = runtime.default_device() if args.device == "auto" else args.device
     pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
+    # Points that pass a parameter neither side accepts are not run (features.py): not listed either.
+    a, b = args.a or "old", args.b or "new"
+    plan = registry.feature_plan(registry.resolve(a), registry.resolve(b))
+    unrunnable = sum(not plan.runnable(p.config) for p in pts)
+    pts = [p for p in pts if plan.runnable(p.config)]
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
     for p in [*pts, *calls]:
@@ -80,6 +85,10 @@ def _list(args) -> int:
     note = cap_note(g, args.filter, args.max_tokens)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     listed, rejections = plural(len(pts), "configuration"), plural(len(calls), "rejection call")
+    if unrunnable:
+        skipped = (f"{plural(unrunnable, 'selected configuration')} not listed: they pass a parameter neither "
+                   f"A ({a}) nor B ({b}) accepts")
+        note = f"{note}; {skipped}" if note else skipped
     if note:
         print(f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}", file=sys.stderr)
     else:

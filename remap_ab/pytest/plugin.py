@@ -27,7 +27,8 @@ Options (each also settable by environment variable, for subprocesses):
                                 GPU only: on the CPU speed is not judged
   --remap-grid [FILE]           the sweep's grid as one item per case, nothing else
                                 (remap_ab/pytest/grid.py; --remap-grid-filter,
-                                --remap-grid-max-tokens, --remap-grid-batch)
+                                --remap-grid-max-tokens, --remap-grid-batch,
+                                --remap-grid-reports, --remap-grid-report-cases)
 """
 
 from __future__ import annotations
