@@ -294,3 +294,43 @@ def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_thei
         got = call_module.fresh_inputs(c, w.device)  # as the graph check asks: its case's inputs' device
         for name, t in w.tensors().items():
             assert torch.equal(getattr(got, name), t) and getattr(got, name).stride() == t.stride(), (c.layout, name)
+
+
+_FAULTS_AFTER_WARMUP = """
+import resource, sys, torch
+from remap_ab import runtime
+from remap_ab.processes import tuning
+torch.set_num_threads(1)
+if sys.argv[1] == "selected":  # a process remap-ab started (the command line, a worker), on the CPU
+    tuning.tune_this_process()
+    runtime.select("cpu")
+faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def case(n):  # a case's buffers: four of about 8 MB (a little larger each case), written, then freed
+    for t in [torch.empty(n, dtype=torch.int32) for _ in range(4)]:
+        t.fill_(1)
+for r in range(5):
+    case((2 << 20) + r * 1024)
+before = faults()
+for r in range(5, 15):
+    case((2 << 20) + r * 1024)
+print(faults() - before)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the malloc tuning is glibc's (a no-op elsewhere)")
+def test_a_cpu_process_that_runs_kernels_reuses_the_memory_its_cases_freed_instead_of_faulting_it_in_again():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the interpreter, also on a machine with a GPU
+
+    def faults(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", _FAULTS_AFTER_WARMUP, mode], env=env, capture_output=True, text=True,
+                              check=True)
+        return int(done.stdout.split()[-1])
+
+    pages = 10 * 4 * (8 << 20) // 4096  # what ten more cases touch
+    assert faults("selected") < pages // 20
+    assert faults("plain") > pages // 2  # the control: glibc alone hands large freed blocks back

@@ -3,7 +3,8 @@
 ``run_case`` is, afterwards, as it was before: ``collections.namedtuple``, the GIL
 switch interval, the environment but for the interpreter switch, Triton's interpreter
 executor, builder, launcher, hooks and listener, torch's deterministic switches, the
-signal handlers, the Hypothesis profile.
+signal handlers, the Hypothesis profile; and glibc's malloc was never tuned (its
+thresholds cannot be read back, so the call is watched).
 
 Each check runs in a fresh Python process of its own, on the CPU (the Triton
 interpreter, CUDA hidden) and on CUDA where there is a device. The same script with
@@ -37,6 +38,7 @@ REPORTS = sys.argv[3]
 GRID = json.loads(sys.argv[4])
 
 from remap_ab import runtime
+from remap_ab.processes import heap
 
 runtime.choose_early()  # the interpreter switch, as loading the plugin sets it (the one change allowed)
 import hypothesis
@@ -45,6 +47,17 @@ import triton
 import triton.language as tl
 from triton import knobs
 from triton.runtime import interpreter, jit
+
+tuned = []
+_real_keep = heap.keep_freed_memory
+
+
+def keep_freed_memory():
+    tuned.append("mallopt")
+    return _real_keep()
+
+
+heap.keep_freed_memory = keep_freed_memory
 
 
 def name(obj):
@@ -80,6 +93,7 @@ def snapshot():
                                 torch.utils.deterministic.fill_uninitialized_memory],
         "signal handlers": [name(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)],
         "hypothesis profile": hypothesis.settings.get_current_profile_name(),
+        "glibc malloc tuned": list(tuned) + (["heap._kept"] if heap._kept else []),
     }
     if DEVICE == "cuda":
         from triton.backends.nvidia import driver
@@ -162,12 +176,13 @@ def test_the_plugin_and_run_case_leave_the_process_as_they_found_it(tmp_path, de
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_check_sees_a_process_that_remap_ab_tunes(tmp_path, device):
     # The command line's tuning, in the same script. On the CPU the batched interpreter
-    # stays installed: the change the guest check must catch. On CUDA a process of
-    # remap-ab's own keeps nothing either (the tweaks left, tuning.py, restore what they set).
+    # stays installed and malloc is tuned: the changes the guest check must catch. On CUDA
+    # a process of remap-ab's own keeps nothing (its tweaks there restore what they set).
     changed = _guest(tmp_path, device, own=True)["after pytest.main"]
     if device == "cpu":
         assert "BatchedGridExecutor" in changed["interpreter.GridExecutor"][1], changed
-        assert {k for k in changed if "interpreter" not in k.split("'")[0]} == set(), changed
+        assert changed.get("glibc malloc tuned", [None, []])[1][:1] == ["mallopt"], changed
+        assert {k for k in changed if "interpreter" not in k.split("'")[0]} == {"glibc malloc tuned"}, changed
     else:
         assert changed == {}
 

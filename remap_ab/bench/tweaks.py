@@ -31,8 +31,8 @@ from pathlib import Path
 
 from remap_ab.processes.tuning import OFF_VARIABLE, TWEAKS
 
-# The tweaks each device's sweep can feel (triton_key starts only with a CUDA device).
-DEVICE_TWEAKS = {"cpu": ("hash_threads",), "cuda": TWEAKS}
+# The tweaks each device's sweep can feel (tuning.apply: heap only on the CPU, triton_key only on CUDA).
+DEVICE_TWEAKS = {"cpu": ("heap", "hash_threads"), "cuda": ("triton_key", "hash_threads")}
 KEEP_IF_SAVES = 0.10
 
 

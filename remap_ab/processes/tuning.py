@@ -7,9 +7,12 @@ processes) call ``tune_this_process()`` first; then, at the first device choice
 (``runtime.select``), the CPU ones get the batched interpreter installed for the rest of
 the process (a guest has it only around each call, ``interp_batched.installed``).
 
-Two tweaks can be switched off, each kept because it saves at least 10 % of the H200
-sweep in-process (``python -m remap_ab.bench.tweaks``; figures in docs/performance.md):
+Three tweaks can be switched off, each kept because it saves at least 10 % of the job it
+speeds, the CPU sweep or the H200 sweep in-process (``python -m remap_ab.bench.tweaks``;
+figures in docs/performance.md):
 
+- ``heap`` (CPU, own processes): glibc keeps the memory a case freed for the next one
+  (heap.py); on a GPU it saved nothing;
 - ``triton_key`` (CUDA, own processes): Triton's hash of its installation computed in a
   thread beside the set-up (runtime.py, gil.py);
 - ``hash_threads`` (every process): inputs hashed in threads beside the kernels
@@ -25,8 +28,9 @@ import os
 
 from remap_ab.errors import UsageError
 from remap_ab.interpreter import batched as interp_batched
+from remap_ab.processes import heap
 
-TWEAKS = ("triton_key", "hash_threads")
+TWEAKS = ("heap", "triton_key", "hash_threads")
 OFF_VARIABLE = "REMAP_AB_TWEAKS_OFF"
 
 _owned = False
@@ -63,4 +67,4 @@ def apply(device: str) -> list[str]:
     if not _owned or device != "cpu":
         return []
     interp_batched.install()
-    return ["batched interpreter"]
+    return ["batched interpreter"] + (["heap"] if enabled("heap") and heap.keep_freed_memory() else [])
