@@ -118,6 +118,14 @@ def test_findings_follow_their_sides_value_failures_in_order():
     assert a.findings == [CallFinding(Check.SYNC, "s"), CallFinding(Check.GRAPH, "g")]  # not consumed
 
 
+def test_a_findings_evidence_goes_with_its_failure_as_a_copy():
+    ref = ref_of([[1, 2]])
+    evidence = {"frame": "b.py:20", "tensors": ["out"]}
+    v = judge(side("a", ref), side("b", ref, findings=[CallFinding(Check.SYNC, "s", evidence)]), ref)
+    (m,) = v.failures
+    assert m.evidence == {"frame": "b.py:20", "tensors": ["out"]} and m.evidence is not evidence
+
+
 def test_input_writes_are_asked_of_each_sides_private_inputs():
     ref = ref_of([[1, 2]])
     pa, pb = Private([]), Private([WROTE])
@@ -571,6 +579,12 @@ def test_to_dict_has_every_field():
         "backend_view": "differs"}
     back = Verdict.from_dict(v.to_dict())
     assert back == v and back.first.check is Check.OUT and back.status is Status.FAIL
+    # Evidence (not part of a mismatch's equality) is written only where there is some, and read back.
+    m = Mismatch("layout", "b", -1, -1, {}, 0, 0, "msg", {"tensor": "out", "strides": [1, 3]})
+    d = Verdict("c", Status.FAIL, [m]).to_dict()
+    assert d["failures"][0]["evidence"] == {"tensor": "out", "strides": [1, 3]}
+    back = Verdict.from_dict(d).first
+    assert back.evidence == {"tensor": "out", "strides": [1, 3]} and back.evidence is not d["failures"][0]["evidence"]
 
 
 def test_lines_of_every_shape():
