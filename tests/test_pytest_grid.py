@@ -81,10 +81,14 @@ def test_k_case_id_judges_only_that_case(tmp_path, badlane):
 
 
 def test_report_folders_are_capped_per_failure_class_and_each_session_counts_its_own(tmp_path, badlane):
-    for _ in range(2):  # the second session in the same folder gets its slot again
-        r = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-report-cases=1")
-        assert _closes(r, "3 failed, 5 passed"), r.stdout
-        assert _folders(tmp_path) == {FIRST}
+    # An earlier session's slots, all taken: this session counts its own.
+    slots = tmp_path / "reports" / ".report-slots"
+    slots.mkdir(parents=True)
+    for taken in ("out.convert.0", "out.convert-counts.0"):
+        (slots / taken).write_text("an earlier session's case\n")
+    r = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-report-cases=1")
+    assert _closes(r, "3 failed, 5 passed"), r.stdout
+    assert _folders(tmp_path) == {FIRST}
     told = [ln for ln in r.stdout.splitlines() if ln.startswith("no report folder: ")]
     assert told == ["no report folder: the first 1 failing cases of each failure class (check × path) got one; "
                     "the command below writes this case's"] * 2, r.stdout
