@@ -52,10 +52,11 @@ def parse_cap(text: str) -> Cap:
     return n
 
 
-def describe(cap: Cap) -> str:
-    """The policy in words, for the summaries."""
+def describe(cap: Cap, option: str = "--reports") -> str:
+    """The policy in words, for the summaries; ``option``: the setting's name where the
+    words are read (the pytest grid's own)."""
     if cap == ALL:
-        return "every failing case (--reports all)"
+        return f"every failing case ({option} all)"
     return f"the first {cap} failing cases of each failure class (check × path)"
 
 

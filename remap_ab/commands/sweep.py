@@ -76,8 +76,8 @@ def _list(args) -> int:
     # Points that pass a parameter neither side accepts are not run (features.py): not listed either.
     a, b = args.a or "old", args.b or "new"
     plan = registry.feature_plan(registry.resolve(a), registry.resolve(b))
-    unrunnable = sum(not plan.runnable(p.config) for p in pts)
-    pts = [p for p in pts if plan.runnable(p.config)]
+    runnable = [p for p in pts if plan.runnable(p.config)]
+    unrunnable, pts = len(pts) - len(runnable), runnable
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
     for p in [*pts, *calls]:

@@ -21,12 +21,13 @@ from typing import Any, Optional
 import pytest
 
 from remap_ab import grid as gridmod
-from remap_ab import report_cap, runtime
+from remap_ab import options, report_cap, runtime
 from remap_ab.errors import RemapABError
 from remap_ab.recording import Judge
 from remap_ab.sweep.selection import select
 
 CPU_BATCH = 16
+CAP_OPTION = "--remap-grid-report-cases"
 GPU_BATCH = 64
 
 
@@ -42,7 +43,7 @@ def add_options(group) -> None:
                     help=f"cases judged together (default {GPU_BATCH} on cuda, {CPU_BATCH} on cpu)")
     group.addoption("--remap-grid-reports", default=None, metavar="DIR",
                     help="where reports of failing cases go (default <rootdir>/reports/pytest-grid)")
-    group.addoption("--remap-grid-report-cases", default=str(report_cap.DEFAULT_REPORTS), metavar="N|all",
+    group.addoption(CAP_OPTION, type=options.report_count, default=report_cap.DEFAULT_REPORTS, metavar="N|all",
                     help="full report folders for the first N failing cases of each failure class (check x path) of "
                          f"the session, as `sweep --reports`; all: every failing case (default {report_cap.DEFAULT_REPORTS})")
 
@@ -102,7 +103,7 @@ class _Verdicts:
         self.size = config.getoption("--remap-grid-batch")
         reports = config.getoption("--remap-grid-reports")
         self.folder = Path(reports) if reports else Path(config.rootpath) / "reports" / "pytest-grid"
-        self.cap = report_cap.parse_cap(config.getoption("--remap-grid-report-cases"))
+        self.cap = config.getoption(CAP_OPTION)
         self.rows: dict[str, dict] = {}
         self.batch_of: dict[str, str] = {}  # case ID -> "pid:batch number/size"
         self._judge_of: Any = None  # the recording.Judge, made where the first case runs
@@ -167,8 +168,8 @@ class _Verdicts:
             if replay:
                 lines.append(f"replay: {replay}")
         else:
-            lines.append(f"no report folder: {report_cap.describe(self.cap).replace('--reports', '--remap-grid-report-cases')} "
-                         f"got one; the command below writes this case's")
+            lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION)} got one; "
+                         f"the command below writes this case's")
         lines.append(f"run it alone: pytest --remap-grid --remap-a={self.a} --remap-b={self.b} -k {item.case_id}  "
                      f"(or: remap-ab sweep --a {self.a} --b {self.b} --filter case={item.case_id} --reports all)")
         return "\n".join(lines)
@@ -197,11 +198,7 @@ class GridPlugin:
                                  config.getoption("--remap-grid-max-tokens"))
         except RemapABError as exc:
             raise pytest.UsageError(f"--remap-grid: {exc}") from None
-        try:
-            config.stash[_VERDICTS] = _Verdicts(config)
-        except ValueError:
-            raise pytest.UsageError(f"--remap-grid-report-cases: {config.getoption('--remap-grid-report-cases')!r} is "
-                                    f"neither a count (0 or more) nor 'all'") from None
+        config.stash[_VERDICTS] = _Verdicts(config)
         if not hasattr(config, "workerinput"):
             # A session counts its own report slots (report_cap.py); its xdist workers share them.
             shutil.rmtree(config.stash[_VERDICTS].folder / report_cap.SLOTS_FOLDER, ignore_errors=True)
@@ -220,5 +217,5 @@ class GridPlugin:
         judge = config.stash[_VERDICTS]
         size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
         return [f"remap-ab grid: {len(self.points)} cases of {source}, judged in batches of up to {size}; "
-                f"report folders for {report_cap.describe(judge.cap).replace('--reports', '--remap-grid-report-cases')} "
+                f"report folders for {report_cap.describe(judge.cap, CAP_OPTION)} "
                 f"under {judge.folder}"]
