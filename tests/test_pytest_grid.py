@@ -28,7 +28,9 @@ def _closes(r, counts: str) -> bool:
 def _pytest(badlane, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     # badlane's folder and this checkout first, the caller's PYTHONPATH behind (it may hold the installed packages).
     env = badlane.env()
-    for k in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST"):
+    # CI and BUILD_NUMBER make pytest print whole failure texts in its short summary too.
+    for k in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST", "CI",
+              "BUILD_NUMBER"):
         env.pop(k, None)
     argv = [sys.executable, "-m", "pytest", *GRID, f"--remap-grid-reports={tmp_path / 'reports'}", "-q",
             "-p", "no:randomly", *args]
