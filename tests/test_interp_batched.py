@@ -371,3 +371,28 @@ def test_branch_after_a_jitted_helper_still_falls_back():
     (seq_args, _, _), (bat_args, ran, caught) = results["sequential"], results["batched"]
     assert torch.equal(seq_args[1], bat_args[1]) and (seq_args[1] > 0).any() and (seq_args[1] < 0).any()
     assert ran["fallback"] == 1 and "differs between programs" in str(caught[0].message)
+
+
+@triton.jit
+def _bitwise_reduce_kernel(x_ptr, or_ptr, xor_ptr):
+    # One row of 16 int64 bit masks per program, folded by OR and XOR (a segment mask).
+    pid = tl.program_id(0)
+    r = tl.arange(0, 16)
+    bits = tl.full((16,), 1, tl.int64) << tl.load(x_ptr + pid * 16 + r).to(tl.int64)
+    tl.store(or_ptr + pid, tl.reduce_or(bits, 0))
+    tl.store(xor_ptr + pid, tl.xor_sum(bits, 0))
+
+
+def test_bitwise_reductions_run_batched_and_match_sequential():
+    ib._warned.clear()
+    shifts = torch.tensor([[(7 * p + 5 * i) % 64 for i in range(16)] for p in range(8)], dtype=torch.int32)
+    results = _launch_both(_bitwise_reduce_kernel, (8,),
+                           lambda: [shifts.clone(), torch.zeros(8, dtype=torch.int64), torch.zeros(8, dtype=torch.int64)])
+    (seq_args, _, _), (bat_args, ran, caught) = results["sequential"], results["batched"]
+    assert all(torch.equal(a, b) for a, b in zip(seq_args, bat_args))
+    assert ran["batched"] == 1 and ran["fallback"] == 0 and not caught
+    expect_or = [0] * 8
+    for p in range(8):
+        for s in shifts[p].tolist():
+            expect_or[p] |= 1 << s
+    assert [v & (2**64 - 1) for v in bat_args[1].tolist()] == expect_or

@@ -861,6 +861,10 @@ def _reduce_class(interpreter):
             if fn in (tl.standard._elementwise_max, tl.standard._elementwise_min) and len(input) == 1:
                 op = np.max if fn == tl.standard._elementwise_max else np.min
                 return self.to_tensor(op(data, axis=axes, keepdims=keep), input[0].dtype)
+            bitwise = {getattr(tl.standard, "_or_combine", None): np.bitwise_or,
+                       getattr(tl.standard, "_xor_combine", None): np.bitwise_xor}
+            if fn in bitwise and fn is not None and len(input) == 1:
+                return self.to_tensor(bitwise[fn].reduce(data, axis=axes, keepdims=keep), input[0].dtype)
             if fn in (tl.standard._argmin_combine_tie_break_left, tl.standard._argmax_combine_tie_break_left):
                 if self.axis is None:
                     raise Unsupported("argmin/argmax over all axes")
