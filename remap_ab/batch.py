@@ -150,7 +150,7 @@ def run_batch(
     chosen = set(sampled)
     sync = call_checks != "off"
     for i, (c, x) in enumerate(zip(configs, inputs)):
-        # A case passing an optional parameter one side lacks: the oracle stands in for it (features.py).
+        # A case passing an optional parameter one side's wrapper lacks: the oracle stands in for it (features.py).
         ia, ib = sides(c, a, b)
         # The GPU call checks are the named implementations' (not the oracle standing in for one).
         oa, ta = timed_call(ia, c, x, clock, own_a, i, production=i in chosen and ia is impl_a, context=context,

@@ -130,12 +130,16 @@ def bar_chart(
 
 @dataclass(frozen=True)
 class LaneMap:
-    """What the lane picture shows, as numpy arrays (no torch needed here).
+    """What the lane picture shows, as numpy arrays already reduced to the picture's
+    cells (``lane_cells`` makes them from the [T, K] lanes; no torch needed here).
 
-    differs_a, differs_b  [T, K] bool: lanes whose output differs from the oracle's
-                          (None: that implementation returned no comparable output)
-    valid                 [T, K] bool: lanes shaded as valid (the oracle's valid lanes,
-                          or the compacted prefix)
+    shape                 (T, K), the lanes the picture covers
+    cells                 [rows, cols] int8, ``cell_size``'s cells: the most telling lane
+                          of each (0 empty, 1 valid, 2 only A differs, 3 only B, 4 both)
+    valid_share           [rows, cols] float: the share of each cell's lanes shaded valid
+                          (the oracle's valid lanes, or the compacted prefix)
+    zoom                  the codes (as ``cells``) of the lanes ``zoom_window`` names,
+                          lane by lane; None when it names none
     counts                label -> [T] int: each row's valid count; "oracle" always,
                           A's and B's when they returned counts that differ
     compacted             the output is compacted: a row's count is where its prefix
@@ -144,9 +148,10 @@ class LaneMap:
                           per-row one; None when the verdict names no row
     """
 
-    differs_a: np.ndarray | None
-    differs_b: np.ndarray | None
-    valid: np.ndarray
+    shape: tuple[int, int]
+    cells: np.ndarray
+    valid_share: np.ndarray
+    zoom: np.ndarray | None
     label_a: str
     label_b: str
     block_n: int
@@ -162,6 +167,91 @@ ZOOM_COLS = 48  # the zoom shows this many lanes around the first mismatch
 ZOOM_ROWS = 7
 
 
+def cell_size(t: int, k: int) -> tuple[int, int]:
+    """Lanes per cell of the overview of [t, k] lanes, vertically and horizontally."""
+    return -(-t // MAX_CELL_ROWS), -(-k // MAX_CELL_COLS)
+
+
+@dataclass(frozen=True)
+class ZoomWindow:
+    """Where the lane-by-lane zoom looks: around (row, col), rows rlo..rhi-1 and
+    columns clo..chi-1; ``lane_named``: the verdict names that lane (else the end of
+    a compacted row's valid prefix)."""
+
+    row: int
+    col: int
+    lane_named: bool
+    rlo: int
+    rhi: int
+    clo: int
+    chi: int
+
+
+def first_marks(shape: tuple[int, int], first, compacted: bool, oracle_counts) -> tuple[int | None, int | None, bool]:
+    """``(row, col, lane_named)`` the picture marks for the verdict's ``first``: the row
+    (None: none in the picture), the column (the lane's, or where a compacted row's
+    valid prefix ends; None: neither), and whether the verdict named that lane."""
+    t, k = shape
+    row: int | None = None
+    col: int | None = None
+    if first is not None and 0 <= first[0] < t:
+        row = first[0]
+        col = first[1] if 0 <= first[1] < k else None
+    lane_named = col is not None  # else the verdict names a row's count
+    if row is not None and col is None and compacted:
+        col = min(k - 1, int(oracle_counts[row]))  # where its prefix ends
+    return row, col, lane_named
+
+
+def zoom_window(shape: tuple[int, int], first, compacted: bool, oracle_counts) -> ZoomWindow | None:
+    """The lanes the zoom shows (``first_marks``'s lane and those around it), or None."""
+    t, k = shape
+    r0, c0, lane_named = first_marks(shape, first, compacted, oracle_counts)
+    if r0 is None or c0 is None:
+        return None
+    rlo = max(0, min(r0 - ZOOM_ROWS // 2, t - ZOOM_ROWS))
+    clo = max(0, min(c0 - ZOOM_COLS // 2, k - ZOOM_COLS))
+    return ZoomWindow(r0, c0, lane_named, rlo, min(t, rlo + ZOOM_ROWS), clo, min(k, clo + ZOOM_COLS))
+
+
+def lane_cells(differs_a, differs_b, valid, window: ZoomWindow | None):
+    """``(cells, valid_share, zoom)`` of ``LaneMap`` from [T, K] bool torch tensors
+    (``differs_a``/``differs_b`` None: that side has no comparable output), reduced to
+    the picture's cells with torch on the tensors' device: only the cells (at most
+    MAX_CELL_ROWS x MAX_CELL_COLS) and the zoom's few lanes move to the host."""
+    import torch
+
+    t, k = valid.shape
+    rh, cw = cell_size(t, k)
+    rows, cols = -(-t // rh), -(-k // cw)
+
+    def by_cell(x):  # [T, K] uint8 as [rows, rh, cols, cw], zero past T and K
+        if (rows * rh, cols * cw) != (t, k):
+            x = torch.nn.functional.pad(x, (0, cols * cw - k, 0, rows * rh - t))
+        return x.reshape(rows, rh, cols, cw)
+
+    # A lane's code is 1 + (A differs) + 2 (B differs) where either does, else 1 if it
+    # is valid: a cell shows its most telling lane (the largest code), a cell without
+    # difference is shaded by the share of its lanes that are valid.
+    none = torch.zeros((t, k), dtype=torch.uint8, device=valid.device)
+    a8 = none if differs_a is None else differs_a.view(torch.uint8)
+    departs = a8.add(none if differs_b is None else differs_b.view(torch.uint8), alpha=2)
+    valid8 = valid.to(torch.bool).view(torch.uint8)
+    # Over a cell's rows first: whole rows at a time, where over its few columns first
+    # is one short reduction per cell (4x-10x slower on a CPU).
+    worst = by_cell(departs).amax(dim=1).amax(dim=2)
+    valid_lanes = by_cell(valid8).sum(dim=1, dtype=torch.int16 if rh < 2**15 else torch.int32).sum(dim=2, dtype=torch.int32)
+    cells = torch.where(worst > 0, worst + 1, (valid_lanes > 0).to(torch.uint8)).to(torch.int8)
+    zoom = None
+    if window is not None:
+        lanes = (slice(window.rlo, window.rhi), slice(window.clo, window.chi))
+        d = departs[lanes]
+        zoom = torch.where(d > 0, d + 1, valid8[lanes]).to(torch.int8).cpu().numpy()
+    # The share in float64 from exact integer counts: what numpy's mean over the cell gives.
+    share = valid_lanes.cpu().numpy().astype("float64") / (rh * cw)
+    return cells.cpu().numpy(), share, zoom
+
+
 def lane_png(m: LaneMap) -> bytes:
     """The PNG of ``m``: an overview of all [T, K] lanes (downsampled when large, with
     every differing cell ringed when there are few, so a single lane is visible at any
@@ -173,35 +263,15 @@ def lane_png(m: LaneMap) -> bytes:
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import MaxNLocator
 
-    t, k = m.valid.shape
-    da = np.zeros((t, k), bool) if m.differs_a is None else np.asarray(m.differs_a, bool)
-    db = np.zeros((t, k), bool) if m.differs_b is None else np.asarray(m.differs_b, bool)
-    valid = np.asarray(m.valid, bool)
-    codes = np.where(valid, 1, 0)  # 0 empty, 1 valid, 2 only A differs, 3 only B, 4 both
-    codes = np.where(da & ~db, 2, codes)
-    codes = np.where(db & ~da, 3, codes)
-    codes = np.where(da & db, 4, codes)
-
-    rh = -(-t // MAX_CELL_ROWS)  # lanes per cell, vertically and horizontally
-    cw = -(-k // MAX_CELL_COLS)
-    rows, cols = -(-t // rh), -(-k // cw)
-    padded = np.zeros((rows * rh, cols * cw), np.int8)
-    padded[:t, :k] = codes
-    # A cell shows its most telling lane (a difference beats the rest); a cell without
-    # difference is shaded by the share of its lanes that are valid.
-    cells = padded.reshape(rows, rh, cols, cw).max(axis=(1, 3))
-    rgb = _rgb(EMPTY) + _cell_share(valid, rows, rh, cols, cw)[..., None] * (_rgb(VALID) - _rgb(EMPTY))
+    t, k = m.shape
+    rh, cw = cell_size(t, k)
+    cells = np.asarray(m.cells)
+    rows, cols = cells.shape
+    rgb = _rgb(EMPTY) + np.asarray(m.valid_share)[..., None] * (_rgb(VALID) - _rgb(EMPTY))
     for code, colour in ((2, ONLY_A), (3, ONLY_B), (4, BOTH)):
         rgb[cells == code] = _rgb(colour)
 
-    first_row: int | None = None
-    first_col: int | None = None
-    if m.first is not None and 0 <= m.first[0] < t:
-        first_row = m.first[0]
-        first_col = m.first[1] if 0 <= m.first[1] < k else None
-    first_lane_named = first_col is not None  # else the verdict names a row's count
-    if first_row is not None and first_col is None and m.compacted:
-        first_col = min(k - 1, int(np.asarray(m.counts["oracle"])[first_row]))  # where its prefix ends
+    first_row, first_col, first_lane_named = first_marks(m.shape, m.first, m.compacted, np.asarray(m.counts["oracle"]))
     zoom = first_row is not None and first_col is not None
 
     over_h = min(6.0, max(1.1, 0.022 * rows + 0.9))
@@ -292,26 +362,26 @@ def lane_png(m: LaneMap) -> bytes:
                fontsize=8, frameon=False)
 
     if first_row is not None and first_col is not None:
-        _zoom(fig.add_subplot(grid[1, :]), codes, m, first_row, first_col, first_lane_named, styles)
+        window = zoom_window(m.shape, m.first, m.compacted, oracle_counts)
+        if window is None or m.zoom is None:
+            raise ValueError("a LaneMap whose verdict names a lane needs its zoom (lane_cells with zoom_window)")
+        _zoom(fig.add_subplot(grid[1, :]), m.zoom, m, window, styles)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return buf.getvalue()
 
 
-def _zoom(zx, codes, m: LaneMap, r0: int, c0: int, lane_named: bool, styles) -> None:
-    """Lane by lane, the rows and columns around (r0, c0), that lane boxed."""
+def _zoom(zx, codes, m: LaneMap, window: ZoomWindow, styles) -> None:
+    """Lane by lane, ``window``'s rows and columns (``codes``), its lane boxed."""
     import numpy as np
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Rectangle
 
-    t, k = codes.shape
-    rlo = max(0, min(r0 - ZOOM_ROWS // 2, t - ZOOM_ROWS))
-    rhi = min(t, rlo + ZOOM_ROWS)
-    clo = max(0, min(c0 - ZOOM_COLS // 2, k - ZOOM_COLS))
-    chi = min(k, clo + ZOOM_COLS)
+    r0, c0, lane_named = window.row, window.col, window.lane_named
+    rlo, rhi, clo, chi = window.rlo, window.rhi, window.clo, window.chi
     cmap = ListedColormap([EMPTY, VALID, ONLY_A, ONLY_B, BOTH])
-    zx.imshow(codes[rlo:rhi, clo:chi], cmap=cmap, vmin=0, vmax=4, aspect="auto", interpolation="nearest",
+    zx.imshow(codes, cmap=cmap, vmin=0, vmax=4, aspect="auto", interpolation="nearest",
               extent=(clo, chi, rhi, rlo))
     around = "the first mismatch" if lane_named else f"where row {r0}'s valid count ends"
     zx.set_title(f"lane by lane around {around} (rows {rlo}-{rhi - 1}, columns {clo}-{chi - 1})", fontsize=9)
@@ -353,14 +423,3 @@ def _rgb(colour: str):
     import numpy as np
 
     return np.array([int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
-
-
-def _cell_share(valid, rows: int, rh: int, cols: int, cw: int):
-    """The share of valid lanes in each rh x cw cell (lanes past T or K count as
-    invalid, so a cell half outside the picture is at most half shaded)."""
-    import numpy as np
-
-    t, k = valid.shape
-    padded = np.zeros((rows * rh, cols * cw))
-    padded[:t, :k] = valid
-    return padded.reshape(rows, rh, cols, cw).mean(axis=(1, 3))

@@ -130,8 +130,9 @@ class CaseConfig:
     block_stride: int = _field(0, "BLOCK_STRIDE_ROWS, physical KV rows per block (vLLM main, SPEC §9): 0 = not "
                                   "passed (the wrapper's None, meaning BLOCK_SIZE); n >= 1 = passed as n, e.g. "
                                   "the block size itself (a dense cache) or 4096 with block size 64 (packed)")
-    out_buffers: bool = _field(False, "caller-owned outputs (vLLM main forks, SPEC §10): the convert wrapper is "
-                                      "handed out= and, when counting, valid_counts_out=, both poisoned")
+    out_buffers: bool = _field(False, "caller-owned outputs (vLLM main forks, SPEC §10): the wrapper called is "
+                                      "handed out= and, when counting, valid_counts_out= (or the names its "
+                                      "signature gives them), both poisoned")
 
     def __post_init__(self):
         _check_types(self)
@@ -415,8 +416,6 @@ def validate(c: CaseConfig) -> None:
              f"tokens_per_req={c.tokens_per_req} need; raise num_reqs")
     need(0 <= c.block_stride <= INT32_MAX,
          f"block_stride={c.block_stride} must be 0 (not passed) or a positive int32 (BLOCK_STRIDE_ROWS)")
-    need(not c.out_buffers or c.mode == "convert",
-         "out_buffers needs mode=convert: only the convert wrapper takes out= and valid_counts_out=")
     need(c.prefill_chunk >= 0, f"prefill_chunk={c.prefill_chunk} must be 0 (stacked) or at least 1")
     if c.backend != "none":
         patterns, sizes = BACKEND_CALLS[c.backend]

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
+from remap_ab import envelope
 from remap_ab.config import CONFIG_FIELDS, CaseConfig
 from remap_ab.errors import ConfigError
 
@@ -31,6 +32,9 @@ GRID_FILE = "grid.toml"
 DEFAULT_GRID = "pr"  # the name of GRID_FILE
 GRIDS_FOLDER = "grids"  # every other shipped grid: grids/<name>.toml
 MODELS_GRID = "models"
+# The pseudo-axis of a grid that covers the call envelope (``[envelope]``): "-" on the
+# grid's own points, the envelope value on the points added for it.
+ENVELOPE_AXIS = "envelope"
 
 
 @dataclass(frozen=True)
@@ -138,11 +142,15 @@ class Grid:
     source: str = ""
     widths: tuple = ()  # of ModelWidth
     rejection_spec: Optional[RejectionSpec] = None
+    cover: tuple = ()  # the envelope's sets (envelope.SETS) this grid holds every value of
     _points: Optional[list] = field(default=None, repr=False)
+    # The envelope values no point could be made for (no base case takes them), by label.
+    uncovered: list = field(default_factory=list, repr=False)
 
     @property
     def axes(self) -> list:
-        return list(self.dimensions) + list(self.rotations)
+        extra = [self._envelope_axis()] if self.cover else []
+        return list(self.dimensions) + list(self.rotations) + extra
 
     @property
     def dimension_names(self) -> list[str]:
@@ -150,8 +158,38 @@ class Grid:
 
     def points(self) -> list[GridPoint]:
         if self._points is None:
-            self._points = list(self._expand())
+            points = list(self._expand())
+            self._points = self._with_envelope(points) if self.cover else points
         return self._points
+
+    def _envelope_axis(self) -> Axis:
+        labels = ["-"] + [p.label(ENVELOPE_AXIS) for p in self.points() if p.label(ENVELOPE_AXIS) != "-"]
+        return Axis(ENVELOPE_AXIS, "values of the call envelope (remap_ab/envelope.toml) no other point holds",
+                    tuple(Value(label, ()) for label in labels))
+
+    def _with_envelope(self, points: list) -> list:
+        """``points`` and, for every value of the envelope's ``cover`` sets on every
+        wrapper it applies to that no point holds, one point that does: the cheapest
+        point (rows x K) of that wrapper with the value's fields, every other label "-"."""
+        cells = envelope.load().cells(self.cover)
+        configs = [p.config for p in points]
+        open_cells = [c for c in cells if not any(c.covers(x) for x in configs)]
+        bases = sorted(points, key=lambda p: (p.config.tokens * p.config.topk, p.index))
+        names = [a.name for a in self.dimensions] + [a.name for a in self.rotations]
+        out = [GridPoint(p.index, p.labels + ((ENVELOPE_AXIS, "-"),), p.config) for p in points]
+        seen = {p.case_id for p in points}
+        self.uncovered = []
+        for cell in open_cells:
+            if any(cell.covers(p.config) for p in out[len(points):]):
+                continue  # an earlier added point holds it too
+            config = _envelope_case(cell, bases, seen)
+            if config is None:
+                self.uncovered.append(cell.label)
+                continue
+            seen.add(config.case_id)
+            labels = tuple((name, "-") for name in names) + ((ENVELOPE_AXIS, cell.label),)
+            out.append(GridPoint(len(out), labels, config))
+        return out
 
     def _expand(self) -> Iterable[GridPoint]:
         sizes = [len(d.values) for d in self.dimensions]
@@ -245,6 +283,30 @@ class Grid:
         for key, allowed in (filters or {}).items():
             pts = [p for p in pts if _point_value(p, key) in allowed]
         return pts
+
+
+# Tried in turn on each base case when the value's fields alone do not make a valid one:
+# a value the base's backend does not use (its block sizes), an interleave the block
+# size does not take.
+_ENVELOPE_RELAXED: tuple[dict, ...] = ({}, {"backend": "none"}, {"backend": "none", "interleave": 1})
+
+
+def _envelope_case(cell: envelope.Cell, bases: list, seen: set) -> Optional[CaseConfig]:
+    """The first valid case holding ``cell`` made from ``bases`` (cheapest first, the
+    cell's wrapper first) that is not already a point."""
+    ordered = [b for b in bases if b.config.mode == cell.wrapper] + [b for b in bases if b.config.mode != cell.wrapper]
+    sets = cell.sets
+    if "block_size" in sets and "block_stride" not in sets:
+        sets["block_stride"] = 0  # a block size of its own: the base's stride was for its block size
+    for base in ordered:
+        for relaxed in _ENVELOPE_RELAXED:
+            try:
+                config = CaseConfig.from_dict({**base.config.to_dict(), **sets, **relaxed})
+            except (ConfigError, TypeError, ValueError):
+                continue
+            if cell.covers(config) and config.case_id not in seen:
+                return config
+    return None
 
 
 def _oor_from_padding(merged: dict) -> None:
@@ -396,6 +458,9 @@ def parse(data: dict, source: str = "") -> Grid:
 
     g = schema.load(schema.GridData, data, where=f"grid file {source}", error=ConfigError)
     widths = _widths(source, g.width)
+    if not widths and any(d.get("from") == "widths" for d in g.dimension):
+        # The models' widths are the envelope's (envelope.toml's [[width]]).
+        widths = tuple(ModelWidth(w.k, w.block_n, w.rejected_block_n, w.source) for w in envelope.load().widths)
     dims = [_axis(source, "dimension", i, d, False, widths) for i, d in enumerate(g.dimension)]
     rots = [_axis(source, "rotate", i, r, True) for i, r in enumerate(g.rotate)]
     if not dims:
@@ -421,7 +486,11 @@ def parse(data: dict, source: str = "") -> Grid:
     if unknown:
         raise ConfigError(f"grid file {source}: unknown default field(s) {', '.join(unknown)}")
     rejections = _rejection_spec(source, g.rejections, dim_names)
-    return Grid(g.version, dict(g.defaults), dims, rots, source, widths, rejections)
+    cover = tuple(g.envelope.cover) if g.envelope is not None else ()
+    if ENVELOPE_AXIS in names and cover:
+        raise ConfigError(f"grid file {source}: an axis is named {ENVELOPE_AXIS!r}, the name of the points [envelope] "
+                          "adds; rename it")
+    return Grid(g.version, dict(g.defaults), dims, rots, source, widths, rejections, cover)
 
 
 def shipped() -> dict:
@@ -496,9 +565,10 @@ def parse_filters(grid: Grid, specs: Iterable[str]) -> dict:
 
 
 def model_widths() -> tuple:
-    """The index widths of the models that run this kernel (``ModelWidth``s from the
-    shipped models grid): what the soak draws more often than uniform."""
-    return load(MODELS_GRID).widths
+    """The index widths of the models that run this kernel (``ModelWidth``s of the call
+    envelope, envelope.toml; the models grid's `k` dimension): what the soak draws more
+    often than uniform."""
+    return tuple(ModelWidth(w.k, w.block_n, w.rejected_block_n, w.source) for w in envelope.load().widths)
 
 
 CASE_FILTER = "case"  # --filter case=ID[,ID...]: the cases of a run's table, by ID
@@ -515,3 +585,32 @@ def _case_ids(spec: str, values: str) -> set:
         raise ConfigError(f"--filter {spec!r}: {bad[0]!r} is not a case ID (12 hex digits, as `sweep --list` "
                           "and a run's results.csv show them)")
     return set(ids)
+
+
+def grid_name(g: Grid) -> Optional[str]:
+    """The ``--grid NAME`` of a shipped grid, None for a grid read from a file."""
+    if g.source == GRID_FILE:
+        return DEFAULT_GRID
+    folder, _, file = g.source.partition("/")
+    if folder == GRIDS_FOLDER and file.endswith(".toml") and file[:-5] in shipped():
+        return file[:-5]
+    given = Path(g.source).resolve()  # a shipped grid named by its file
+    return next((name for name, res in shipped().items() if Path(str(res)).resolve() == given), None)
+
+
+@lru_cache(maxsize=8)
+def shipped_envelope(name: str) -> str:
+    return envelope.describe(p.config for p in load(name).points())
+
+
+def coverage(g: Grid, configs: Iterable) -> str:
+    """What a run of ``configs`` (cases of ``g``) covers of the call envelope, and the
+    shipped grids it did not run with theirs: "the pr grid (rows 1-1024, dense caches,
+    no caller buffers); not run: --grid callers (rows 1-16384, ...), --grid models (...)"."""
+    name = grid_name(g)
+    what = f"the {name} grid" if name else f"grid file {g.source}"
+    others = [n for n in shipped() if n != name]
+    text = f"{what} ({envelope.describe(configs)})"
+    if others:
+        text += "; not run: " + ", ".join(f"--grid {n} ({shipped_envelope(n)})" for n in others)
+    return text

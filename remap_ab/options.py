@@ -16,7 +16,7 @@ from remap_ab.errors import UsageError
 from remap_ab.report_cap import DEFAULT_REPORTS, parse_cap
 
 DEVICES = ("auto", "cpu", "cuda")
-DEFAULT_ROOT = "reports"  # every command writes under this root (README: Layout)
+DEFAULT_ROOT = "reports"  # every command writes under this root (docs/layout.md)
 
 
 def add_implementations(p: argparse.ArgumentParser, default_a: str | None = "old", default_b: str | None = "new",
@@ -102,6 +102,14 @@ def add_reports(p: argparse.ArgumentParser, resumed: bool = False) -> None:
                         "each failure class (the verdict's first check x the wrapper path); all: every failing case "
                         f"(default {default}). Every case is judged and has its row either way; the summary says "
                         "how to get any other case's report")
+
+
+def add_full_tensors(p: argparse.ArgumentParser) -> None:
+    """``--full-tensors``: a report folder also keeps the whole tensors (report.py)."""
+    p.add_argument("--full-tensors", action="store_true",
+                   help="a report folder also keeps the whole input and output tensors, gzip-compressed "
+                        "(inputs.pt.gz, outputs.pt.gz); without it, the inputs are regenerated from the configuration "
+                        "on replay (sha256-checked) and only the rows where A, B and the oracle differ are kept")
 
 
 def report_count(text: str):

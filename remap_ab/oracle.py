@@ -203,9 +203,11 @@ def triton_filter_and_convert_dcp_index(
     BLOCK_N=128,
     return_valid_counts=False,
     compact_valid_to_front=True,
+    out=None,
+    valid_counts=None,
 ):
     """Reference for the DCP filter (SPEC §6): its preconditions, then the remap, with
-    column-order compaction."""
+    column-order compaction; caller-owned buffers as the convert wrapper's (§10)."""
     _require(dcp_size >= 1, f"dcp_size must be at least 1, not {dcp_size}")
     _require(0 <= dcp_rank < dcp_size, f"dcp_rank must lie in [0, dcp_size = {dcp_size}), not {dcp_rank}")
     _require(BLOCK_SIZE % cp_kv_cache_interleave_size == 0,
@@ -226,8 +228,10 @@ def triton_filter_and_convert_dcp_index(
             NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
             BLOCK_N=BLOCK_N,
             return_valid_counts=return_valid_counts,
+            out=out,
+            valid_counts_out=valid_counts,
         )
-    out, valid = remap(
+    values, valid = remap(
         req_id,
         block_table,
         token_indices,
@@ -238,8 +242,10 @@ def triton_filter_and_convert_dcp_index(
         interleave=cp_kv_cache_interleave_size,
     )
     if compact_valid_to_front:
-        out = compact_rows(out, valid)
-    out = out.contiguous()  # as the plain convert's
+        values = compact_rows(values, valid)
+    # Contiguous, as the plain convert's.
+    values, counts = _into(out, valid_counts, values.contiguous(),
+                           _counts(valid).contiguous() if return_valid_counts else None)
     if return_valid_counts:
-        return out, _counts(valid).contiguous()
-    return out
+        return values, counts
+    return values

@@ -126,7 +126,7 @@ class CallerBuffers:
             if not (isinstance(got, torch.Tensor) and got.data_ptr() == mine.data_ptr()
                     and got.shape == mine.shape and got.stride() == mine.stride()):
                 found.append(CallFinding(Check.BUFFERS, f"{impl} returned {what} that is not the caller's buffer "
-                                                        f"it was given ({what}_out=); a caller reads the buffer"))
+                                                        f"it was given; a caller reads the buffer"))
         for what, base, n in (("out", self._out_base, self.out.numel()),
                               ("valid_counts_out", self._counts_base, self.counts.numel())):
             outside = torch.cat([base[:_GUARD], base[_GUARD + n:]])
@@ -139,4 +139,4 @@ class CallerBuffers:
 
 def caller_buffers(config: CaseConfig, device: torch.device) -> Optional[CallerBuffers]:
     """The buffers a call of ``config`` is handed (None: it passes none)."""
-    return CallerBuffers(config, device) if config.out_buffers and config.mode == "convert" else None
+    return CallerBuffers(config, device) if config.out_buffers else None

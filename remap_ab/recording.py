@@ -54,7 +54,8 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
     for o in outcomes:
         report = ""
         if not o.verdict.passed and o.result is not None and folder is not None:
-            report = write_case_report(o.result, folder, implementations=_implementations(o.result)).name
+            report = write_case_report(o.result, folder, implementations=_implementations(o.result),
+                                       inputs_generated=True).name  # run_batch generates every case's inputs
         rows.append(outcome_row(o, report))
     return rows
 

@@ -81,12 +81,13 @@ class Implementation:
         """Run the case through this implementation's public API (SPEC §1), with the
         optional parameters the case turns on (features.py: ``BLOCK_STRIDE_ROWS`` when
         ``block_stride`` is set; ``buffers``, call.py's caller-owned outputs, as
-        ``out=`` / ``valid_counts_out=``). A parameter the case leaves off is not passed.
+        ``out=`` / ``valid_counts_out=``), each under the keyword this module's wrapper
+        takes it by. A parameter the case leaves off is not passed.
 
         Returns ``(out, counts)``; ``counts`` is None when the case does not ask for it.
         """
         m = self.module
-        if buffers is None and config.out_buffers and config.mode == "convert":
+        if buffers is None and config.out_buffers:
             buffers = caller_buffers(config, inputs.device)
         extra = features.call_arguments(config, buffers, m)
         if config.mode == "convert":

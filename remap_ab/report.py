@@ -4,13 +4,21 @@ A report is a folder ``<root>/<case-id>/`` (``root`` is a run folder such as
 ``reports/<run>/``) holding:
 
   config.json   the CaseConfig (``CaseConfig.from_dict`` rebuilds it) and its case ID
-  inputs.pt     the input tensors (torch.save of a dict of int32 CPU tensors)
-  outputs.pt    each implementation's outputs: {"a"|"b"|"oracle": {"name", "out",
-                "counts", "error"}}, plus "reference": the oracle's direct result
-                (empty for a crash or timeout: no outputs exist)
   verdict.json  the verdict (``Verdict.to_dict``), implementations (name, module, the
                 sys.path entry a custom module was imported from), device, the inputs'
-                sha256 (checked on load), the replay command
+                sha256 (checked on load), the replay command; ``inputs``: how the
+                inputs come back (regenerated from config.json by the input generator
+                of the recorded version, or read from ``inputs.pt.gz``); ``outputs``:
+                each whole output tensor's shape, dtype and sha256, and how many rows
+                differ
+  rows.pt.gz    the rows where A, B and the oracle differ: their indices and A's, B's
+                and the oracle's values there (torch.save, gzip), at most
+                ROWS_BUDGET_BYTES of them: a folder's size does not grow with the case
+  inputs.pt.gz  the input tensors, only where they cannot be regenerated (``run
+                --inputs``) or on request (``--full-tensors``)
+  outputs.pt.gz the whole outputs, only on request (``--full-tensors``): {"a"|"b"|
+                "oracle": {"name", "out", "counts", "error"}, "reference": {"out",
+                "counts", "lanes", "valid"}}
   diff.md       the readable diff: verdict; a section per check that failed, with its
                 evidence (report_sections.py); when values differ, the first
                 mismatching lanes with A/B/oracle values, per-row valid counts and
@@ -21,6 +29,11 @@ A report is a folder ``<root>/<case-id>/`` (``root`` is a run folder such as
 
 A rejection call's report (``write_rejection_report``) has no outputs; its
 config.json also holds the call, so a replay makes the call again.
+
+Format 1 reports (before ``inputs``/``outputs`` in verdict.json) kept the whole input
+tensors in ``inputs.pt`` and the whole outputs in ``outputs.pt``; they still load.
+Compression is gzip (stdlib zlib): on int32 index tensors it is several times faster
+than lzma for about the same size, and any machine can unpack it.
 
 One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, a crash or
 timeout, which have no outputs, or a rejection call's verdict) and rendered through the Jinja2 templates in
@@ -34,6 +47,8 @@ from __future__ import annotations
 import base64
 import datetime
 import functools
+import gzip
+import io
 import json
 import os
 import shlex
@@ -47,14 +62,21 @@ from remap_ab import charts
 from remap_ab.compare import Verdict, count_rows, differ, lost_verdict, plural
 from remap_ab.config import FIELD_TYPES, CaseConfig
 from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
-from remap_ab.inputs import CaseInputs, generate_inputs, hash_inputs
+from remap_ab.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, tensor_sha256
 from remap_ab.rejections import RejectionCase, by_id
 from remap_ab.rejections import replay_command as call_replay
 from remap_ab.report_sections import sections
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status
 
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2  # 1: inputs.pt and outputs.pt held the whole tensors
+ROWS_FILE = "rows.pt.gz"
+INPUTS_FILE = "inputs.pt.gz"
+OUTPUTS_FILE = "outputs.pt.gz"
+# The kept rows' raw bytes (all sides together): about 170 rows at K=2048, so a folder
+# stays a few MB however many rows differ. The rows the tables show are always kept.
+ROWS_BUDGET_BYTES = 4 << 20
+GZIP_LEVEL = 1  # index tensors are near-random: higher levels cost time for little
 FIRST_MISMATCHES = 20  # lanes in the first-mismatch table
 WORST_ROWS = 20  # failing rows in the per-row table
 PASSING_ROWS = 3  # passing rows shown beside them, for contrast
@@ -167,12 +189,18 @@ class CaseReport:
     rows: list = field(default_factory=list)  # [RowCounts]
     rows_differing: int = 0  # rows where a lane or the count differs
     rows_count_differs: int = 0  # rows whose count differs (A's or B's)
+    # "a"/"b" -> [T] int64 on the host: each row's lanes that differ from the oracle's, for
+    # a side with an output of its shape (the writer keeps those rows without comparing again)
+    lanes_per_row: dict = field(default_factory=dict)
     png: bytes | None = None
     picture_note: str | None = None  # why there is no picture
     # What the outputs show when no value differs (the value sections are left out).
     values_line: str = ""
     # A rejection call's report: its id, what it changes, the precondition, the wrapper.
     call: dict | None = None
+    # verdict.json's ``inputs`` and ``outputs`` (the writer fills them in).
+    inputs_record: dict | None = None
+    outputs_record: dict | None = None
 
     @property
     def has_outputs(self) -> bool:
@@ -206,6 +234,8 @@ class CaseReport:
             "device": self.device,
             "inputs_sha256": self.inputs_sha256,
             "inputs_sha256_combined": self.inputs_sha256_combined,
+            "inputs": self.inputs_record,
+            "outputs": self.outputs_record,  # None: no outputs exist (a crash, a timeout, a rejection call)
             "seconds": self.seconds,
             "schedule": list(self.schedule) if self.schedule else None,
             "replay": self.replay,
@@ -234,7 +264,6 @@ def _header(config, a: ImplementationInfo, b: ImplementationInfo, folder: Path, 
 
 def build_case_report(result, folder: Path, implementations: Sequence[Any] | None = None, schedule=None) -> CaseReport:
     """The model of ``result`` (a ``runner.CaseResult``) as reported in ``folder``."""
-    import numpy as np
     import torch
 
     a_info, b_info = _infos(result, implementations)
@@ -250,32 +279,37 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     report.shape = (t, k)
     report.compacted = bool(cfg.compacts)
     report.counts_returned = bool(cfg.counts_returned)
-    ref_out, ref_counts = ref.out.cpu(), ref.counts.cpu().to(torch.int64)
+    # Lanes are compared and reduced where the outputs are (a GPU's work stays there);
+    # only per-row counts, a few lanes and the picture's cells move to the host.
+    device = ref.out.device
+    ref_out, ref_counts = ref.out, ref.counts.to(torch.int64)
 
     def comparable(o):
         ok = o.error is None and isinstance(o.out, torch.Tensor) and tuple(o.out.shape) == (t, k)
-        return o.out.cpu() if ok else None
+        return o.out.to(device) if ok else None
 
     def counts_of(o):
         ok = isinstance(o.counts, torch.Tensor) and tuple(o.counts.shape) == (t,)
-        return o.counts.cpu().to(torch.int64) if ok else None
+        return o.counts.to(device, torch.int64) if ok else None
 
     out_a, out_b = comparable(result.a), comparable(result.b)
     cnt_a, cnt_b = counts_of(result.a), counts_of(result.b)
     diff_a = None if out_a is None else out_a != ref_out
     diff_b = None if out_b is None else out_b != ref_out
-    zeros = torch.zeros((t, k), dtype=torch.bool)
+    zeros = torch.zeros((t, k), dtype=torch.bool, device=device)
     union = (zeros if diff_a is None else diff_a) | (zeros if diff_b is None else diff_b)
-    lanes_a = None if diff_a is None else diff_a.sum(dim=1)
-    lanes_b = None if diff_b is None else diff_b.sum(dim=1)
-    counts_bad = torch.zeros(t, dtype=torch.bool)
+    lanes_a = None if diff_a is None else _per_row(diff_a).cpu()
+    lanes_b = None if diff_b is None else _per_row(diff_b).cpu()
+    report.lanes_per_row = {role: n for role, n in (("a", lanes_a), ("b", lanes_b)) if n is not None}
+    counts_bad = torch.zeros(t, dtype=torch.bool, device=device)
     for c in (cnt_a, cnt_b):
         if c is not None:
             counts_bad |= c != ref_counts
-    row_bad = union.any(dim=1) | counts_bad
-    report.lanes_differing = int(union.sum())
-    report.rows_differing = int(row_bad.sum())
-    report.rows_count_differs = int(counts_bad.sum())
+    lanes_bad = union.any(dim=1)
+    row_bad = lanes_bad | counts_bad
+    report.lanes_differing = int(union.count_nonzero())
+    report.rows_differing = int(row_bad.count_nonzero())
+    report.rows_count_differs = int(counts_bad.count_nonzero())
     report.values_line = _values_line(((a_info.name, out_a, cnt_a), (b_info.name, out_b, cnt_b)), cfg.counts_returned)
 
     first = verdict.first
@@ -286,8 +320,12 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
         return None if out is None else int(out[r, c])
 
     # The lane the verdict names comes first, then the other differing lanes in order.
+    # (Only the first rows that differ are searched: nonzero over every lane of a large
+    # case costs seconds.)
     picked = [first_lane] if first_lane is not None else []
-    for r, c in torch.nonzero(union)[: FIRST_MISMATCHES + 1].tolist():
+    first_rows = torch.nonzero(lanes_bad).flatten()[: FIRST_MISMATCHES + 1]
+    for i, c in torch.nonzero(union[first_rows])[: FIRST_MISMATCHES + 1].tolist():
+        r = int(first_rows[i])
         if (r, c) != first_lane and len(picked) < FIRST_MISMATCHES:
             picked.append((r, c))
     report.lanes = [
@@ -296,10 +334,12 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     ]
 
     # Rows: the verdict's, the worst failing ones, and a few passing ones for contrast.
-    weight = union.sum(dim=1) + counts_bad.to(torch.int64)
-    failing = [r for r in torch.nonzero(row_bad).flatten().tolist()]
-    worst = sorted(failing, key=lambda r: (-int(weight[r]), r))[:WORST_ROWS]
-    passing = [r for r in range(t) if not bool(row_bad[r])][:PASSING_ROWS]
+    weight = (_per_row(union) + counts_bad.to(torch.int64)).tolist()
+    row_bad, counts_bad, ref_counts = row_bad.cpu(), counts_bad.cpu(), ref_counts.cpu()
+    cnt_a, cnt_b = (None if c is None else c.cpu() for c in (cnt_a, cnt_b))
+    failing = torch.nonzero(row_bad).flatten().tolist()
+    worst = sorted(failing, key=lambda r: (-weight[r], r))[:WORST_ROWS]
+    passing = torch.nonzero(~row_bad).flatten()[:PASSING_ROWS].tolist()
     chosen = sorted(set(worst + passing + ([first_row] if first_row is not None else [])))
 
     def num(x, r):
@@ -314,22 +354,26 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     if not report.values_differ:
         return report  # no value sections, so no picture
 
-    cols = torch.arange(k).expand(t, k)
-    valid = cols < ref_counts.view(t, 1) if report.compacted else ref.valid.cpu()
+    cols = torch.arange(k, device=device).expand(t, k)
+    valid = cols < ref.counts.to(torch.int64).view(t, 1) if report.compacted else ref.valid.to(device)
     counts = {"oracle": ref_counts.numpy()}
     for info, c in ((a_info, cnt_a), (b_info, cnt_b)):
         if c is not None and not torch.equal(c, ref_counts):
             counts[info.name] = c.numpy()
+    first_mark = (first_row, first_lane[1] if first_lane else -1) if first_row is not None else None
+    cells, valid_share, zoom = charts.lane_cells(diff_a, diff_b, valid,
+                                                 charts.zoom_window((t, k), first_mark, report.compacted, counts["oracle"]))
     picture = charts.LaneMap(
-        differs_a=None if diff_a is None else diff_a.numpy(),
-        differs_b=None if diff_b is None else diff_b.numpy(),
-        valid=np.asarray(valid.numpy(), bool),
+        shape=(t, k),
+        cells=cells,
+        valid_share=valid_share,
+        zoom=zoom,
         label_a=a_info.name,
         label_b=b_info.name if b_info.name != a_info.name else f"B ({b_info.name})",
         block_n=int(cfg.block_n),
         counts=counts,
         compacted=report.compacted,
-        first=(first_row, first_lane[1] if first_lane else -1) if first_row is not None else None,
+        first=first_mark,
     )
     if out_a is None and out_b is None:
         report.picture_note = "No picture: neither implementation returned an output of the oracle's shape."
@@ -339,6 +383,26 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     except PlotsUnavailable as exc:
         report.picture_note = str(exc)
     return report
+
+
+def _per_row(differs):
+    """Lanes set per row of a [T, K] bool tensor.
+
+    A CPU sums bytes one at a time (0.3 s at 16384 x 2048); eight at a time instead:
+    a row's lanes read as int64 words, 127 words added per group (each byte then
+    holds a count of at most 127: no carry, no sign), the groups' bytes added last."""
+    import torch
+
+    t, k = differs.shape
+    lanes = differs.view(torch.uint8)
+    if k % 8 or lanes.storage_offset() % 8 or not lanes.is_contiguous():
+        return lanes.sum(dim=1, dtype=torch.int64)
+    words = lanes.view(torch.int64)
+    n = k // 8 // 127 * 127
+    groups = [words[:, :n].reshape(t, -1, 127).sum(dim=2)] if n else []
+    if n < k // 8:
+        groups.append(words[:, n:].sum(dim=1, keepdim=True))
+    return torch.cat(groups, dim=1).view(torch.uint8).sum(dim=1, dtype=torch.int64)
 
 
 def _values_line(sides, counts_returned: bool) -> str:
@@ -398,19 +462,18 @@ def _listed(case) -> bool:
 def write_rejection_report(case, verdict, a, b, root, device: str = "cpu", inputs=None) -> Path:
     """Write the report of rejection call ``case`` (a ``rejections.RejectionCase``)
     whose ``verdict`` is given to ``root/<case-id>/``: config.json holds the call as
-    well as its base case, inputs.pt the base case's inputs (the call's changes are
-    made from the call's data), outputs.pt nothing. ``remap-ab replay`` makes the call
-    again. ``a``, ``b``: names, ``ImplementationInfo``s or loaded implementations."""
-    import torch
-
+    well as its base case, whose inputs are regenerated on replay (given ``inputs``
+    are stored, compressed: they may be other than generated); the call's changes
+    are made from the call's data. ``remap-ab replay`` makes the call again. ``a``,
+    ``b``: names, ``ImplementationInfo``s or loaded implementations."""
 
     final, tmp = _begin(root, case.case_id)
+    generated = inputs is None
     inputs = generate_inputs(case.base, device="cpu") if inputs is None else _host_inputs(inputs)
     report = build_rejection_report(case, verdict, a, b, final, device, inputs)
     (tmp / "config.json").write_text(json.dumps({"case_id": case.case_id, "config": case.base.to_dict(),
                                                  "rejection": case.to_dict()}, indent=2) + "\n")
-    torch.save(inputs.tensors(), tmp / "inputs.pt")
-    torch.save({}, tmp / "outputs.pt")
+    report.inputs_record = _write_inputs(tmp, case.base, inputs, generated, full_tensors=False)
     _write_rendered(tmp, report)
     return _commit(tmp, final)
 
@@ -474,7 +537,8 @@ def render(report: CaseReport, fmt: str) -> str:
 # --------------------------------------------------------------------------- writing
 
 
-def write_case_report(result, root, *, schedule=None, implementations: Sequence[Any] | None = None) -> Path:
+def write_case_report(result, root, *, schedule=None, implementations: Sequence[Any] | None = None,
+                      inputs_generated: bool | None = None, full_tensors: bool = False) -> Path:
     """Write the report of ``result`` (a ``runner.CaseResult``) to ``root/<case-id>/``
     and return that folder.
 
@@ -488,19 +552,20 @@ def write_case_report(result, root, *, schedule=None, implementations: Sequence[
     ``implementations``: optional ``(a, b)``, each an ``ImplementationInfo`` or a loaded
     ``registry.Implementation``; without it the report knows A and B by name only (a
     module on a custom path then gets no PYTHONPATH hint in the replay command).
+    ``inputs_generated``: whether ``result``'s inputs are the configuration's generated
+    ones (True: the sweep's, by construction), which a replay regenerates; False
+    (``run --inputs``): they are stored, compressed; None: found out by generating them
+    again here and comparing sha256.
+    ``full_tensors``: also store the whole inputs and outputs, compressed.
     """
-    import torch
 
     final, tmp = _begin(root, result.config.case_id)
     report = build_case_report(result, final, implementations, schedule)
-    _write_config_and_inputs(tmp, result.config, _host_inputs(result.inputs))
-    outputs = {}
-    for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)):
-        if o is not None:
-            outputs[role] = {"name": o.name, "out": _host(o.out), "counts": _host(o.counts), "error": o.error}
-    ref = result.reference
-    outputs["reference"] = {"out": _host(ref.out), "counts": _host(ref.counts), "lanes": _host(ref.lanes), "valid": _host(ref.valid)}
-    torch.save(outputs, tmp / "outputs.pt")
+    _write_config(tmp, result.config)
+    if inputs_generated is None:
+        inputs_generated = hash_inputs(generate_inputs(result.config, device="cpu"))[0] == report.inputs_sha256
+    report.inputs_record = _write_inputs(tmp, result.config, result.inputs, inputs_generated, full_tensors)
+    report.outputs_record = _write_outputs(tmp, result, report, full_tensors)
     _write_rendered(tmp, report)
     return _commit(tmp, final)
 
@@ -510,14 +575,12 @@ def write_crash_report(config, a, b, message: str, root, device: str = "cpu", st
     past its time limit (TIMEOUT): no outputs exist, so it holds the config, the
     inputs (regenerated: they are a function of the config) and the verdict.
     ``a`` and ``b``: names, ``ImplementationInfo``s or loaded implementations."""
-    import torch
-
 
     final, tmp = _begin(root, config.case_id)
     inputs = generate_inputs(config, device="cpu")
     report = build_crash_report(config, a, b, message, final, device, status, inputs)
-    _write_config_and_inputs(tmp, config, inputs)
-    torch.save({}, tmp / "outputs.pt")
+    _write_config(tmp, config)
+    report.inputs_record = _write_inputs(tmp, config, inputs, True, full_tensors=False)
     _write_rendered(tmp, report)
     return _commit(tmp, final)
 
@@ -554,12 +617,153 @@ def _commit(tmp: Path, final: Path) -> Path:
     return final
 
 
-def _write_config_and_inputs(tmp: Path, config, inputs) -> None:
-    """config.json and inputs.pt (``inputs``: CaseInputs on the CPU)."""
+def _write_config(tmp: Path, config) -> None:
+    (tmp / "config.json").write_text(json.dumps({"case_id": config.case_id, "config": config.to_dict()}, indent=2) + "\n")
+
+
+def _write_inputs(tmp: Path, config, inputs, generated: bool, full_tensors: bool) -> dict:
+    """verdict.json's ``inputs`` (``inputs``: CaseInputs): generated ones are
+    regenerated on replay from config.json, others (and all with ``full_tensors``)
+    are written to INPUTS_FILE (moved to the host only then)."""
+    record: dict[str, Any] = {"source": "generated" if generated else "stored", "generator_version": GENERATOR_VERSION,
+                              "seed": int(config.seed), "file": None}
+    if full_tensors or not generated:
+        _save_compressed(_host_inputs(inputs).tensors(), tmp / INPUTS_FILE)
+        record["file"] = INPUTS_FILE
+    return record
+
+
+def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) -> dict:
+    """ROWS_FILE, and verdict.json's ``outputs``: each whole output tensor's digest and
+    the rows kept (where any side's values or count differ from the oracle's, the rows
+    the report's tables name first, ROWS_BUDGET_BYTES at most beyond those)."""
     import torch
 
-    (tmp / "config.json").write_text(json.dumps({"case_id": config.case_id, "config": config.to_dict()}, indent=2) + "\n")
-    torch.save(inputs.tensors(), tmp / "inputs.pt")
+    ref = result.reference
+    t, k = ref.out.shape
+    sides = {role: o for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)) if o is not None}
+    tensors: dict[str, dict] = {role: {"out": _tensor(o.out), "counts": _tensor(o.counts)} for role, o in sides.items()}
+    tensors["reference"] = {"out": ref.out, "counts": ref.counts}
+    digests = _digests(tensors)
+
+    def aligned(x, shape):
+        return x is not None and tuple(x.shape) == shape
+
+    # The oracle through its public API is kept only where it departs from its own reference.
+    def departs(role):  # a tensor the reference has, other than the reference's (absent counts are no departure)
+        return any(digests[role][n] is not None and digests[role][n] != digests["reference"][n] for n in ("out", "counts"))
+
+    kept = [role for role in ("a", "b", "oracle", "reference") if role in tensors and (role != "oracle" or departs(role))]
+    differs = torch.zeros(t, dtype=torch.bool, device=ref.out.device)
+    ref_counts = ref.counts.to(torch.int64)
+    for side in kept[:-1]:  # the reference last: itself
+        out, counts = tensors[side]["out"], tensors[side]["counts"]
+        if side in report.lanes_per_row:  # compared by build_case_report already
+            differs |= report.lanes_per_row[side].to(differs.device) > 0
+        elif aligned(out, (t, k)) and digests[side]["out"] != digests["reference"]["out"]:
+            differs |= (out.to(ref.out.device) != ref.out).any(dim=1)
+        if aligned(counts, (t,)):
+            differs |= counts.to(ref.out.device).to(torch.int64) != ref_counts
+    differing = torch.nonzero(differs).flatten().cpu().tolist()
+    named = {c.row for c in report.rows if c.failing} | {lane.row for lane in report.lanes}
+    first = [r for r in differing if r in named]
+    row_bytes = sum(x.element_size() * (x.numel() // max(1, x.shape[0])) for role in kept
+                    for x in (tensors[role]["out"], tensors[role]["counts"])
+                    if aligned(x, (t, k)) or aligned(x, (t,))) or 1
+    room = max(0, ROWS_BUDGET_BYTES // row_bytes - len(first))
+    rest = [r for r in differing if r not in named][:room]
+    rows = torch.tensor(sorted(first + rest), dtype=torch.int64)
+    kept_values: dict = {}
+    roles: dict = {}
+    for role, by_name in tensors.items():
+        o = sides.get(role)
+        entry: dict = {"name": o.name if o is not None else None, "error": o.error if o is not None else None,
+                       "tensors": digests[role], "kept": []}
+        if role in kept:
+            values = {}
+            for name, x in by_name.items():
+                if aligned(x, (t, k) if name == "out" else (t,)):
+                    values[name] = x[rows.to(x.device)].cpu()  # a gather: a copy, not a view of the whole
+                    entry["kept"].append(name)
+            kept_values[role] = values
+        roles[role] = entry
+    record: dict[str, Any] = {"rows_file": None, "rows_differing": len(differing), "rows_kept": int(rows.numel()),
+                              "full_file": None, "roles": roles}
+    if len(rows):
+        _save_compressed({"rows": rows, "roles": kept_values}, tmp / ROWS_FILE)
+        record["rows_file"] = ROWS_FILE
+    if full_tensors:
+        whole: dict = {role: {"name": o.name, "out": _host(_tensor(o.out)), "counts": _host(_tensor(o.counts)),
+                              "error": o.error} for role, o in sides.items()}
+        whole["reference"] = {"out": _host(ref.out), "counts": _host(ref.counts), "lanes": _host(ref.lanes),
+                              "valid": _host(ref.valid)}
+        _save_compressed(whole, tmp / OUTPUTS_FILE)
+        record["full_file"] = OUTPUTS_FILE
+    return record
+
+
+def _tensor(x):
+    """``x`` when an implementation returned a tensor there, else None."""
+    import torch
+
+    return x if isinstance(x, torch.Tensor) else None
+
+
+def _digests(tensors: dict) -> dict:
+    """{role: {name: {"shape", "dtype", "sha256"} or None}}, hashed on a few threads
+    (hashlib releases the GIL over large buffers)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reference = tensors["reference"]
+    # A side equal to the reference, byte for byte, has its digest: hashing is most of
+    # this function's time, comparing a fraction of it.
+    jobs = [(role, name, x) for role, by_name in tensors.items() for name, x in by_name.items()
+            if x is not None and (role == "reference" or not _same(x, reference.get(name)))]
+    with ThreadPoolExecutor(max_workers=min(4, max(1, len(jobs)))) as pool:
+        hashes = list(pool.map(lambda job: tensor_sha256(job[2]), jobs))
+    out: dict = {role: {name: None for name in by_name} for role, by_name in tensors.items()}
+    for (role, name, x), digest in zip(jobs, hashes):
+        out[role][name] = digest_of(x, digest)
+    for role, by_name in tensors.items():
+        for name, x in by_name.items():
+            if x is not None and out[role][name] is None:
+                out[role][name] = out["reference"][name]
+    return out
+
+
+def _same(x, y) -> bool:
+    """Equal dtype, shape and values: the same tensor_sha256."""
+    import torch
+
+    return y is not None and x.dtype == y.dtype and x.shape == y.shape and x.device == y.device and torch.equal(x, y)
+
+
+def digest_of(x, sha256: str | None = None) -> dict:
+    """A whole tensor as verdict.json records it: shape, dtype, sha256."""
+    return {"shape": list(x.shape), "dtype": str(x.dtype), "sha256": sha256 or tensor_sha256(x)}
+
+
+def _save_compressed(obj, path: Path) -> None:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:
+        f.write(buffer.getbuffer())
+
+
+def _load_compressed(folder: Path, name: str):
+    """A file ``_save_compressed`` wrote, read (tensors only); ReportError if it cannot be."""
+    import torch
+
+    try:
+        with gzip.open(folder / name, "rb") as f:
+            data = f.read()
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ReportError(f"report {folder} is incomplete: {name} is missing") from None
+    except Exception as exc:  # noqa: BLE001 — gzip and torch.load raise many kinds on a damaged file
+        raise ReportError(f"report {folder}: {name} cannot be read ({type(exc).__name__}); the report is corrupt") from None
 
 
 def _host(t):
@@ -647,6 +851,70 @@ class Report:
         s = self.meta.get("schedule")
         return (s[0], s[1]) if s else None
 
+    @property
+    def inputs_from(self) -> str:
+        """Where ``inputs`` came from, in words."""
+        record = self.meta.get("inputs")
+        if record is None or record["file"] is not None:
+            return f"saved inputs of {self.folder}"
+        return f"inputs regenerated from the configuration of {self.folder} (sha256 as saved)"
+
+    @property
+    def outputs(self) -> dict | None:
+        """verdict.json's ``outputs`` (None: a format-1 report, or one without outputs)."""
+        return self.meta.get("outputs")
+
+    def kept_rows(self) -> dict:
+        """The kept rows: ``{"rows": int64 [n], "roles": {role: {"out": [n, K],
+        "counts": [n]}}}`` (empty roles where no row differs); ReportError where the
+        file is missing, corrupt or disagrees with verdict.json."""
+        import torch
+
+        from remap_ab import schema  # pydantic is loaded only when a file is read
+
+        record = self.outputs
+        if record is None:
+            raise ReportError(f"report {self.folder} keeps no rows (written before format 2, or without outputs); "
+                              "its outputs.pt, if any, holds the whole outputs")
+        if record["rows_file"] is None:
+            return {"rows": torch.zeros(0, dtype=torch.int64), "roles": {}}
+        data = schema.load(schema.KeptRowsData, _load_compressed(self.folder, record["rows_file"]),
+                           where=f"report {self.folder}: {record['rows_file']}", error=ReportError,
+                           remedy="; the report is corrupt")
+        rows = data.rows
+        for role, values in data.roles.items():
+            for name in ("out", "counts"):
+                x = getattr(values, name)
+                if x is not None and (x.shape[:1] != rows.shape or name not in record["roles"].get(role, {}).get("kept", ())):
+                    raise ReportError(f"report {self.folder}: {record['rows_file']} holds {role}'s {name} that "
+                                      "verdict.json does not list for its rows; the report is corrupt")
+        if rows.numel() != record["rows_kept"]:
+            raise ReportError(f"report {self.folder}: {record['rows_file']} holds {rows.numel()} rows, verdict.json says "
+                              f"{record['rows_kept']}; the report is corrupt")
+        return {"rows": rows, "roles": {role: {n: x for n, x in (("out", v.out), ("counts", v.counts)) if x is not None}
+                                        for role, v in data.roles.items()}}
+
+    def full_outputs(self) -> dict:
+        """The whole outputs (--full-tensors), each tensor checked against the sha256
+        verdict.json records; ReportError where there are none or they do not match."""
+        from remap_ab import schema  # pydantic is loaded only when a file is read
+
+        record = self.outputs
+        if record is None or record["full_file"] is None:
+            raise ReportError(f"report {self.folder} holds no whole outputs; write it with --full-tensors")
+        name = record["full_file"]
+        data = schema.load(schema.FullOutputsData, _load_compressed(self.folder, name),
+                           where=f"report {self.folder}: {name}", error=ReportError, remedy="; the report is corrupt").root
+        whole = {role: {k: getattr(side, k) for k in type(side).model_fields if getattr(side, k) is not None}
+                 for role, side in data.items()}
+        for role, side in record["roles"].items():
+            for tensor, digest in side["tensors"].items():
+                x = whole.get(role, {}).get(tensor)
+                if digest is not None and (x is None or tensor_sha256(x) != digest["sha256"]):
+                    raise ReportError(f"report {self.folder}: {name}'s {role} {tensor} does not match the sha256 "
+                                      "recorded in verdict.json (corrupt or edited)")
+        return whole
+
 
 def load_report(path) -> Report:
     """Read a report folder (or a file inside one); ReportError, in one line naming the
@@ -660,7 +928,7 @@ def load_report(path) -> Report:
         folder = folder.parent
     if not folder.is_dir():
         raise ReportError(f"no report at {path}")
-    for name in ("config.json", "verdict.json", "inputs.pt"):
+    for name in ("config.json", "verdict.json"):
         if not (folder / name).is_file():
             raise ReportError(f"report {folder} is incomplete: {name} is missing")
     corrupt = "; the report is corrupt (write it again)"
@@ -681,22 +949,70 @@ def load_report(path) -> Report:
     schema.load(schema.VerdictFile, meta, where=f"report {folder}: verdict.json", error=ReportError, remedy=corrupt)
     if meta["case_id"] != own_id:
         raise ReportError(f"report {folder}: verdict.json field 'case_id' is {meta['case_id']} but config.json's case is {own_id}")
-    try:
-        tensors = torch.load(folder / "inputs.pt", map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 — torch.load raises many kinds on a damaged file; each is a corrupt report
-        raise ReportError(f"report {folder}: inputs.pt cannot be read ({type(exc).__name__}); the report is corrupt") from None
+    version = meta.get("format", 1)
+    if version > REPORT_FORMAT:
+        raise ReportError(f"report {folder} has format {version}, newer than this remap-ab reads ({REPORT_FORMAT}); "
+                          "replay it with the remap-ab that wrote it")
+    named = [meta["outputs"][key] for key in ("rows_file", "full_file") if meta.get("outputs")]
+    for name in [n for n in named if n is not None]:
+        if not (folder / name).is_file():
+            raise ReportError(f"report {folder} is incomplete: {name} is missing")
+    record = meta.get("inputs")
+    if record is None:  # format 1: the whole inputs in inputs.pt
+        if not (folder / "inputs.pt").is_file():
+            raise ReportError(f"report {folder} is incomplete: inputs.pt is missing")
+        try:
+            tensors = torch.load(folder / "inputs.pt", map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 — torch.load raises many kinds on a damaged file; each is a corrupt report
+            raise ReportError(f"report {folder}: inputs.pt cannot be read ({type(exc).__name__}); the report is corrupt") from None
+        inputs = _input_tensors(folder, "inputs.pt", tensors)
+    elif record["file"] is not None:  # stored (run --inputs), or --full-tensors
+        inputs = _input_tensors(folder, record["file"], _load_compressed(folder, record["file"]))
+    elif record["source"] == "stored":
+        raise ReportError(f"report {folder}: verdict.json says its inputs are stored but names no file; the report is corrupt")
+    else:
+        inputs = _regenerated(folder, config, meta)
+    if record is None or record["file"] is not None:
+        per, _ = hash_inputs(inputs)
+        if per != meta["inputs_sha256"]:
+            name = "inputs.pt" if record is None else record["file"]
+            raise ReportError(f"report {folder}: {name} does not match the sha256 recorded in verdict.json (corrupt or edited)")
+    report = Report(folder, config, meta, inputs, rejection)
+    if report.outputs is not None:
+        report.kept_rows()  # a few MB at most: a damaged file is found now, in one line
+    return report
+
+
+def _input_tensors(folder: Path, name: str, tensors) -> CaseInputs:
+    """A file's input tensors, checked (schema.InputTensorsData, the required three)."""
+    from remap_ab import schema  # pydantic is loaded only when a file is read
+
+    where = f"report {folder}: {name}"
     if not isinstance(tensors, dict) or not {"req_id", "block_table", "token_indices"} <= set(tensors):
-        raise ReportError(f"report {folder}: inputs.pt does not hold the input tensors")
-    if not all(isinstance(t, torch.Tensor) for t in tensors.values()):
-        raise ReportError(f"report {folder}: inputs.pt holds something other than tensors")
-    try:
-        inputs = CaseInputs(**tensors)
-    except TypeError:
-        raise ReportError(f"report {folder}: inputs.pt holds unexpected tensors ({', '.join(sorted(tensors))})") from None
+        raise ReportError(f"{where} does not hold the input tensors")
+    checked = schema.load(schema.InputTensorsData, tensors, where=where, error=ReportError,
+                          remedy="; the report is corrupt").root
+    return CaseInputs(**checked)
+
+
+def _regenerated(folder: Path, config, meta: dict) -> CaseInputs:
+    """The inputs a format-2 report records by configuration and seed: generated again
+    on the CPU, each tensor's sha256 checked against the recorded one."""
+    record = meta["inputs"]
+    inputs = _host_inputs(generate_inputs(config, device="cpu"))
     per, _ = hash_inputs(inputs)
-    if per != meta["inputs_sha256"]:
-        raise ReportError(f"report {folder}: inputs.pt does not match the sha256 recorded in verdict.json (corrupt or edited)")
-    return Report(folder, config, meta, inputs, rejection)
+    recorded = meta["inputs_sha256"]
+    if per != recorded:
+        name = next((n for n in sorted(set(per) | set(recorded)) if per.get(n) != recorded.get(n)), "?")
+        then, now = record["generator_version"], GENERATOR_VERSION
+        versions = f"written with generator version {then}, this remap-ab has version {now}" if then != now \
+            else f"both generator version {now}: the generator changed without a version bump"
+        again = meta.get("run_command") or "remap-ab run with the case's configuration"
+        raise ReportError(f"report {folder}: the input generator changed since this report was written ({versions}; "
+                          f"{name}'s sha256 is {str(per.get(name))[:16]}, recorded {str(recorded.get(name))[:16]}), "
+                          "so its inputs cannot be regenerated bit-exactly; replay it with the remap-ab that wrote "
+                          f"it, or run the case again for a new report: {again} --report DIR")
+    return inputs
 
 
 def _rejection_of(folder: Path, cdata: dict, config):

@@ -209,13 +209,14 @@ def run_case(
 
 
 def sides(config: CaseConfig, a: str, b: str) -> tuple:
-    """The implementations that run ``config`` as A and B: a side whose wrappers lack an
-    optional parameter the case passes is replaced by the oracle, so the other side is
-    judged against it (features.py). A case neither side can take is a ConfigError."""
+    """The implementations that run ``config`` as A and B: a side whose wrapper (the
+    one the case calls) lacks an optional parameter the case passes is replaced by the
+    oracle, so the other side is judged against it (features.py). A case neither side
+    can take is a ConfigError."""
     runs_a, runs_b = registry.feature_plan(a, b).runs(config)
     if not (runs_a or runs_b):
-        raise ConfigError(f"neither {a} nor {b} accepts {', '.join(features.uses(config))}, which this case passes; "
-                          f"give a --b that does (e.g. --b main) or leave the option off")
+        raise ConfigError(f"neither {a}'s nor {b}'s {config.mode} wrapper takes {', '.join(features.uses(config))}, "
+                          f"which this case passes; give a --b that does (e.g. --b main) or leave the option off")
     return tuple(registry.get(name if runs else "oracle") for name, runs in ((a, runs_a), (b, runs_b)))
 
 

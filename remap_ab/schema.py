@@ -123,7 +123,8 @@ def problem(error: dict, model: type[BaseModel]) -> str:
     value = error.get("input")
     shown = json.dumps(value, default=repr)[:40] if not isinstance(value, str) else repr(value)[:40]
     if error["loc"][-1:] == ("[key]",):  # a mapping's key, not its value
-        return f"field {_path(error['loc'][:-2])!r} has the key {shown}, expected {_expected(error, model)}"
+        owner = _path(error["loc"][:-2])
+        return f"{f'field {owner!r} ' if owner else ''}has the key {shown}, expected {_expected(error, model)}"
     return f"{field}is {type(value).__name__} {shown}, expected {_expected(error, model)}"
 
 
@@ -164,7 +165,7 @@ def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[s
 # --------------------------------------------------------------------------- the shapes
 # Enums are read from their plain words (``strict=False`` on those fields only).
 
-from pydantic import AfterValidator, BeforeValidator, Field, create_model  # noqa: E402
+from pydantic import AfterValidator, BeforeValidator, Field, RootModel, create_model  # noqa: E402
 
 from remap_ab.sources import Source  # noqa: E402
 from remap_ab.status import Check, Status  # noqa: E402
@@ -279,15 +280,109 @@ def _policy_and_seed(value: Any) -> Any:
     return value
 
 
+class ReportInputsData(Strict):
+    """verdict.json's ``inputs`` (format 2): how the inputs come back. ``generated``:
+    from config.json by the input generator of ``generator_version`` (its bytes checked
+    against ``inputs_sha256``); ``stored``: only from ``file`` (``run --inputs``). A
+    ``file`` beside generated inputs is a --full-tensors copy."""
+
+    source: typing.Literal["generated", "stored"]
+    generator_version: int
+    seed: int
+    file: Optional[str] = None
+
+
+class TensorDigestData(Strict):
+    """One whole tensor as recorded: its shape, dtype and sha256 (inputs.tensor_sha256)."""
+
+    shape: list[int]
+    dtype: str
+    sha256: str
+
+
+class RoleOutputsData(Strict):
+    """One side's outputs (``a``, ``b``, ``oracle``, ``reference``) in verdict.json's
+    ``outputs``: each tensor's digest (null: not returned), and whether the kept rows
+    hold its values there."""
+
+    name: Optional[str] = None
+    error: Optional[str] = None
+    tensors: dict[str, Optional[TensorDigestData]]
+    kept: list[str] = []
+
+
+class ReportOutputsData(Strict):
+    """verdict.json's ``outputs`` (format 2): the rows kept where A, B and the oracle
+    differ (``rows_file``), how many differ in all, and each whole tensor's digest;
+    ``full_file``: the whole tensors (--full-tensors)."""
+
+    rows_file: Optional[str] = None
+    rows_differing: int = Field(ge=0)
+    rows_kept: int = Field(ge=0)
+    full_file: Optional[str] = None
+    roles: dict[str, RoleOutputsData]
+
+
 class VerdictFile(Open):
     case_id: str
     status: Status = _WORD
+    format: int = Field(default=1, ge=1)
     a: ImplementationData
     b: ImplementationData
     device: str
     inputs_sha256: dict[str, str]
+    inputs: Optional[ReportInputsData] = None  # format 2; format 1 keeps inputs.pt
+    outputs: Optional[ReportOutputsData] = None  # format 2, a case with outputs
     schedule: typing.Annotated[Any, BeforeValidator(_policy_and_seed)] = None
     verdict: ReportVerdictData
+
+
+def _tensor(value: Any) -> Any:
+    import torch  # loaded already: only a file torch read holds tensors
+
+    if not isinstance(value, torch.Tensor):
+        raise ValueError("a tensor")
+    return value
+
+
+Tensor = typing.Annotated[Any, BeforeValidator(_tensor)]
+
+
+class KeptRoleData(Strict):
+    out: Optional[Tensor] = None
+    counts: Optional[Tensor] = None
+
+
+class KeptRowsData(Strict):
+    """The kept-rows file (torch.save, gzip-compressed): the row indices, and each kept
+    side's values at those rows."""
+
+    rows: Tensor
+    roles: dict[str, KeptRoleData]
+
+
+class FullRoleData(Strict):
+    name: Optional[str] = None
+    error: Optional[str] = None
+    out: Optional[Tensor] = None
+    counts: Optional[Tensor] = None
+    lanes: Optional[Tensor] = None
+    valid: Optional[Tensor] = None
+
+
+class FullOutputsData(RootModel[dict[str, FullRoleData]]):
+    """The whole-outputs file (--full-tensors): each side's outputs as returned."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+
+
+InputName = typing.Literal["req_id", "block_table", "token_indices", "prefill_request_ids", "prefill_starts"]
+
+
+class InputTensorsData(RootModel[dict[InputName, Tensor]]):
+    """A stored inputs file: the input tensors by their SPEC §2 names (inputs.TENSOR_NAMES)."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -389,6 +484,11 @@ class GridRejectionsData(Strict):
     doc: str = ""
 
 
+class GridEnvelopeData(Strict):
+    # The envelope's sets (envelope.SETS) the grid holds every value of.
+    cover: list[typing.Literal["rows", "blocks", "strides", "buffers", "dcp", "widths"]] = Field(min_length=1)
+
+
 class GridData(Strict):
     version: int = 1
     defaults: dict[str, Any] = {}
@@ -396,6 +496,46 @@ class GridData(Strict):
     rotate: list[dict[str, Any]] = []
     width: list[WidthEntry] = []
     rejections: Optional[GridRejectionsData] = None
+    envelope: Optional[GridEnvelopeData] = None
+
+
+# The call envelope (remap_ab/envelope.toml, read by envelope.py).
+PositiveInts = list[typing.Annotated[int, Field(ge=1)]]
+
+
+class EnvelopeRows(Strict):
+    decode: PositiveInts = Field(min_length=1)
+    prefill: PositiveInts = []
+
+
+class EnvelopeBlocks(Strict):
+    sizes: PositiveInts = Field(min_length=1)
+
+
+class EnvelopeStride(Strict):
+    block_size: int = Field(ge=1)
+    block_stride: int = Field(ge=1, le=2**31 - 1)
+    why: Words
+
+
+class EnvelopeBuffers(Strict):
+    out_buffers: list[bool] = Field(min_length=1)
+    counts: list[bool] = Field(min_length=1)
+
+
+class EnvelopeDcp(Strict):
+    sizes: PositiveInts = Field(min_length=1)
+    interleaves: PositiveInts = Field(min_length=1)
+
+
+class EnvelopeData(Strict):
+    version: int = 1
+    rows: EnvelopeRows
+    blocks: EnvelopeBlocks
+    stride: list[EnvelopeStride] = []
+    buffers: EnvelopeBuffers
+    dcp: EnvelopeDcp
+    width: list[WidthEntry] = []
 
 
 class DimensionEntry(Strict):

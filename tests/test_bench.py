@@ -347,9 +347,9 @@ def test_cell_gate_refuses_a_disagreeing_variant_and_passes_tile_widths(off_by_o
     assert why and "refusing to time 2 tiles vs broken" in why
 
 
-def test_gate_passes_old_and_new_on_both_paths():
+def test_gate_passes_old_and_new_on_every_path():
     runtime.select(runtime.default_device())
-    for path in ("counts", "dcp"):
+    for path in pr_table.PATHS:
         config = _small(path)
         inputs = generate_inputs(config, device=runtime.default_device())
         assert pr_table.agreement_gate(config, inputs, registry.get("old"), registry.get("new")).passed
@@ -659,7 +659,8 @@ def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_
     runtime.select("cpu")
     opts = SuiteOptions(
         sections=["pr", "contention", "decode", "width", "resources"], device="cuda", timing_device="cpu",
-        calls=2, repeats=2, pr_topk=(512,), pr_tokens=(1,), cold_l2=True, contention_tokens=(1,),
+        calls=2, repeats=2, pr_topk=(512,), pr_tokens=(1,), pr_paths=("counts", "dcp"), cold_l2=True,
+        contention_tokens=(1,),
         decode_batches=(1, 2), model=decode.DecodeModel(layers=78, topk=2048, dcp_sizes=(1,)),
         scan_k=(256,), scan_warps=(8,), scan_tokens=(1,), resource_targets=("sm_90", "gfx942"), resource_topks=(256,),
     )

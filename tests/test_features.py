@@ -102,17 +102,25 @@ def _sweep(tmp_path, b: str, grid_name: str, filters: list, max_tokens=None, a: 
 
 def test_the_plan_follows_the_signatures(broken_impl):
     only_b = registry.feature_plan("old", "main")
-    assert only_b.a_accepts == () and set(only_b.b_accepts) == {"BLOCK_STRIDE_ROWS", "out", "valid_counts_out"}
+    cv, dcp = features.CONVERT, features.DCP
+    # main (kernels_main): the stride on both wrappers, the buffers on convert only (judged per wrapper)
+    assert only_b.a_accepts == () and set(only_b.b_accepts) == {
+        ("BLOCK_STRIDE_ROWS", cv), ("BLOCK_STRIDE_ROWS", dcp), ("out", cv), ("valid_counts_out", cv)}
     stride = CaseConfig(mode="convert", tokens=2, block_stride=4096)
     assert only_b.runs(stride) == (False, True) and only_b.runs(CaseConfig(tokens=2)) == (True, True)
     assert registry.feature_plan("main", "main").runs(stride) == (True, True)
     assert not registry.feature_plan("old", "new").runnable(stride)
     lines = features.lines(only_b, [stride, CaseConfig(tokens=2)])
-    assert lines[0] == "feature BLOCK_STRIDE_ROWS, B only: 1 call judged against the oracle (A, old, lacks it)"
+    assert lines[0] == ("feature BLOCK_STRIDE_ROWS on convert, B only: 1 call judged against the oracle (A, old, "
+                        "lacks it on convert)")
+    assert lines[1] == "feature BLOCK_STRIDE_ROWS on dcp, B takes it: no call passes it, not exercised"
     assert features.lines(registry.feature_plan("main", "main"), [stride])[0] == (
-        "feature BLOCK_STRIDE_ROWS, A and B: 1 call, A vs B vs the oracle")
+        "feature BLOCK_STRIDE_ROWS on convert, A and B: 1 call, A vs B vs the oracle")
     assert features.lines(registry.feature_plan("old", "new"), [stride])[0] == (
-        "feature BLOCK_STRIDE_ROWS, neither A nor B accepts it: 1 call not run")
+        "feature BLOCK_STRIDE_ROWS on convert, neither A's nor B's convert wrapper takes it: 1 call not run")
+    # A run.json of before per-wrapper plans (bare names) reads as taken on every wrapper.
+    legacy = {"a": "old", "b": "main", "a_accepts": [], "b_accepts": ["BLOCK_STRIDE_ROWS"], "unknown": []}
+    assert features.lines(legacy, [stride])[0] == lines[0]
 
 
 def test_an_unknown_new_parameter_is_named_not_exercised(broken_impl):
@@ -120,11 +128,12 @@ def test_an_unknown_new_parameter_is_named_not_exercised(broken_impl):
                                             "out=None, valid_counts_out=None, FUSED_WITNESS=False):")
                         + "CONVERT, CONVERT_STRIDE, DCP_STRIDE = _plain, _keep, _keep\n")
     lines = features.lines(registry.feature_plan("new", later), [])
-    assert lines[-1].startswith("not exercised: FUSED_WITNESS (B's triton_convert_req_index_to_global_index takes it")
+    assert lines[-1].startswith("not exercised: FUSED_WITNESS on convert (B's triton_convert_req_index_to_global_index "
+                                "takes it")
 
 
 def test_a_case_neither_side_takes_is_refused_not_passed():
-    with pytest.raises(ConfigError, match="neither old nor new accepts BLOCK_STRIDE_ROWS"):
+    with pytest.raises(ConfigError, match="neither old's nor new's convert wrapper takes BLOCK_STRIDE_ROWS"):
         run_case(CaseConfig(mode="convert", tokens=1, topk=128, block_stride=4096), "old", "new")
 
 
@@ -210,7 +219,9 @@ def test_a_stride_ignored_by_one_wrapper_is_caught_by_the_callers_sweep(broken_i
              "flashinfer-sm100-D-b32-dcp4r1-i8", "flashinfer-sm100-D-b64-dcp2r1-i32-s4096"]
     s = _sweep(tmp_path, b, "callers", ["batch=decode-8", "call=" + ",".join(calls)])
     assert not s["passed"]
-    assert "  feature BLOCK_STRIDE_ROWS, B only" in "\n".join("  " + line for line in s["features"])
+    assert f"  feature BLOCK_STRIDE_ROWS on {wrapper}, B only" in "\n".join("  " + line for line in s["features"])
+    assert any(line.startswith(f"feature BLOCK_STRIDE_ROWS on {wrapper}: ") and line.endswith("passing it failed")
+               for line in s["features"]), s["features"]
     first = s["failures"][0]["first_mismatch"]
     assert "BLOCK_STRIDE_ROWS" in first, first
     failed = {f["case_id"] for f in s["failures"]}
@@ -246,13 +257,15 @@ def test_the_grids_hold_main_s_calls_and_the_pr_grid_stays():
     assert any(c.backend == "hisparse" and c.block_n == c.topk and c.topk % 128 for c in callers)
     models = [p.config for p in grid.load("models").points()]
     assert {c.tokens for c in models} >= {2048, 8192, 16384}
-    assert len([c for c in models if c.tokens <= 1024]) == 3888
+    own = [p.config for p in grid.load("models").points() if p.label(grid.ENVELOPE_AXIS) == "-"]
+    assert len([c for c in own if c.tokens <= 1024]) == 3888  # and the call envelope's points (test_envelope.py)
 
 
 def test_old_against_new_skips_what_neither_takes_and_says_so(tmp_path):
     s = _sweep(tmp_path, "new", "callers", ["batch=decode-1", "call=fa3-A-b64,flashmla-bf16-A-b64-s4096"])
     assert s["passed"] and s["cases"] - s["rejections"]["calls"] == 1
-    assert s["features"][0] == "feature BLOCK_STRIDE_ROWS, neither A nor B accepts it: 1 call not run"
+    assert s["features"][0] == ("feature BLOCK_STRIDE_ROWS on convert, neither A's nor B's convert wrapper takes it: "
+                                "1 call not run")
 
 
 @pytest.mark.gpu
@@ -270,6 +283,6 @@ def test_the_soak_draws_prefill_steps_rarely_on_the_cpu():
 
     assert 0 < soak.CPU_PREFILL_SHARE < soak.GPU_PREFILL_SHARE
     always = [d.config.tokens for d, _ in zip(soak.draws(1, 0, 16, prefill_share=1.0), range(20))]
-    assert set(always) <= set(soak.PREFILL_STEPS) and len(set(always)) > 1
+    assert set(always) <= set(soak.prefill_steps()) and len(set(always)) > 1
     never = [d.config.tokens for d, _ in zip(soak.draws(1, 0, 16), range(200))]
     assert max(never) <= 16

@@ -100,7 +100,7 @@ def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mo
         f"run again: PYTHONPATH={mods}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab run --a old --b countoff_msg "
         "--tokens 3 --device cpu",
     ]
-    for name in ("diff.html", "diff.md", "inputs.pt", "outputs.pt", "replay.sh", "verdict.json", "config.json"):
+    for name in ("diff.html", "diff.md", "rows.pt.gz", "replay.sh", "verdict.json", "config.json"):
         assert (folder / name).is_file(), name
     md = (folder / "diff.md").read_text()
     assert "1 row whose count differs" in md and "lane in" not in md

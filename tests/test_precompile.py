@@ -218,3 +218,320 @@ def test_fresh_every_reuses_recent_variants_with_fresh_data(fresh_every):
         assert new <= 100 and all(k in keys[: i + 1] for i, k in enumerate(keys))
         # the re-drawn data differs from the variant's first case
         assert len({d.config.tokens for d in drawn}) > 50
+
+
+# --------------------------------------------------------------------------- a sweep's compile-ahead
+
+
+def _sweep_points():
+    """Grid points of many variants, small enough to generate at full size here: one per
+    wrapper path of the PR's grid (a different memory layout each, one row or several),
+    and two of the callers grid passing BLOCK_STRIDE_ROWS (one with caller-owned outputs)."""
+    from remap_ab import grid
+
+    chosen, seen = [], set()
+    layouts = ["contiguous", "mixed", "offset", "token_cols", "table_slice", "req_strided", "token_rows"]
+    for p in grid.load(None).points():
+        labels = dict(p.labels)
+        if p.config.tokens > 4 or labels["k"] not in ("128", "384") or labels["path"] in seen:
+            continue
+        if p.config.layout != layouts[len(seen) % len(layouts)]:
+            continue
+        seen.add(labels["path"])
+        chosen.append(p)
+    callers = [p for p in grid.load("callers").points() if p.config.block_stride and p.config.tokens <= 8]
+    chosen += [next(p for p in callers if not p.config.out_buffers), next(p for p in callers if p.config.out_buffers)]
+    return chosen
+
+
+def _batch_calls(a: str, b: str, config_dicts: list) -> list[int]:
+    """In a process set up as a compile worker (H200's target, launches only compiled):
+    the cases' own calls as the batch engine makes them (one batch's inputs, each
+    implementation's private copies, the sides that run each case), each case's kernels
+    compiled at these launches, i.e. not found in Triton's on-disk cache."""
+    from remap_ab.call import PrivateInputs
+    from remap_ab.inputs import generate_inputs_batch
+    from remap_ab.runner import sides
+
+    configs = [CaseConfig.from_dict(d) for d in config_dicts]
+    inputs = generate_inputs_batch(configs, device="cpu")
+    own = PrivateInputs.each(inputs, 2)
+    missed = []
+    for i, c in enumerate(configs):
+        before = precompile._COUNTS["compiled"]
+        for impl, copies in zip(sides(c, a, b), own):
+            if impl.name != "oracle":
+                impl(c, copies.cases[i])
+        missed.append(precompile._COUNTS["compiled"] - before)
+    return missed
+
+
+def test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_processes(tmp_path, monkeypatch):
+    """The sweep's compile-ahead (Sweep._schedule) on H200's target: the device judges the
+    first variant itself and finds it compiled a kernel (a cold cache), so every other
+    variant is submitted at once; afterwards the points' own calls, made at full size
+    as the batch engine makes them, find each of those kernels in the Triton cache dir.
+    The first variant, the device's own, is the control: its calls compile."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = "new", "main"
+    points = _sweep_points()
+    keys = {precompile.variant_key(p.config) for p in points}
+    assert len(keys) == len(points) >= 9
+
+    workers = min(2, precompile.host_cores())
+    ahead = precompile.Ahead(a, b, H200, workers=workers)
+    try:
+        schedule = precompile.Schedule(points, lambda: ahead)
+        own = schedule.next(len(points))
+        assert own == points[:1] and not ahead.pending  # the device's own first variant; no compile yet
+        schedule.judged([p.case_id for p in own], compiled=2)  # it compiled: the cache is cold
+        assert len(ahead.pending) == len(keys) - 1  # every other variant submitted at once, once
+        _finish(ahead, [p.config for p in points[1:]], timeout=480.0)
+    finally:
+        ahead.close()
+    assert ahead.failed == 0 and ahead.variants == len(keys) - 1, ahead.line()
+    assert ahead.compiled >= len(keys) - 1, ahead.line()  # every variant: A's kernel and/or B's
+    if precompile.host_cores() > 1:
+        assert len(ahead.pids) > 1, ahead.line()  # more than one process compiled
+    assert f"on {len(ahead.pids) + 1} cores" in ahead.line()
+    # (Two variants of one kernel may compile at once in two workers: one cubin, two compiles.)
+    assert 0 < len(list((tmp_path / "cache").rglob("*.cubin"))) <= ahead.compiled
+
+    # Everything is compiled: the schedule hands every other point out at once, each once.
+    handed = schedule.next(len(points))
+    assert sorted(p.case_id for p in handed) == sorted(p.case_id for p in points[1:]) and schedule.next(4) is None
+
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=precompile._init_worker,
+                             initargs=(H200,)) as verifier:
+        missed = verifier.submit(_batch_calls, a, b, [p.config.to_dict() for p in points]).result()
+    assert missed[1:] == [0] * (len(points) - 1), missed
+    assert missed[0] > 0, missed  # the control: the check sees kernels that were not compiled ahead
+
+
+class _Group:
+    def __init__(self, key, n, tokens=1):
+        self.items = [_Item(f"{key}-{i}", key, tokens) for i in range(n)]
+
+
+class _Item:
+    def __init__(self, case_id, variant, tokens):
+        self.case_id = case_id
+        self.config = CaseConfig(mode="convert", tokens=tokens, topk=128 * variant, block_n=128, counts=False,
+                                 seed=int(case_id.split("-")[1]))
+
+
+class _Workers:
+    """``Ahead``'s side of the schedule: variants finish when the test says so."""
+
+    def __init__(self):
+        self.submitted, self.finished, self.running, self.taken = [], [], set(), []
+        self.up = False
+
+    def submit(self, config):
+        self.submitted.append(precompile.variant_key(config))
+
+    def collect(self):
+        done, self.finished = self.finished, []
+        return done
+
+    def started(self):
+        return self.up
+
+    def take(self, config):
+        key = precompile.variant_key(config)
+        if key in self.running:
+            return False
+        self.taken.append(key)
+        return True
+
+
+def _variant(item):
+    return item.config.topk // 128
+
+
+def test_the_sweeps_schedule_judges_compiled_variants_first_and_compiles_itself_only_what_no_worker_holds():
+    from remap_ab import rejections
+
+    items = [x for v in (1, 2, 3, 4, 5, 6) for x in _Group(v, 3 if v != 6 else 5).items]
+    call = rejections.sweep_points(0)[0]
+    workers = _Workers()
+    schedule = precompile.Schedule(items + [call], lambda: workers)
+    handed = []
+
+    # The device compiles the first variant itself, and the rejection call (no kernel)
+    # comes along; no worker has started.
+    first = schedule.next(4)
+    assert [_variant(x) for x in first[:-1]] == [1, 1, 1] and first[-1] is call
+    assert schedule.ahead is None
+    handed += first
+    schedule.judged([x.case_id for x in first], compiled=2)  # it compiled: the cache is cold
+    # The workers start with every other variant, once each, in the points' order.
+    assert schedule.ahead is workers and workers.submitted == [precompile.variant_key(x.config) for x in items[3::3]][:5]
+    # Workers up, variants 2 and 3 compiled: those first, across variants up to the batch size.
+    workers.up = True
+    workers.finished = [precompile.variant_key(items[3].config), precompile.variant_key(items[6].config)]
+    batch = schedule.next(4)
+    assert [_variant(x) for x in batch] == [2, 2, 2, 3]
+    handed += batch
+    schedule.judged([x.case_id for x in batch], compiled=0)  # compiled ahead: says nothing of the cache
+    batch = schedule.next(4)
+    assert [_variant(x) for x in batch] == [3, 3]  # the rest of variant 3 (nothing else compiled yet)
+    handed += batch
+    # Nothing compiled, variant 6 (the back) is free: the device takes it, one variant, a batch at most.
+    workers.running = {precompile.variant_key(items[9].config)}  # variant 4 is in a worker's hands
+    batch = schedule.next(4)
+    assert [_variant(x) for x in batch] == [6, 6, 6, 6] and workers.taken[-1] == precompile.variant_key(items[-1].config)
+    handed += batch
+    batch = schedule.next(4)  # the last of variant 6, taken already
+    assert [_variant(x) for x in batch] == [6]
+    handed += batch
+    # Variant 5 is free too; variant 4 is a worker's: take 5, then wait.
+    batch = schedule.next(4)
+    assert [_variant(x) for x in batch] == [5, 5, 5]
+    handed += batch
+    schedule.judged([x.case_id for x in batch], compiled=2)
+    assert schedule.next(4) == []  # only variant 4 is left, in a worker: wait for it
+    workers.finished = [precompile.variant_key(items[9].config)]
+    batch = schedule.next(4)
+    assert [_variant(x) for x in batch] == [4, 4, 4]
+    handed += batch
+    assert schedule.next(4) is None
+    assert sorted(x.case_id for x in handed) == sorted(x.case_id for x in items + [call])
+
+
+def test_on_a_warm_cache_the_device_takes_whole_batches_and_starts_no_worker():
+    items = [x for v in range(1, 9) for x in _Group(v, 2).items]
+    workers = _Workers()
+    schedule = precompile.Schedule(items, lambda: workers)
+    first = schedule.next(6)
+    assert len(first) == 2  # one variant: nothing known of the cache yet
+    schedule.judged([x.case_id for x in first], compiled=0)  # found in Triton's cache: warm
+    batch = schedule.next(6)
+    assert [_variant(x) for x in batch] == [2, 2, 3, 3, 4, 4]  # a whole batch, in the points' order
+    assert schedule.ahead is None  # a warm cache starts no compile worker
+    schedule.judged([x.case_id for x in batch], compiled=1)  # a kernel compiled: the workers start
+    assert schedule.ahead is workers and len(workers.submitted) == 4  # variants 5 to 8
+    assert [_variant(x) for x in schedule.next(6)] == [5, 5]  # one variant at a time again, while they start
+
+
+def test_compile_workers_default_to_the_host_cores_less_the_device_processes(monkeypatch):
+    from remap_ab.errors import UsageError
+
+    monkeypatch.delenv(precompile.WORKERS_VARIABLE, raising=False)
+    assert precompile.default_workers(1) == max(1, precompile.host_cores() - 1)
+    monkeypatch.setenv(precompile.WORKERS_VARIABLE, "0")
+    assert precompile.default_workers(1) == 0
+    monkeypatch.setenv(precompile.WORKERS_VARIABLE, "many")
+    with pytest.raises(UsageError, match="REMAP_AB_COMPILE_WORKERS='many' is not a count"):
+        precompile.default_workers(1)
+
+
+def test_block_stride_and_caller_owned_outputs_are_variants_of_their_own():
+    base = CaseConfig(mode="convert", tokens=3, topk=256, counts=True)
+    keys = {precompile.variant_key(c) for c in (base, base.replace(block_stride=64), base.replace(block_stride=4096),
+                                                base.replace(out_buffers=True))}
+    assert len(keys) == 4
+
+
+def test_a_cpu_sweep_starts_no_compile_process(tmp_path, monkeypatch):
+    """The interpreter compiles nothing: no compile-ahead pool, no line about one."""
+    from remap_ab.sweep.run import Sweep, SweepOptions
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a compile-ahead pool was started for the CPU")
+
+    monkeypatch.setattr(precompile, "Ahead", refused)
+    sweep = Sweep(SweepOptions(device="cpu", workers=0, max_tokens=1, filters=["path=convert", "k=128"],
+                               root=str(tmp_path), progress=False))
+    sweep.prepare()
+    summary = sweep.run()
+    assert summary["passed"] and summary["cases"] > 0
+    assert summary["last_session"]["compile_ahead"] == ""
+
+
+class _FakeLoads:
+    compiled_next = 0
+
+    def __init__(self, active=True):
+        self.active, self.compiled = active, 0
+
+    def __enter__(self):
+        if self.active:
+            self.compiled = _FakeLoads.compiled_next
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+class _SlowAhead:
+    """Every submitted variant is compiled after one wait."""
+
+    def __init__(self, a, b, target, workers):
+        self.pending, self.submitted, self.waits = {}, [], 0
+
+    def submit(self, config):
+        key = precompile.variant_key(config)
+        if key not in self.pending:
+            self.pending[key] = config
+            self.submitted.append(key)
+
+    def ready(self, config):
+        return self.waits > 0
+
+    def wait_any(self, timeout):
+        self.waits += 1
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("compiled", [0, 3])
+def test_the_pytest_grid_compiles_what_comes_next_only_after_a_cold_first_batch(monkeypatch, compiled):
+    """pytest's order is fixed: after the first batch (judged by the device), a cold
+    cache submits every later case's variant at once, and each later batch waits for
+    its own; a warm one starts nothing."""
+    items = [x for v in (1, 2, 3) for x in _Group(v, 2).items]
+    monkeypatch.setattr(precompile, "Loads", _FakeLoads)
+    monkeypatch.setattr(precompile, "Ahead", _SlowAhead)
+    monkeypatch.setattr(precompile, "device_target", lambda: H200)
+    _FakeLoads.compiled_next = compiled
+    judged: list = []
+    order = precompile.InOrder("old", "new", "cuda", coming=lambda: [x.config for x in items if x not in judged])
+    for first in (items[:2], items[2:4]):
+        with order.judging([x.config for x in first]):
+            judged += first
+    if not compiled:
+        assert order.ahead is None
+        return
+    assert order.ahead is not None and order.ahead.submitted == [precompile.variant_key(items[i].config) for i in (2, 4)]
+    assert order.ahead.waits == 1  # the second batch waited for its variant
+
+
+def test_the_pytest_grid_on_the_cpu_or_under_xdist_never_compiles_ahead(monkeypatch):
+    monkeypatch.setattr(precompile, "Ahead", lambda *a, **k: pytest.fail("a compile-ahead pool was started"))
+    order = precompile.InOrder("old", "new", "cpu", coming=lambda: [])
+    with order.judging([]):
+        pass
+    assert order.ahead is None
+
+
+def test_compile_workers_that_cannot_start_leave_every_variant_to_the_device():
+    """Compiling ahead decides nothing: when its workers cannot start, the device
+    compiles every variant at its launch, one at a time, and the run says why."""
+    items = [x for v in (1, 2, 3) for x in _Group(v, 2).items]
+
+    def broken():
+        raise OSError("no room for another process")
+
+    schedule = precompile.Schedule(items, broken)
+    handed = []
+    while (batch := schedule.next(4)) is not None:
+        assert batch, "nothing may wait for workers that never started"
+        handed += batch
+        schedule.judged([x.case_id for x in batch], compiled=2)
+    assert sorted(x.case_id for x in handed) == sorted(x.case_id for x in items)
+    assert schedule.ahead is None and "no room for another process" in schedule.start_error

@@ -19,7 +19,7 @@ import torch
 from remap_ab.compare import OrderContract, Output, compare, proof_of_pass
 from remap_ab.config import CaseConfig
 from remap_ab.errors import PlotsUnavailable, ReportError
-from remap_ab.inputs import generate_inputs
+from remap_ab.inputs import generate_inputs, tensor_sha256
 from remap_ab.report import (
     build_case_report,
     load_report,
@@ -83,9 +83,17 @@ def test_write_case_report_round_trip(tmp_path):
     # Per-row valid counts of A, B and the oracle: row 2's B count is one too many.
     oracle_2 = int(result.reference.counts[2])
     assert f"| 2 | {oracle_2} | {oracle_2 + 1} | {oracle_2} |" in md
-    outs = torch.load(folder / "outputs.pt", weights_only=True)
-    assert set(outs) == {"a", "b", "oracle", "reference"}
-    assert torch.equal(outs["b"]["out"], result.b.out)
+    # No whole tensors: the inputs come back from the configuration, the outputs are
+    # the rows that differ (rows 2 and the bumped lane's) with each whole tensor's sha256.
+    assert not list(folder.glob("*.pt")) and not (folder / "outputs.pt.gz").exists()
+    assert rep.meta["inputs"]["source"] == "generated"
+    kept = rep.kept_rows()
+    bumped = int((result.b.out != result.reference.out).any(dim=1).nonzero()[0])
+    assert kept["rows"].tolist() == sorted({2, bumped}) and rep.outputs["rows_differing"] == len({2, bumped})
+    assert set(kept["roles"]) == {"a", "b", "reference"}  # the oracle's API equals its reference: not kept twice
+    assert torch.equal(kept["roles"]["b"]["out"], result.b.out[kept["rows"]])
+    assert torch.equal(kept["roles"]["reference"]["counts"], result.reference.counts[kept["rows"]])
+    assert rep.outputs["roles"]["b"]["tensors"]["out"]["sha256"] == tensor_sha256(result.b.out)
     # Rewriting the same case replaces it; no temporary folders are left behind.
     write_case_report(result, tmp_path / "run")
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [CFG.case_id]
@@ -291,7 +299,7 @@ def test_wrong_typed_fields_are_named(tmp_path, failing_report, name, edit, need
     assert name in message and needle in message and "\n" not in message
 
 
-@pytest.mark.parametrize("missing", ["config.json", "verdict.json", "inputs.pt"])
+@pytest.mark.parametrize("missing", ["config.json", "verdict.json", "rows.pt.gz"])
 def test_missing_files_are_named(tmp_path, failing_report, missing):
     folder = _copy(failing_report, tmp_path)
     (folder / missing).unlink()

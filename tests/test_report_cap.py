@@ -85,7 +85,7 @@ def test_every_case_is_judged_and_only_the_first_three_of_each_class_get_a_folde
     folders = {p.name for p in (root / "capped").iterdir() if p.is_dir() and not p.name.startswith(".")}
     assert folders == written
     for name in written:
-        assert (root / "capped" / name / "verdict.json").is_file() and (root / "capped" / name / "inputs.pt").is_file()
+        assert (root / "capped" / name / "verdict.json").is_file() and (root / "capped" / name / "diff.md").is_file()
     # --reports all: a folder for every failing case, none for a passing one.
     every = full[full.status == "fail"]
     assert (every.report == every.case_id).all() and (full[full.status == "pass"].report == "").all()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, runtime
+from remap_ab import cli, envelope, registry, runtime
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
 from remap_ab.layouts import LAYOUT_NAMES
 from remap_ab.soak import run as soak
@@ -64,10 +64,10 @@ def test_draws_reach_beyond_the_grid():
 
 def test_draws_take_every_backends_block_size_and_the_models_widths_more_often():
     configs = [d.config for d in _take(0, 0, 3000)]
-    assert {c.block_size for c in configs} == {16, 32, 64, 128, 256}
+    assert {c.block_size for c in configs} == set(envelope.load().block_sizes)  # the call envelope's
     assert all(c.block_size % c.interleave == 0 for c in configs if c.is_dcp)
     widths = dict(soak.model_widths())
-    assert set(widths) == {1024, 2048, 2176, 2051, 4096}  # the models grid's data (grid.model_widths)
+    assert set(widths) == {1024, 2048, 2176, 2051, 4096}  # the call envelope's (envelope.toml)
     by_k = Counter(c.topk for c in configs)
     others = [n for k, n in by_k.items() if k not in widths]
     # Each model width (2176 = 17 x 128 among them) comes far more often than the other
@@ -210,7 +210,9 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
     captured = capsys.readouterr()
     assert code == 1
     data = _soak_json(tmp_path)
-    first = list(itertools.islice(soak.draws(4, 0, 4, 256, fresh_every=1), 6))  # the first 3 x 2 draws
+    # The first 3 x 2 draws, less the parameters neither old nor brk_die takes (soak.takeable).
+    plan = registry.feature_plan("old", "brk_die")
+    first = list(itertools.islice(soak.draws(4, 0, 4, 256, fresh_every=1, plan=plan), 6))
     dcp = {d.config.case_id for d in first if d.config.mode == "dcp"}
     assert 0 < len(dcp) < 6
     crashes = [f for f in data["failures"] if f["status"] == "crash"]

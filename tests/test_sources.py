@@ -275,8 +275,10 @@ def test_plugin_compares_two_revisions(repo, tmp_path):
 def test_models_grid_is_shipped_by_name(capsys):
     g = gridmod.load("models")
     assert set(gridmod.shipped()) >= {"pr", "models"}
-    assert len(g.points()) == 3987 and len({p.config for p in g.points()}) == 3987
-    assert len([p for p in g.points() if p.config.tokens <= 1024]) == 3888  # the decode grid; prefill steps beyond
+    # 3987 of its own, and 22 holding the call envelope's values none of those holds (envelope.toml).
+    own = [p for p in g.points() if p.label(gridmod.ENVELOPE_AXIS) == "-"]
+    assert len(own) == 3987 and len(g.points()) == 4009 and len({p.config for p in g.points()}) == 4009
+    assert len([p for p in own if p.config.tokens <= 1024]) == 3888  # the decode grid; prefill steps beyond
     pairs = {(p.config.topk, p.config.block_n) for p in g.points()}
     assert pairs == {(1024, 128), (1024, 1024), (2048, 128), (2048, 256), (2048, 1024), (2176, 128), (2051, 1),
                      (4096, 128), (4096, 1024)}

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from remap_ab.cli import main as cli_main
+from remap_ab.report import load_report
 
 # The filters keep a rejection call as they keep a grid point, by its base case (4 token
 # rows): SMALL's tokens=1 keeps none.
@@ -79,15 +80,16 @@ def test_report_names_the_first_mismatch(broken_run):
     row = df[df.status == "fail"].iloc[0]
     folder = base / "reports" / "broken" / row.report
     assert {p.name for p in folder.iterdir()} >= {
-        "config.json", "inputs.pt", "outputs.pt", "verdict.json", "diff.md", "diff.html", "replay.sh"
+        "config.json", "rows.pt.gz", "verdict.json", "diff.md", "diff.html", "replay.sh"
     }
-    outputs = torch.load(folder / "outputs.pt", weights_only=True)
-    ref = outputs["reference"]["out"]
+    kept = load_report(folder).kept_rows()  # the rows that differ: here row 0 only
+    assert kept["rows"].tolist() == [0]
+    ref = kept["roles"]["reference"]["out"]
     col = int((ref[0] >= 0).nonzero()[0, 0])  # the lane the broken module changes
     first = json.loads((folder / "verdict.json").read_text())["verdict"]["failures"][0]
     assert (first["check"], first["impl"], first["row"], first["col"]) == ("out", "brokenimpl", 0, col)
     assert first["values"] == {"old": int(ref[0, col]), "brokenimpl": int(ref[0, col]) + 1, "oracle": int(ref[0, col])}
-    assert torch.equal(outputs["b"]["out"][0, col], ref[0, col] + 1)
+    assert torch.equal(kept["roles"]["b"]["out"][0, col], ref[0, col] + 1)
     md = (folder / "diff.md").read_text()
     assert f"at row 0, col {col}" in md and f"| 0 | {col} | {int(ref[0, col])} | {int(ref[0, col]) + 1} |" in md
     html = (folder / "diff.html").read_text()
@@ -118,6 +120,14 @@ def test_report_command_summarises_the_run(broken_run, capsys):
     assert cli_main(["report", "--root", str(base / "reports"), "--json"]) == 1
     s = json.loads(capsys.readouterr().out)
     assert s["cases"] == 4 + CALLS and s["counts"]["fail"] >= 1 and not s["passed"]
+    # The run's disk use: every byte under its folder, and the report folders' share.
+    run = base / "reports" / "broken"
+    files = [p for p in run.rglob("*") if p.is_file()]
+    in_reports = [p for p in files if p.parent != run and not p.relative_to(run).parts[0].startswith(".")]
+    assert s["disk"] == {"bytes": sum(p.stat().st_size for p in files),
+                         "report_bytes": sum(p.stat().st_size for p in in_reports)}
+    assert 0 < s["disk"]["report_bytes"] < s["disk"]["bytes"]
+    assert "  disk: " in out and "of it in report folders" in out
 
 
 def _one_line_error(code, capsys):
@@ -139,7 +149,7 @@ def test_missing_and_corrupt_reports_are_one_line_errors(broken_run, tmp_path, c
     import shutil
 
     for name, damage in [
-        ("inputs.pt", lambda p: p.write_bytes(p.read_bytes()[:100])),
+        ("rows.pt.gz", lambda p: p.write_bytes(p.read_bytes()[:100])),
         ("config.json", lambda p: p.write_text("{not json")),
         ("verdict.json", lambda p: p.unlink()),
     ]:
@@ -148,12 +158,12 @@ def test_missing_and_corrupt_reports_are_one_line_errors(broken_run, tmp_path, c
         damage(copy / name)
         err = _one_line_error(cli_main(["replay", str(copy)]), capsys)
         assert name in err
-    # Inputs that load but are not what was saved: the recorded sha256 catches them.
+    # Inputs that regenerate other than recorded: the recorded sha256 catches them.
     copy = tmp_path / "edited"
     shutil.copytree(src, copy)
-    t = torch.load(copy / "inputs.pt", weights_only=True)
-    t["token_indices"][0, 0] += 1
-    torch.save(t, copy / "inputs.pt")
+    meta = json.loads((copy / "verdict.json").read_text())
+    meta["inputs_sha256"]["token_indices"] = "0" * 64
+    (copy / "verdict.json").write_text(json.dumps(meta))
     assert "sha256" in _one_line_error(cli_main(["replay", str(copy)]), capsys)
 
     run = tmp_path / "runcopy"

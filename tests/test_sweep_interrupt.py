@@ -125,7 +125,7 @@ def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_
     again = subprocess.run(_remap_ab(command) + ["--no-progress"], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=300)
     assert again.returncode == 0, (again.stdout, again.stderr)
-    assert again.stdout.splitlines()[-1] == "  result: PASS — every case passed"
+    assert again.stdout.splitlines()[-1].startswith("  result: PASS — every case passed: ")
     assert f"resuming {folder}: {done} cases already done, {total - done} to run" in again.stderr
     table = pd.read_csv(folder / "results.csv", dtype=str)
     assert len(table) == total and table["case_id"].nunique() == total  # no case run twice, none missing

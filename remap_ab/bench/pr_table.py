@@ -47,7 +47,19 @@ PR_GB200_US = {
     (2048, 1024): (12.22, 3.84),
 }
 H200_HBM_PEAK_BYTES_PER_S = 4.8e12  # datasheet figure
-PATHS = ("counts", "dcp")
+# The paths the pr cells (and so the speed gate) time, with the CaseConfig fields of
+# each: the PR's two (counts: plain convert with return_valid_counts, the call pattern
+# A; dcp: DCP 4 compaction, D), and the other call patterns of vLLM's backends (C the
+# plain convert without counts: the tiled path; B counts with half the rows from the
+# prefill workspace; E DCP 4 in place with counts).
+PATH_FIELDS: dict[str, dict[str, Any]] = {
+    "counts": dict(mode="convert", counts=True),
+    "dcp": dict(mode="dcp", dcp_size=4, dcp_rank=0, compact=True, counts=True),
+    "convert": dict(mode="convert", counts=False),
+    "prefill": dict(mode="convert", counts=True, prefill_fraction=0.5),
+    "dcp-inplace": dict(mode="dcp", dcp_size=4, dcp_rank=0, compact=False, counts=True),
+}
+PATHS = tuple(PATH_FIELDS)
 
 
 def require_cuda() -> None:
@@ -56,24 +68,18 @@ def require_cuda() -> None:
 
 
 def bench_cases(topks: Sequence[int], tokens: Sequence[int], paths: Sequence[str] = PATHS, seed: int = 0) -> list[CaseConfig]:
-    """The pull request's grid: the counts path (plain convert, return_valid_counts)
-    and the DCP 4 compaction path, for every K x tokens."""
-    cases = []
-    for path in paths:
-        for k in topks:
-            for t in tokens:
-                if path == "counts":
-                    cases.append(CaseConfig(mode="convert", topk=k, tokens=t, counts=True, seed=seed))
-                elif path == "dcp":
-                    cases.append(CaseConfig(mode="dcp", topk=k, tokens=t, dcp_size=4, dcp_rank=0, compact=True,
-                                            counts=True, seed=seed))
-                else:
-                    raise ConfigError(f"path {path!r} is not one of {', '.join(PATHS)}")
-    return cases
+    """The pr cells: every path (PATH_FIELDS) for every K x tokens."""
+    bad = [p for p in paths if p not in PATH_FIELDS]
+    if bad:
+        raise ConfigError(f"path {bad[0]!r} is not one of {', '.join(PATHS)}")
+    return [CaseConfig(topk=k, tokens=t, seed=seed, **PATH_FIELDS[path]) for path in paths for k in topks for t in tokens]
 
 
 def path_of(config: CaseConfig) -> str:
-    return "dcp" if config.compacts else "counts"
+    """The PATH_FIELDS name of a case's path."""
+    if config.mode == "convert":
+        return "prefill" if config.has_prefill else "counts" if config.counts else "convert"
+    return "dcp" if config.compacts else "dcp-inplace" if config.is_dcp else "counts"
 
 
 def launch_shape(impl: registry.Implementation, config: CaseConfig) -> tuple[tuple[int, int], int]:

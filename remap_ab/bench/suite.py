@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from remap_ab import charts
+from remap_ab import charts, envelope
 from remap_ab.bench import (
     attention,
     contention,
@@ -102,8 +102,10 @@ class SuiteOptions:
     repeats: int = 10
     seed: int = 0
     pr_topk: tuple = (512, 2048)
-    pr_tokens: tuple = (1, 256, 1024)
-    pr_paths: tuple = ("counts", "dcp")
+    # The pr cells' rows: the call envelope's (envelope.toml: decode batches and prefill
+    # steps to 16384), on every path (pr_table.PATHS): what the speed gate judges.
+    pr_tokens: tuple = field(default_factory=lambda: envelope.load().rows)
+    pr_paths: tuple = pr_table.PATHS
     cold_l2: bool = False
     contention_tokens: tuple = (1, 8, 64, 256, 1024, 4096)
     contention_widths: tuple = (128, 256, 512, 1024)

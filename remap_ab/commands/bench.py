@@ -3,7 +3,9 @@
 Sections (run in this order; --sections picks any of them, --all runs every one):
   pr           old vs new inside CUDA graphs on the pull request's grid, beside its GB200
                figures and the empty-kernel floor of each grid; --cold-l2 adds the same cells
-               with rotating input copies so every call misses L2
+               with rotating input copies so every call misses L2. Its cells are every path
+               (--paths) at every row count of the call envelope (remap_ab/envelope.toml:
+               decode batches and prefill steps to 16384), and the speed gate judges each
   contention   K=2048, the old kernel at 16/8/4/2 tiles and the new single tile, tokens 1..4096,
                each split into its grid's launch floor and the rest: does the 16-vs-4-tile gap
                grow with batch? Beside each tile count its control (the atomic replaced by a
@@ -41,8 +43,8 @@ import datetime
 import sys
 from pathlib import Path
 
-from remap_ab import options, runtime
-from remap_ab.bench import cross_compile, width_scan
+from remap_ab import envelope, options, runtime
+from remap_ab.bench import cross_compile, pr_table, width_scan
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
 from remap_ab.commands.common import environment, int_list
@@ -80,8 +82,13 @@ def add_arguments(p):
                         "repeats); a percentage (5%%) or a fraction (0.05), or off (default 5%%)")
     t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
     t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
-    t.add_argument("--tokens", default="1,256,1024", help="pr: token counts (default 1,256,1024)")
-    t.add_argument("--paths", default="counts,dcp", help="pr: counts and/or dcp (DCP 4 compaction)")
+    t.add_argument("--tokens", default=None,
+                   help="pr: token counts (default: every row count of the call envelope, remap_ab/envelope.toml: "
+                        "decode batches and prefill steps up to 16384)")
+    t.add_argument("--paths", default=",".join(pr_table.PATHS),
+                   help=f"pr: paths (default all: {','.join(pr_table.PATHS)}; counts = convert with counts, dcp = DCP 4 "
+                        "compaction, convert = without counts, prefill = counts with prefill rows, dcp-inplace = "
+                        "DCP 4 in place)")
     t.add_argument("--contention-tokens", default="1,8,64,256,1024,4096", help="contention: token counts")
     d = p.add_argument_group("decode-step model")
     d.add_argument("--layers", type=options.positive_int, default=78, help="layers per decode step (default 78)")
@@ -142,9 +149,11 @@ def build_options(args, device: str):
     fail_slower = parse_fail_slower(args.fail_slower)
     on_gpu = device == "cuda"
     paths = tuple(x for x in args.paths.split(",") if x)
-    bad = [x for x in paths if x not in ("counts", "dcp")]
+    bad = [x for x in paths if x not in pr_table.PATHS]
     if bad or not paths:
-        raise UsageError(f"--paths {args.paths!r}: choose counts and/or dcp")
+        raise UsageError(f"--paths {args.paths!r}: choose from {','.join(pr_table.PATHS)}")
+    if args.tokens is None:  # the call envelope's rows
+        args.tokens = ",".join(str(t) for t in envelope.load().rows)
     scan_k, scan_warps = tuple(int_list(args.scan_k, "--scan-k")), tuple(int_list(args.scan_warps, "--scan-warps"))
     width_scan.check_widths(scan_k)
     width_scan.check_warps(scan_warps)

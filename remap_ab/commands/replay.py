@@ -16,6 +16,7 @@ from pathlib import Path
 from remap_ab import grid as gridmod
 from remap_ab import options, registry, rejections, runtime
 from remap_ab.errors import ImplementationError, ReportError, UsageError
+from remap_ab.inputs import tensor_sha256
 from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.rejections import judged
 from remap_ab.report import find_report, load_report, mismatch_line
@@ -70,7 +71,7 @@ def main(args) -> int:
     try:
         if report is not None:
             config = report.config
-            source = f"saved inputs of {report.folder}"
+            source = report.inputs_from
             schedule = None
             if report.schedule:
                 policy, seed = report.schedule
@@ -108,7 +109,34 @@ def main(args) -> int:
             print(f"  saved verdict: {status.value.upper()} ({saved.first.message if saved.first else ''}); this replay {what}")
         else:
             _print_reproduced(saved, v)
+        line = _outputs_line(report, result)
+        if line:
+            print(f"  outputs: {line}")
     return 0 if v.passed else 1
+
+
+def _outputs_line(report, result) -> str:
+    """Whether this replay's whole outputs are the saved ones, byte for byte (sha256),
+    for each side that ran the recorded implementation ('' without recorded digests)."""
+
+    record = report.outputs
+    if record is None:
+        return ""
+    same: list[str] = []
+    changed: list[str] = []
+    for role, o in (("a", result.a), ("b", result.b)):
+        saved = record["roles"].get(role)
+        if saved is None or saved["name"] != o.name:
+            continue  # another implementation than the recorded one: nothing to compare
+        for name, x in (("out", o.out), ("counts", o.counts)):
+            digest = saved["tensors"].get(name)
+            now = tensor_sha256(x) if hasattr(x, "dtype") else None
+            (same if (digest and digest["sha256"]) == now else changed).append(f"{o.name}'s {name}")
+    if not same and not changed:
+        return ""
+    if not changed:
+        return "bit-identical to the saved ones (sha256 of the whole tensors): " + ", ".join(same)
+    return "NOT the saved ones (sha256 of the whole tensors differs): " + ", ".join(changed)
 
 
 def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
@@ -120,7 +148,7 @@ def _replay_call(case, report, a: str, b: str, device: str, args) -> int:
                    inputs=report.inputs if report is not None else None)[0]
     except ImplementationError as exc:
         raise ImplementationError(f"{exc}{_path_hint(report, a, b, args)}") from None
-    source = f"saved inputs of {report.folder}" if report is not None else "the call's base case (inputs generated afresh)"
+    source = report.inputs_from if report is not None else "the call's base case (inputs generated afresh)"
     print(f"replay of rejection call {case.id} (case {case.case_id}): {a} vs {b} on {device}, from {source}"
           + (" with memcheck" if args.memcheck else ""))
     print(f"  call: {case.describe()}")

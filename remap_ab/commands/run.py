@@ -4,7 +4,7 @@ and the command that runs it again.
 The case is given by its configuration options; with --inputs, by a saved tensor file
 (a dict of int32 tensors named req_id, block_table, token_indices and optionally
 prefill_request_ids, prefill_starts). --report DIR writes a failing case's report folder
-(diff.html, diff.md, inputs.pt, replay.sh, ...) under DIR. Exit status: 0 pass, 1 fail
+(diff.html, diff.md, verdict.json, replay.sh, ...) under DIR. Exit status: 0 pass, 1 fail
 or error (or B's SPEC §1 signatures do not accept every call A's do: the header's api
 line), 2 bad input.
 """
@@ -19,7 +19,15 @@ from remap_ab.commands.common import add_config_arguments, config_from_args
 from remap_ab.errors import InputError, UsageError
 from remap_ab.inputs import CaseInputs
 from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule
-from remap_ab.options import add_bisect, add_call_checks, add_device, add_implementations, add_memcheck, checked_output_dir
+from remap_ab.options import (
+    add_bisect,
+    add_call_checks,
+    add_device,
+    add_full_tensors,
+    add_implementations,
+    add_memcheck,
+    checked_output_dir,
+)
 from remap_ab.report import run_command, write_case_report, write_rejection_report
 from remap_ab.runner import run_case
 
@@ -40,7 +48,9 @@ def add_arguments(p):
                         "remap_ab/rejections.toml, or 'all'): B must reject it where A does; repeatable")
     p.add_argument("--report", metavar="DIR", default=None,
                    help="if the case (or a --rejection call) does not pass, write its report folder DIR/<case-id>/ "
-                        "(diff.html, diff.md, inputs.pt, outputs.pt, replay.sh); nothing is written for a passing one")
+                        "(diff.html, diff.md, verdict.json, the rows that differ, replay.sh); nothing is written for a "
+                        "passing one")
+    add_full_tensors(p)
     add_memcheck(p)
     add_call_checks(p)
     add_bisect(p)
@@ -67,7 +77,8 @@ def main(args) -> int:
     report_folder = None
     if args.report is not None and not v.passed:
         report_folder = write_case_report(result, args.report, schedule=_schedule_pair(args.schedule, device),
-                                          implementations=implementations)
+                                          implementations=implementations, inputs_generated=inputs is None,
+                                          full_tensors=args.full_tensors)
     if args.json:
         json.dump(
             {"config": config.to_dict(), "inputs_sha256": result.inputs.sha256(), "schedule": ran,

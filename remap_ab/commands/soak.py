@@ -3,7 +3,9 @@ until the deadline (--minutes), --max-cases per worker, or Ctrl-C.
 
 Every draw is new: K any multiple of BLOCK_N up to --max-topk (4096), T up to
 --max-tokens, every wrapper path, DCP sizes 2/4/8 with any rank and interleave, every
-block-table kind, row layout and kind of negative id. Draws are seeded (--seed; printed
+block-table kind, row layout and kind of negative id; the call envelope's block sizes,
+strides and caller buffers (remap_ab/envelope.toml) on every wrapper that may take them,
+counted per parameter x wrapper in the summary. Draws are seeded (--seed; printed
 when drawn at random), so the same seed draws the same cases in the same order.
 
 GPU: one worker per visible GPU (or --workers; several run as pool.py's worker
@@ -203,6 +205,11 @@ def _summary(args, tally, interrupted, start: float, folder, seed: int) -> int:
         print(f"  time: {tally.total_times().line()}")
     print("  configurations drawn:")
     for line in soak.distribution_lines(tally.distribution()):
+        print("  " + line)
+    print("  optional parameters passed, per wrapper (calls; who ran them, the oracle standing in for a side "
+          "that lacks one):")
+    for line in soak.parameter_lines(tally.parameter_counts(), registry.get(args.a).module,
+                                     registry.get(args.b).module):
         print("  " + line)
     if failures:
         print("  failures by dimension (not passing/judged):")

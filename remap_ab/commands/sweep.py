@@ -73,7 +73,7 @@ def _list(args) -> int:
     g = gridmod.load(args.grid)
     device = runtime.default_device() if args.device == "auto" else args.device
     pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
-    # Points that pass a parameter neither side accepts are not run (features.py): not listed either.
+    # Points passing a parameter neither side's wrapper takes are not run (features.py): not listed either.
     a, b = args.a or "old", args.b or "new"
     plan = registry.feature_plan(registry.resolve(a), registry.resolve(b))
     runnable = [p for p in pts if plan.runnable(p.config)]
@@ -86,8 +86,8 @@ def _list(args) -> int:
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     listed, rejections = plural(len(pts), "configuration"), plural(len(calls), "rejection call")
     if unrunnable:
-        skipped = (f"{plural(unrunnable, 'selected configuration')} not listed: they pass a parameter neither "
-                   f"A ({a}) nor B ({b}) accepts")
+        skipped = (f"{plural(unrunnable, 'selected configuration')} not listed: they pass a parameter that neither "
+                   f"A ({a}) nor B ({b}) takes on the wrapper they call")
         note = f"{note}; {skipped}" if note else skipped
     if note:
         print(f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}", file=sys.stderr)

@@ -30,6 +30,7 @@ from remap_ab import runtime
 from remap_ab.batch import BatchTimes
 from remap_ab.errors import InternalError, exception_line
 from remap_ab.processes import gpus, tuning
+from remap_ab.processes.precompile import Loads
 from remap_ab.recording import judge_and_record, task_case
 from remap_ab.status import Status
 
@@ -63,12 +64,24 @@ class Job:
     judge: str = ""
 
 
+# The sweep's judge on a GPU: Triton kernels compiled at the batch's launches (not
+# loaded from Triton's cache), beside the phase seconds (precompile.Schedule.judged).
+COMPILED_AT_LAUNCH = "triton compiled"
+
+
 def _judge(job: Job):
     """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
     if not job.judge:
-        return lambda configs, times, extras: judge_and_record(configs, job.a, job.b, job.device, job.folder, times,
-                                                              memcheck=job.memcheck, call_checks=job.call_checks,
-                                                              reports=job.reports)
+        def sweeps(configs, times, extras):
+            loads = Loads() if job.device == "cuda" else Loads.none()
+            with loads:
+                rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck,
+                                        call_checks=job.call_checks, reports=job.reports)
+            if loads.active:
+                times.seconds[COMPILED_AT_LAUNCH] = loads.compiled
+            return rows
+
+        return sweeps
     import importlib
 
     module, _, name = job.judge.partition(":")
@@ -176,11 +189,14 @@ class Pool:
             for w in workers:
                 self._start(w, result_q)
             while pending or inflight or refill is not None:
-                idle = any(w.ready and w.batch is None for w in workers)
-                if refill is not None and not pending and idle:
+                idle = sum(w.ready and w.batch is None for w in workers)
+                # Enough batches for every idle worker, while refill has them.
+                while refill is not None and len(pending) < idle:
                     more = refill()
                     if more is None:
                         refill = None
+                    elif not more:
+                        break
                     else:
                         pending.extend(more)
                 for w in workers:

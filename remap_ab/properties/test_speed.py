@@ -1,5 +1,5 @@
 """B is not slower than A beyond noise: ``remap-ab bench``'s speed gate
-(remap_ab/speed.py) on the pull request's cells, through pytest.
+(remap_ab/speed.py) on the bench's pr cells, through pytest.
 
 Off unless ``--remap-fail-slower PCT`` (env ``REMAP_AB_FAIL_SLOWER``) is given. Speed is
 judged on a GPU only: on the CPU every cell is skipped, saying so.
@@ -8,11 +8,12 @@ judged on a GPU only: on the CPU every cell is skipped, saying so.
 import pytest
 import torch
 
-from remap_ab import registry
+from remap_ab import envelope, registry
 from remap_ab.bench import pr_table
 from remap_ab.speed import judge_speed
 
-CELLS = pr_table.bench_cases((512, 2048), (1, 256, 1024))
+# The bench's pr cells: every path at every row count of the call envelope (to 16384).
+CELLS = pr_table.bench_cases((512, 2048), envelope.load().rows)
 CALLS, REPEATS = 100, 20
 
 

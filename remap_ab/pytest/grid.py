@@ -23,9 +23,11 @@ import pytest
 from remap_ab import grid as gridmod
 from remap_ab import options, report_cap, runtime
 from remap_ab.errors import RemapABError
+from remap_ab.processes import precompile
 from remap_ab.recording import Judge
 from remap_ab.sweep.selection import select
 
+BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
 CAP_OPTION = "--remap-grid-report-cases"
 GPU_BATCH = 64
@@ -66,7 +68,7 @@ class GridCase(pytest.Item):
         judge = self.config.stash[_VERDICTS]
         row = judge.row(self)
         # Which batch judged it (process and batch number, its size): in --junitxml too.
-        self.user_properties.append(("remap_ab_batch", judge.batch_of[self.case_id]))
+        self.user_properties.append((BATCH_PROPERTY, judge.batch_of[self.case_id]))
         if str(row["status"]) != "pass":
             raise GridCaseFailed(row)
 
@@ -89,7 +91,11 @@ class GridCases(pytest.File):
     def collect(self):
         for p in self.points:
             labels = ",".join(f"{k}={v}" for k, v in p.labels)
-            yield GridCase.from_parent(self, name=f"{p.case_id}[{labels}]", point=p)
+            name = f"{p.case_id}[{labels}]"
+            # The node ID given as the string pytest writes to its cache: pytest >= 9.2 otherwise
+            # derives it with the bracket inside the name, which never equals the ID it reads
+            # back from the cache (bracket as parameters), so --lf would rerun every case.
+            yield GridCase.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}", point=p)
 
 
 class _Verdicts:
@@ -125,8 +131,7 @@ class _Verdicts:
         worker = _xdist_worker(self.config)
         if worker is not None:
             # pytest-xdist's worker loop: the next item it took and the ones queued for it.
-            with worker.torun.lock() as queued:
-                indices = [worker.nextitem_index, *queued]
+            indices = [worker.nextitem_index, *_queued(worker.torun)]
             following = [items[i] for i in indices if isinstance(i, int)]
         else:
             if self._positions is None:
@@ -142,10 +147,20 @@ class _Verdicts:
 
     def _judge(self, batch: list) -> None:
         if self._judge_of is None:
+            # On a GPU, the variants of the items still to come compile ahead on the host's
+            # cores when the first batch finds a cold cache (precompile.py); under xdist
+            # each worker compiles its own at launch (the workers share the cores already).
+            session = batch[0].session
+            self._compiling = precompile.InOrder(
+                self.a, self.b, self.device if _xdist_worker(self.config) is None else "",
+                coming=lambda: [x.point.config for x in session.items if isinstance(x, GridCase)
+                                and x.case_id not in self.rows])
+            self.config.add_cleanup(self._compiling.close)
             # A case that raises alone raises here (the item's error), after the rows of its batch that were judged.
             self._judge_of = Judge(self.a, self.b, self.device, self.folder, raises=(RemapABError,), on_rows=self._keep,
                                    reports=self.cap)
-        self._judge_of.judge([x.point.config for x in batch])
+        with self._compiling.judging([x.point.config for x in batch]):
+            self._judge_of.judge([x.point.config for x in batch])
 
     def _keep(self, rows: list) -> None:
         assert self._judge_of is not None
@@ -189,8 +204,22 @@ def _xdist_worker(config) -> Any:
     return None
 
 
+def _queued(torun) -> list:
+    """What an xdist worker's queue holds now (item indices, and its markers), oldest first."""
+    if hasattr(torun, "lock"):  # pytest-xdist >= 3.7: a queue to read under its lock
+        with torun.lock() as queued:
+            return list(queued)
+    # pytest-xdist 3.5 and 3.6: a queue.Queue of the standard library (execnet hands it out).
+    mutex, queued = getattr(torun, "mutex", None), getattr(torun, "queue", None)
+    if mutex is None or queued is None:
+        return []
+    with mutex:
+        return list(queued)
+
+
 class GridPlugin:
     def __init__(self, config):
+        self.config = config
         self.file = config.getoption("--remap-grid") or None
         try:
             self.grid = gridmod.load(self.file)
@@ -212,10 +241,29 @@ class GridPlugin:
             return GridCases.from_parent(parent, path=file_path, points=self.points)
         return None
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report) -> None:
+        """A failing grid case's JUnit message is its whole explanation, down to how to run
+        it alone: pytest >= 9.2 cuts a message at 500 characters (the element text keeps all),
+        which a report's paths and replay command exceed. Runs after --junitxml's writer,
+        in the process that writes the file (the xdist controller)."""
+        if report.when != "call" or not report.failed or BATCH_PROPERTY not in dict(report.user_properties):
+            return
+        from _pytest import junitxml  # its writer's state: no public API sets a message
+
+        xml = self.config.stash.get(junitxml.xml_key, None)
+        if xml is None:
+            return
+        for node in xml.node_reporter(report).nodes:
+            if node.tag == "failure":
+                node.set("message", junitxml.bin_xml_escape(str(report.longrepr)))
+
     def pytest_report_header(self, config):
         source = self.file or "remap_ab/grid.toml"
         judge = config.stash[_VERDICTS]
         size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
         return [f"remap-ab grid: {len(self.points)} cases of {source}, judged in batches of up to {size}; "
                 f"report folders for {report_cap.describe(judge.cap, CAP_OPTION)} "
-                f"under {judge.folder}"]
+                f"under {judge.folder}",
+                # What a PASS covers of the call envelope, and the grids it leaves out.
+                f"remap-ab grid: a PASS covers {gridmod.coverage(self.grid, [p.config for p in self.points])}"]

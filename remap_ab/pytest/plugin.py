@@ -141,6 +141,13 @@ def pytest_report_header(config):
         spec = sources.parse(name) if name not in ("old", "new", "oracle") else None
         if spec is not None:
             lines.append(f"remap-ab: {role} loaded: {spec.source.line()}")
+    if config.getoption("--remap-grid") is None:
+        # The properties' PASS covers no grid: say so, and name the grids (naming them
+        # costs nothing; what each covers takes expanding it, which a grid run's header does).
+        from remap_ab import grid as gridmod
+
+        lines.append(f"remap-ab: no grid run; the grids {', '.join(gridmod.shipped())} run with "
+                     "pytest --remap-grid [FILE] or remap-ab sweep --grid NAME, each header saying what it covers")
     return lines
 
 

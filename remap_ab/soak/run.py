@@ -7,7 +7,11 @@ and without counts and prefill rows, the DCP wrapper at size 1, DCP 2/4/8 compac
 or in place, with and without counts), any rank and interleave, every backend's block
 size, every block-table kind, row layout, memory layout (layouts.py) and kind of
 negative id, the models' index widths more often than others, and a fresh input seed
-each time.
+each time. Block sizes, strides (``BLOCK_STRIDE_ROWS``), caller-owned buffers, DCP
+sizes and interleaves, the models' widths and the prefill steps come from the call
+envelope (envelope.toml); each optional parameter is drawn on every wrapper that may
+take it (features.py), left out where neither A's nor B's wrapper takes it
+(``takeable``), and the summary counts per parameter x wrapper the calls that passed it.
 
 Draws are seeded: a soak with seed ``s`` draws from the stream (``s``, 0), so the same
 seed draws the same cases in the same order on every run, whatever the machine's speed
@@ -41,7 +45,6 @@ crash (with a crash report under the same cap).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import random
 import time
@@ -51,9 +54,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remap_ab import grid, registry, runtime
+from remap_ab import envelope, features, registry, runtime
 from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
-from remap_ab.errors import exception_line
+from remap_ab.errors import ConfigError, exception_line
 from remap_ab.layouts import LAYOUT_NAMES
 from remap_ab.nondet import SideStreamLoad
 from remap_ab.processes import precompile
@@ -64,19 +67,27 @@ from remap_ab.recording import Judge, judge_and_record, lost_case_row
 from remap_ab.report import replay_command, run_command
 from remap_ab.status import Status
 
-# Every wrapper path of SPEC §6, with the CaseConfig fields that select it.
+# Every wrapper path of SPEC §6, with the CaseConfig fields that select it (the DCP
+# filter proper takes the envelope's sizes above 1: ``_dcp_sizes``).
 PATHS: dict[str, dict[str, Any]] = {
     "convert": dict(mode="convert", counts=False),
     "convert-counts": dict(mode="convert", counts=True),
     "convert-prefill": dict(mode="convert", counts=False, prefill=True),
     "convert-prefill-counts": dict(mode="convert", counts=True, prefill=True),
-    "dcp1": dict(mode="dcp", dcp=(1,), counts=False),
-    "dcp1-counts": dict(mode="dcp", dcp=(1,), counts=True),
-    "dcp-compact": dict(mode="dcp", dcp=(2, 4, 8), compact=True, counts=False),
-    "dcp-compact-counts": dict(mode="dcp", dcp=(2, 4, 8), compact=True, counts=True),
-    "dcp-inplace": dict(mode="dcp", dcp=(2, 4, 8), compact=False, counts=False),
-    "dcp-inplace-counts": dict(mode="dcp", dcp=(2, 4, 8), compact=False, counts=True),
+    "dcp1": dict(mode="dcp", dcp=1, counts=False),
+    "dcp1-counts": dict(mode="dcp", dcp=1, counts=True),
+    "dcp-compact": dict(mode="dcp", compact=True, counts=False),
+    "dcp-compact-counts": dict(mode="dcp", compact=True, counts=True),
+    "dcp-inplace": dict(mode="dcp", compact=False, counts=False),
+    "dcp-inplace-counts": dict(mode="dcp", compact=False, counts=True),
 }
+# The optional parameters (features.py) are drawn from the call envelope (envelope.toml)
+# on every wrapper that may take them: a stride in this share of draws, caller buffers
+# in this share. A draw passing one that neither A's nor B's wrapper takes is judged
+# without it (``takeable``), and the summary counts per parameter x wrapper the calls
+# that passed one.
+STRIDE_SHARE = 0.4
+BUFFERS_SHARE = 0.4
 
 MAX_TOPK = 4096
 GPU_MAX_TOKENS = 4096
@@ -84,29 +95,37 @@ GPU_MAX_TOKENS = 4096
 # measured on 2 cores, 30 s soaks drew 37.5 cases/s capped at 4 tokens, 26.7 at 64 and
 # 8.7 at 512. 512 reaches real decode batches at a quarter of the rate.
 CPU_MAX_TOKENS = 512
-# Prefill steps (issue 32): backends route every token of a step through the call, up to
-# max_num_batched_tokens rows. Drawn beside the cap, in this share of draws: rarely on
-# the CPU, where one 16384-row case at K = 2048 takes tens of seconds.
-PREFILL_STEPS = (2048, 8192, 16384)
+# Prefill steps (issue 32; the envelope's prefill rows): backends route every token of a
+# step through the call, up to max_num_batched_tokens rows. Drawn beside the cap, in this
+# share of draws: rarely on the CPU, where one 16384-row case at K = 2048 takes tens of
+# seconds.
 GPU_PREFILL_SHARE = 0.02
 CPU_PREFILL_SHARE = 0.002
 BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
-# The backends' block sizes: FlashMLA and FA3 64, FlashInfer SM100 32 or 64, SM120 64 or
-# 256, XPU 16 by default (issue 24).
-BLOCK_SIZES = (16, 32, 64, 64, 128, 256)
+# Interleaves drawn besides the envelope's (and the block size itself).
+INTERLEAVES = (1, 2, 4, 8, 16)
 WIDTHS = (1, 8, 64, 64, 256)  # W = blocks_per_req, a constexpr: few values, few compiles
-# The index widths of the models that run this kernel (grid.model_widths(), from the
-# models grid; docs/model-widths.md) are drawn for MODEL_WIDTH_SHARE of the fresh draws,
+# The index widths of the models that run this kernel (the envelope's [[width]];
+# docs/model-widths.md) are drawn for MODEL_WIDTH_SHARE of the fresh draws,
 # each with a BLOCK_N the wrappers accept for it; the rest uniform. The pairs they
 # reject are the sweep's expected rejections, not soak cases.
 MODEL_WIDTH_SHARE = 0.3
 
 
-@functools.cache
 def model_widths() -> tuple:
-    """(K, accepted BLOCK_N values) of every model width."""
+    """(K, accepted BLOCK_N values) of every model width (the envelope's)."""
 
-    return tuple((w.k, tuple(w.block_n)) for w in grid.model_widths())
+    return tuple((w.k, tuple(w.block_n)) for w in envelope.load().widths)
+
+
+def prefill_steps() -> tuple:
+    """The prefill steps drawn (the envelope's prefill rows)."""
+    return envelope.load().prefill_rows
+
+
+def _dcp_sizes(spec: dict) -> tuple:
+    sizes = envelope.load().dcp_sizes
+    return (1,) if spec.get("dcp") == 1 else tuple(s for s in sizes if s > 1)
 # A variant (the compile-relevant fields: precompile.variant_key) is reused by the
 # draws after it: with ``fresh_every`` F, one draw in F brings a new variant and the
 # others re-draw the data of one of the RECENT_VARIANTS latest (T, the table, the
@@ -187,8 +206,14 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_
     """One fresh configuration (every field drawn from ``rng``)."""
     path = rng.choice(list(PATHS))
     spec = PATHS[path]
+    env = envelope.load()
     topk, block_n = _width(rng, max_topk)
-    block_size = rng.choice(BLOCK_SIZES)
+    block_size = rng.choice(env.block_sizes)
+    wrapper = spec["mode"]
+    block_stride = 0
+    if env.strides and wrapper in envelope.taking("block_stride") and rng.random() < STRIDE_SHARE:
+        stride = rng.choice(env.strides)
+        block_size, block_stride = stride.block_size, stride.block_stride
     fields: dict[str, Any] = dict(  # CaseConfig's keyword arguments, of several types
         mode=spec["mode"],
         topk=topk,
@@ -197,15 +222,22 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_
         blocks_per_req=rng.choice(WIDTHS),
         counts=spec["counts"],
         layout=rng.choice(LAYOUT_NAMES),  # strides and offsets: part of the compiled variant
+        block_stride=block_stride,
     )
+    if (any(env.out_buffers) and wrapper in envelope.taking("out_buffers") and rng.random() < BUFFERS_SHARE):
+        fields["out_buffers"] = True
     if spec["mode"] == "dcp":
-        size = rng.choice(spec["dcp"])
+        size = rng.choice(_dcp_sizes(spec))
         fields["dcp_size"] = size
         fields["dcp_rank"] = rng.randrange(size)
-        fields["interleave"] = rng.choice([i for i in (1, 1, 2, 4, 8, 16, 64, block_size) if block_size % i == 0])
+        interleaves = (1, *INTERLEAVES, *env.interleaves, block_size)
+        fields["interleave"] = rng.choice([i for i in interleaves if block_size % i == 0])
         fields["compact"] = spec.get("compact", rng.random() < 0.5)  # size 1 ignores it
     fields.update(_data_fields(rng, max_tokens, bool(spec.get("prefill")), prefill_share))
-    return Draw(CaseConfig(**fields), path)
+    try:
+        return Draw(CaseConfig(**fields), path)
+    except ConfigError:  # a parameter this CaseConfig does not take on this wrapper
+        return Draw(CaseConfig(**{**fields, "out_buffers": False}), path)
 
 
 def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_share: float = 0.0) -> dict[str, Any]:
@@ -213,7 +245,7 @@ def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_sha
     # Log-uniform: small and large T alike; now and then a prefill step beyond the cap.
     tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
     if prefill_share and rng.random() < prefill_share:
-        tokens = rng.choice(PREFILL_STEPS)
+        tokens = rng.choice(prefill_steps())
     fields: dict[str, Any] = dict(
         tokens=tokens,
         num_reqs=rng.randint(1, 8),
@@ -239,14 +271,31 @@ def redraw(rng: random.Random, base: Draw, max_tokens: int, prefill_share: float
     return Draw(base.config.replace(**fields), base.path)
 
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(CaseConfig)}
+
+
+def takeable(d: Draw, plan: features.Plan | None) -> Draw:
+    """``d``, less the optional parameters it passes that neither side's wrapper takes
+    (``plan``: features.py's, for A and B): such a call cannot run, the rest of it can."""
+    if plan is None or plan.runnable(d.config):
+        return d
+    config = d.config
+    for name in features.uses(d.config):
+        config = config.replace(**{features.BY_NAME[name].field: _DEFAULTS[features.BY_NAME[name].field]})
+        if plan.runnable(config):
+            break
+    return Draw(config, d.path, d.contended)
+
+
 def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
-          generation: int = 0, fresh_every: int = 1, prefill_share: float = 0.0):
+          generation: int = 0, fresh_every: int = 1, prefill_share: float = 0.0, plan: features.Plan | None = None):
     """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
     (a restarted worker's ``generation`` gives it a stream of its own). Every
     ``contend_every``-th draw (0: none) is marked to run under contention. One draw in
     ``fresh_every`` is a fresh variant; the others re-draw the data of one of the
     RECENT_VARIANTS latest (1: every draw fresh). ``prefill_share``: the share of draws
-    that are a prefill step (PREFILL_STEPS rows, beyond ``max_tokens``)."""
+    that are a prefill step (the envelope's prefill rows, beyond ``max_tokens``).
+    ``plan`` (features.py's, for A and B): each draw ``takeable`` by them."""
     key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
     rng = random.Random(key)
     recent: list[Draw] = []
@@ -260,7 +309,7 @@ def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, con
         n += 1
         if contend_every and n % contend_every == 0:
             d = Draw(d.config, d.path, contended=True)
-        yield d
+        yield takeable(d, plan)
 
 
 # --------------------------------------------------------------------------- one worker
@@ -278,6 +327,8 @@ class CaseRecord:
     line: str = ""  # the verdict's summary line, for cases that do not pass
     report: str = ""  # the report folder, for cases that do not pass
     replay: str = ""  # the command that replays it
+    # The optional parameters it passed: [name, wrapper, who ran it ("A and B", "A", "B")].
+    parameters: list = field(default_factory=list)
 
 
 @dataclass
@@ -354,7 +405,7 @@ def run_worker(plan: WorkerPlan, emit: Callable[[CaseRecord], None], stopping: C
     if on_gpu and plan.contend_every:
         load = _side_load()
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk, plan.contend_every if on_gpu else 0,
-                   0, plan.fresh_every, plan.prefill_share)
+                   0, plan.fresh_every, plan.prefill_share, registry.feature_plan(plan.a, plan.b))
     judge = _Batches(plan, device, emit, load, times)
     if on_gpu and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
@@ -533,7 +584,8 @@ def _run_batch(plan: WorkerPlan, device: str, batch: list, load=None) -> list:
 def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecord:
     """The soak's record of a case from its results row (recording.py's)."""
     status = str(row["status"])
-    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), status, seconds)
+    rec = CaseRecord(plan.worker, d.config.case_id, d.labels(), status, seconds,
+                     parameters=passed_parameters(d.config, registry.feature_plan(plan.a, plan.b)))
     if status == "pass":
         return rec
 
@@ -545,6 +597,13 @@ def _from_row(plan: WorkerPlan, d: Draw, row: dict, seconds: float) -> CaseRecor
     else:
         rec.replay = run_command(d.config, *impls)
     return rec
+
+
+def passed_parameters(config: CaseConfig, plan: features.Plan) -> list:
+    """[name, wrapper, who ran it] of every optional parameter ``config`` passes."""
+    runs_a, runs_b = plan.runs(config)
+    who = "A and B" if runs_a and runs_b else "A" if runs_a else "B" if runs_b else "neither"
+    return [[name, config.mode, who] for name in features.uses(config)]
 
 
 def _implementations(plan: WorkerPlan) -> tuple:
@@ -603,9 +662,18 @@ class Tally:
                 dist.setdefault(k, Counter())[v] += 1
         return dist
 
+    def parameter_counts(self) -> dict:
+        """(parameter, wrapper) -> Counter of who ran the calls that passed it."""
+        out: dict = {}
+        for r in self.records:
+            for name, wrapper, who in r.parameters:
+                out.setdefault((name, wrapper), Counter())[who] += 1
+        return out
+
     def to_dict(self, now: float) -> dict:
         return {
             "cases": len(self.records),
+            "parameters": {f"{n} on {w}": dict(c) for (n, w), c in sorted(self.parameter_counts().items())},
             "statuses": dict(Counter(r.status for r in self.records)),
             "workers": {str(w): {"gpu": self.gpus.get(w, ""), "cases": n, "cases_per_s": round(rate, 3)}
                         for w, (n, rate) in self.per_worker(now).items()},
@@ -642,6 +710,28 @@ def failure_lines(by_dimension: dict) -> list[str]:
         bad = [f"{v} {f}/{n}" for v, (f, n) in sorted(cells.items(), key=lambda kv: (-kv[1][0], kv[0])) if f]
         if bad:
             lines.append(f"  {name:>11}: {', '.join(bad)}")
+    return lines
+
+
+def parameter_lines(counts: dict, a_module=None, b_module=None) -> list[str]:
+    """Per optional parameter x wrapper that may take it (features.py), how many calls
+    passed it and who ran them; one that no call passed says why, from A's and B's
+    signatures when given."""
+    lines = []
+    for f in features.FEATURES:
+        for function in f.functions:
+            wrapper = envelope.WRAPPERS.get(function, function)
+            c = counts.get((f.name, wrapper), Counter())
+            n = sum(c.values())
+            if n:
+                who = ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+                lines.append(f"  {f.name} on {wrapper}: {n} calls ({who})")
+                continue
+            takes = [side for side, m in (("A", a_module), ("B", b_module))
+                     if m is not None and features.accepts(m, f, function)]
+            why = (f"{' and '.join(takes)} take{'s' if len(takes) == 1 else ''} it: not drawn" if takes
+                   else "neither A's nor B's wrapper takes it")
+            lines.append(f"  {f.name} on {wrapper}: 0 calls ({why})")
     return lines
 
 
@@ -726,7 +816,8 @@ def run_pool(plan: WorkerPlan, envs: list, tally: Tally, interrupted: Interrupts
     for w in range(len(envs)):
         tally.started[w] = start
     stream = draws(plan.seed, plan.worker, plan.max_tokens, plan.max_topk,
-                   plan.contend_every if plan.device == "cuda" else 0, 0, plan.fresh_every, plan.prefill_share)
+                   plan.contend_every if plan.device == "cuda" else 0, 0, plan.fresh_every, plan.prefill_share,
+                   registry.feature_plan(plan.a, plan.b))
     ahead = None
     if plan.device == "cuda" and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)

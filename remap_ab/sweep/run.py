@@ -12,6 +12,13 @@ oracle, one row per case in the run folder. This file only orchestrates, one way
 
 ``-j 0`` runs the cases in this process instead of workers (no isolation, so no crash
 verdicts and no --case-timeout; the fastest start-up).
+
+On a GPU, in-process or pooled, once the first variant judged shows a cold Triton
+cache, every other variant the cases left need is compiled ahead on the host's other
+cores before it is judged (precompile.py: ``Schedule``, ``Ahead``), so judging overlaps
+compiling and a cold cache costs the compile time spread over the cores, not one after
+another; the summary says how many variants on how many cores. A warm cache starts no
+compile process, nor does the CPU (the interpreter compiles nothing).
 """
 
 from __future__ import annotations
@@ -29,11 +36,12 @@ from typing import Optional
 from remap_ab import api_compat, features, registry, rejections, runtime
 from remap_ab import grid as gridmod
 from remap_ab.batch import BatchTimes
+from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
-from remap_ab.processes import gpus
+from remap_ab.processes import gpus, precompile
 from remap_ab.processes.interrupts import Interrupted, Interrupts
-from remap_ab.processes.pool import Job, Pool, gpu_label
+from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
 from remap_ab.recording import judge_and_record, lost_case_row
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
 from remap_ab.status import Status
@@ -83,6 +91,7 @@ class Sweep:
         self.opts = opts
         self.phases = {"gen": 0.0, "kernels": 0.0, "compare": 0.0, "write": 0.0}
         self.startup: Optional[float] = None  # seconds until every worker had imported and started
+        self.compile_ahead = ""  # precompile.Ahead.line(), where variants were compiled ahead
         self.lock: Optional[RunLock] = None
 
     # -- setup: every check before anything is written
@@ -103,6 +112,8 @@ class Sweep:
         self.grid = gridmod.load(o.grid_file)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = runtime.select(o.device)
+        if self.device == "cuda":
+            precompile.default_workers()  # $REMAP_AB_COMPILE_WORKERS checked before anything is written
         # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own
         # (--filter case=... keeps only the rows it names, of either kind).
         self.grid_points, calls = select_with_calls(self.grid, o.filters, o.max_tokens,
@@ -274,6 +285,7 @@ class Sweep:
             "cases": self.recorded, "wall_seconds": wall, "phase_seconds": self.phases,
             "workers": self.opts.workers, "batch": self.opts.batch, "gpus": self.gpu_list,
             "startup_seconds": self.startup, "case_timeout": self.opts.case_timeout,
+            "compile_ahead": self.compile_ahead,
             # CPU --memcheck runs each case whole (batch.py): one time, no phases.
             "phases_split": not (self.opts.memcheck and self.device != "cuda"),
         }
@@ -288,23 +300,63 @@ class Sweep:
         for k, v in secs.items():
             self.phases[k] = self.phases.get(k, 0.0) + v
 
+    def _schedule(self, device_processes: int) -> Optional[precompile.Schedule]:
+        """On a GPU with more than one variant to compile, the order of the cases left
+        and the compile workers that start when the cache is cold (precompile.py); None:
+        the device process compiles at launch, as on the CPU."""
+        if self.device != "cuda":
+            return None
+        variants = {precompile.variant_key(p.config) for p in self.todo if isinstance(p.config, CaseConfig)}
+        workers = min(precompile.default_workers(device_processes), len(variants))
+        if workers < 1 or len(variants) < 2:
+            return None
+        o = self.opts
+        return precompile.Schedule(self.todo, lambda: precompile.Ahead(o.a, o.b, precompile.device_target(), workers))
+
+    def _compiled_line(self, schedule: Optional[precompile.Schedule], device_processes: int) -> None:
+        if schedule is not None and schedule.ahead is not None:
+            self.compile_ahead = schedule.ahead.line(device_processes)
+        elif schedule is not None and schedule.start_error:
+            self.compile_ahead = f"{schedule.start_error}; each variant compiled at its launch"
+
     def _run_inline(self) -> None:
         o = self.opts
-        pending = self._batches()
-        while pending:
-            batch = pending.popleft()
-            times = BatchTimes()
-            try:
-                rows = judge_and_record([p.config for p in batch], o.a, o.b, self.device, self.folder, times,
-                                        memcheck=o.memcheck, call_checks=o.call_checks, reports=o.reports)
-            except Exception as exc:
-                if len(batch) > 1:
-                    pending.extendleft(reversed([[p] for p in batch]))
+        schedule = self._schedule(1)
+        pending = self._batches() if schedule is None else deque()
+        try:
+            while True:
+                if pending:  # (a batch that raised, case by case)
+                    batch = pending.popleft()
+                elif schedule is None:
+                    break
+                else:
+                    batch = schedule.next(self.batch)
+                    if batch is None:
+                        break
+                    if not batch:
+                        assert schedule.ahead is not None  # only compile workers hold variants back
+                        schedule.ahead.wait_any(timeout=0.5)
+                        continue
+                times = BatchTimes()
+                loads = precompile.Loads(active=schedule is not None)
+                try:
+                    with loads:
+                        rows = judge_and_record([p.config for p in batch], o.a, o.b, self.device, self.folder, times,
+                                                memcheck=o.memcheck, call_checks=o.call_checks, reports=o.reports)
+                except Exception as exc:
+                    if len(batch) > 1:
+                        pending.extendleft(reversed([[p] for p in batch]))
+                        continue
+                    self.record_lost(batch[0], exception_line(exc)[:400], Status.CRASH, 0, "")
                     continue
-                self.record_lost(batch[0], exception_line(exc)[:400], Status.CRASH, 0, "")
-                continue
-            self._add_phases(times.seconds)
-            self.record(rows, 0, gpu_label(self.device))
+                if schedule is not None:
+                    schedule.judged((p.case_id for p in batch), loads.compiled if loads.active else None)
+                self._add_phases(times.seconds)
+                self.record(rows, 0, gpu_label(self.device))
+        finally:
+            if schedule is not None:
+                self._compiled_line(schedule, 1)
+                schedule.close()
 
     def _threads_per_worker(self) -> int:
         """On the CPU, the cores shared out among the workers (at least one each)."""
@@ -315,9 +367,24 @@ class Sweep:
     def _run_workers(self) -> None:
         o = self.opts
 
+        schedule = self._schedule(self.workers)
+
         def on_rows(rows, wid, gpu, secs):
+            compiled = secs.pop(COMPILED_AT_LAUNCH, None)
+            if schedule is not None:
+                schedule.judged((r["case_id"] for r in rows), None if compiled is None else int(compiled))
             self._add_phases(secs)
             self.record(rows, wid, gpu)
+
+        def refill() -> Optional[list]:
+            assert schedule is not None
+            batch = schedule.next(self.batch)
+            if batch is None:
+                return None
+            if not batch:
+                assert schedule.ahead is not None
+                schedule.ahead.wait_any(timeout=0.1)
+            return [batch] if batch else []
 
         def on_ready(everyone: bool):
             if self.startup is None and everyone:
@@ -329,4 +396,11 @@ class Sweep:
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )
-        pool.run(self._batches())
+        if schedule is None:
+            pool.run(self._batches())
+            return
+        try:
+            pool.run(deque(), refill)
+        finally:
+            self._compiled_line(schedule, self.workers)
+            schedule.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import api_compat
+from remap_ab import api_compat, features
 from remap_ab import grid as gridmod
 from remap_ab.compare import plural
 from remap_ab.config import BACKEND_NAMES
@@ -57,6 +57,8 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
     if "rejection" in df.columns:  # the grid's dimensions are the grid points' alone
         df = df[df["rejection"] == ""]
     failed = df[df["status"] != Status.PASS.value]
+    ran = set(df["case_id"].astype(str))
+    covered = gridmod.coverage(g, [p.config for p in g.points() if p.case_id in ran])
     by_dim = {}
     axes = [(a.name, a.labels()) for a in g.axes]
     if "max_row_valid" in df.columns:
@@ -74,6 +76,11 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
     speed = speed_rows(df.to_dict("records"), {p.case_id: p.config for p in g.points()}) \
         if meta.get("device") == "cuda" else []
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0
+    # Per optional parameter × wrapper, the failing grid cases that passed it (features.py).
+    failed_ids, ran_ids = set(failed["case_id"].astype(str)), set(df["case_id"].astype(str))
+    feature_failures = features.failure_lines([p.config for p in g.points() if p.case_id in failed_ids],
+                                              [p.config for p in g.points() if p.case_id in ran_ids]) \
+        if failed_ids else []
     failed_calls = rejections.pop("failed")
     failing_cases = int(len(failed))  # grid cases (rejection calls get no report folder)
     failed = pd.concat([failed, failed_calls]) if len(failed_calls) else failed
@@ -117,7 +124,8 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "memcheck": bool(meta.get("memcheck", False)),
         "rejections": rejections,
         "api": api,
-        "features": meta.get("features", []),
+        "features": meta.get("features", []) + feature_failures,
+        "coverage": covered,  # what the cases run cover of the call envelope, and the grids not run
         "api_compatible": not api_compat.fails(api),
         "failures_by_check": by_check,
         "failures_by_dimension": by_dim,
@@ -131,6 +139,7 @@ def summarise(folder: Path, g: Optional[gridmod.Grid] = None, *, lock_held_here:
         "grid_file": meta.get("grid_file"),
         "phase_seconds": meta.get("phase_seconds", {}),
         "wall_seconds": meta.get("wall_seconds", 0.0),
+        "disk": disk_use(folder),
         "last_session": meta.get("last_session", {}),
         "passed": passed,
     }
@@ -221,7 +230,10 @@ def result_line(s: dict) -> str:
     if not s.get("api_compatible", True):
         return f"FAIL — {s['b']} does not accept every call {s['a']} accepts (api above)" + (
             "" if s["counts"].get(Status.PASS.value) == s["cases"] else "; and not every case passed")
-    return "PASS — every case passed" if s["passed"] else "FAIL — not every case passed"
+    if not s["passed"]:
+        return "FAIL — not every case passed"
+    on = f" on {s['coverage']}" if s.get("coverage") else ""
+    return f"PASS — every case passed: {s['cases']}/{s['selected']}{on}"
 
 
 def format_summary(s: dict, show: int = 10) -> str:
@@ -301,6 +313,10 @@ def format_summary(s: dict, show: int = 10) -> str:
             + (f"worker start-up (spawn, imports, device init) {sess['startup_seconds']:.2f} s; " if sess.get("startup_seconds") else "")
             + phases_text(ph, sess.get("phases_split", True))
         )
+    if sess.get("compile_ahead"):  # a GPU run's Triton variants, compiled on the host's cores (precompile.py)
+        lines.append(f"  {sess['compile_ahead']}")
+    if s.get("disk"):
+        lines.append(disk_line(s["disk"]))
     if s["failures"]:
         lines.append(f"  failing cases ({len(s['failures'])}; first {min(show, len(s['failures']))}):")
         for f in s["failures"][:show]:
@@ -308,6 +324,29 @@ def format_summary(s: dict, show: int = 10) -> str:
             lines.append(f"    {f['case_id']} {str(f['status']).upper()} {f['first_mismatch']}{rep}")
     lines.append("  result: " + result_line(s))
     return "\n".join(lines)
+
+
+def disk_use(folder: Path) -> dict:
+    """Bytes under the run folder: in all, and in its report folders (a case's folder
+    holds a verdict.json)."""
+    import os
+
+    total = reports = 0
+    for root, _, files in os.walk(folder):
+        size = sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        total += size
+        if Path(root) != Path(folder) and Path(root).relative_to(folder).parts[0][:1] != ".":
+            reports += size
+    return {"bytes": total, "report_bytes": reports}
+
+
+def disk_line(disk: dict) -> str:
+    return (f"  disk: {_megabytes(disk['bytes'])} under the run folder, "
+            f"{_megabytes(disk['report_bytes'])} of it in report folders")
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 10_000 else f"{n} bytes"
 
 
 def reports_line(s: dict) -> str:

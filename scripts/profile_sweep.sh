@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The passing default sweep in-process (issue 41, part 4): N runs (default 3), each a
+# fresh process on a warm Triton cache, their summary's time line (the phase split:
+# gen, kernels, compare, write) and compile line; one with --call-checks off; two sweeps
+# in one process (the second loads no kernel); then one more run under cProfile, its top
+# functions by own time and by cumulative time.
+#
+#   scripts/profile_sweep.sh [N]        (EXTRA="..." adds sweep options)
+#
+# Writes $OUT/profile_sweep.txt and $OUT/sweep.prof (or ./ without $OUT).
+set -u
+n=${1:-3}
+dir=${OUT:-.}
+out=$dir/profile_sweep.txt
+work=$(mktemp -d)
+py=${PY:-python}
+[ -x .venv/bin/python ] && py=.venv/bin/python
+echo "$(git rev-parse --short HEAD 2>/dev/null) $(date -u +%FT%TZ); cores $(nproc)" > "$out"
+# shellcheck disable=SC2086
+$py -m remap_ab sweep -j 0 --no-progress --root "$work/runs" ${EXTRA:-} > /dev/null 2>&1  # warms the cache
+for i in $(seq 1 "$n"); do
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  $py -m remap_ab sweep -j 0 --no-progress --root "$work/runs" ${EXTRA:-} > "$work/last.txt" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  echo "run $i: $(awk "BEGIN{print $t1 - $t0}") s end to end (exit $rc)" >> "$out"
+  grep -E '^  (time:|compiled )|result:' "$work/last.txt" >> "$out"
+done
+# The same without the GPU call checks (sync, stream, graph): what they cost.
+# shellcheck disable=SC2086
+$py -m remap_ab sweep -j 0 --no-progress --root "$work/runs" --call-checks off ${EXTRA:-} > "$work/last.txt" 2>&1
+grep -E '^  time:' "$work/last.txt" | sed 's/^/--call-checks off: /' >> "$out"
+# Two sweeps in one process: the second loads no kernel (Triton's in-memory cache), so
+# the difference is the loading of the compiled variants.
+$py - "$work/runs" ${EXTRA:-} >> "$out" 2>&1 <<'PY'
+import sys
+from remap_ab.processes import tuning
+from remap_ab.sweep.run import Sweep, SweepOptions
+from remap_ab.sweep.summary import phases_text
+
+tuning.tune_this_process()
+extra = sys.argv[2:]
+filters = [extra[i + 1] for i, a in enumerate(extra) if a == "--filter"]
+tokens = next((int(extra[i + 1]) for i, a in enumerate(extra) if a == "--max-tokens"), None)
+for label in ("one process, first sweep", "one process, second sweep"):
+    sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_tokens=tokens))
+    sweep.prepare()
+    s = sweep.run()["last_session"]
+    print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}")
+PY
+# shellcheck disable=SC2086
+$py -m cProfile -o "$dir/sweep.prof" -m remap_ab sweep -j 0 --no-progress --root "$work/runs" ${EXTRA:-} \
+  > "$work/last.txt" 2>&1
+grep -E '^  time:' "$work/last.txt" | sed 's/^/profiled: /' >> "$out"
+$py - "$dir/sweep.prof" >> "$out" <<'PY'
+import pstats, sys
+s = pstats.Stats(sys.argv[1])
+s.sort_stats("tottime").print_stats(40)
+s.sort_stats("cumtime").print_stats(60)
+PY
+head -20 "$out"
+rm -rf "$work"

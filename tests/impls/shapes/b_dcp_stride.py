@@ -1,0 +1,64 @@
+"""Shape (b) of issue 40 (several forks of vLLM main): the DCP wrapper takes
+BLOCK_STRIDE_ROWS too, right after BLOCK_SIZE, meaning what it means on convert (and
+hands it on when dcp_size 1 delegates to convert). Values from kernels_main."""
+
+import kernels_main as _main
+from kernels_main import _remap_tiling  # noqa: F401  (its launch shape: the order contract)
+
+
+def triton_convert_req_index_to_global_index(
+    req_id,
+    block_table,
+    token_indices,
+    BLOCK_SIZE=64,
+    BLOCK_STRIDE_ROWS=None,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    HAS_PREFILL_WORKSPACE=False,
+    prefill_workspace_request_ids=None,
+    prefill_workspace_starts=None,
+    return_valid_counts=False,
+):
+    return _main.triton_convert_req_index_to_global_index(
+        req_id,
+        block_table,
+        token_indices,
+        BLOCK_SIZE=BLOCK_SIZE,
+        BLOCK_STRIDE_ROWS=BLOCK_STRIDE_ROWS,
+        NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
+        BLOCK_N=BLOCK_N,
+        HAS_PREFILL_WORKSPACE=HAS_PREFILL_WORKSPACE,
+        prefill_workspace_request_ids=prefill_workspace_request_ids,
+        prefill_workspace_starts=prefill_workspace_starts,
+        return_valid_counts=return_valid_counts,
+    )
+
+
+def triton_filter_and_convert_dcp_index(
+    req_id,
+    block_table,
+    token_indices,
+    dcp_size,
+    dcp_rank,
+    cp_kv_cache_interleave_size=1,
+    BLOCK_SIZE=64,
+    BLOCK_STRIDE_ROWS=None,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    return_valid_counts=False,
+    compact_valid_to_front=True,
+):
+    return _main.triton_filter_and_convert_dcp_index(
+        req_id,
+        block_table,
+        token_indices,
+        dcp_size,
+        dcp_rank,
+        cp_kv_cache_interleave_size,
+        BLOCK_SIZE=BLOCK_SIZE,
+        BLOCK_STRIDE_ROWS=BLOCK_STRIDE_ROWS,
+        NUM_TOPK_TOKENS=NUM_TOPK_TOKENS,
+        BLOCK_N=BLOCK_N,
+        return_valid_counts=return_valid_counts,
+        compact_valid_to_front=compact_valid_to_front,
+    )
