@@ -305,9 +305,10 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     for c in (cnt_a, cnt_b):
         if c is not None:
             counts_bad |= c != ref_counts
-    lanes_bad = union.any(dim=1)
+    union_per_row = _per_row(union)
+    lanes_bad = union_per_row > 0
     row_bad = lanes_bad | counts_bad
-    report.lanes_differing = int(union.count_nonzero())
+    report.lanes_differing = int(union_per_row.sum())
     report.rows_differing = int(row_bad.count_nonzero())
     report.rows_count_differs = int(counts_bad.count_nonzero())
     report.values_line = _values_line(((a_info.name, out_a, cnt_a), (b_info.name, out_b, cnt_b)), cfg.counts_returned)
@@ -334,7 +335,7 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     ]
 
     # Rows: the verdict's, the worst failing ones, and a few passing ones for contrast.
-    weight = (_per_row(union) + counts_bad.to(torch.int64)).tolist()
+    weight = (union_per_row + counts_bad.to(torch.int64)).tolist()
     row_bad, counts_bad, ref_counts = row_bad.cpu(), counts_bad.cpu(), ref_counts.cpu()
     cnt_a, cnt_b = (None if c is None else c.cpu() for c in (cnt_a, cnt_b))
     failing = torch.nonzero(row_bad).flatten().tolist()
