@@ -121,7 +121,7 @@ def test_the_soak_draws_every_optional_parameter_on_every_wrapper_that_may_take_
 def test_a_short_seeded_soak_finds_a_b_that_ignores_the_stride_on_convert_alone(tmp_path, capsys):
     broken = str(REPO / "tests" / "impls" / "main_convert_ignores_stride.py")
     rc = cli.main(["soak", "--minutes", "5", "--max-cases", "40", "--max-tokens", "4", "--max-topk", "256",
-                   "--seed", "0", "--a", "main", "--b", broken, "--device", "cpu", "--root", str(tmp_path)])
+                   "--seed", "0", "--a", "main", "--b", broken, "--device", runtime.default_device(), "--root", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 1, out
     data = json.loads(next(tmp_path.glob("soak/*/soak.json")).read_text())

@@ -9,6 +9,7 @@ import itertools
 
 import pytest
 
+from remap_ab import runtime
 from remap_ab.config import CaseConfig
 from remap_ab.processes import precompile
 from remap_ab.soak import run as soak
@@ -436,6 +437,7 @@ def test_block_stride_and_caller_owned_outputs_are_variants_of_their_own():
     assert len(keys) == 4
 
 
+@pytest.mark.skipif(runtime.default_device() != "cpu", reason="a CPU sweep here needs the interpreter (a CUDA device is present)")
 def test_a_cpu_sweep_starts_no_compile_process(tmp_path, monkeypatch):
     """The interpreter compiles nothing: no compile-ahead pool, no line about one."""
     from remap_ab.sweep.run import Sweep, SweepOptions

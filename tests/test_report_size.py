@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from remap_ab import report as report_mod
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.compare import OrderContract, Output, compare
 from remap_ab.config import CaseConfig
@@ -20,6 +21,10 @@ from remap_ab.runner import CaseResult, reference
 
 WIDE = CaseConfig(mode="dcp", tokens=16, topk=2048, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)
 
+
+# The device this process runs kernels on: a CPU-only test run cannot switch a GPU process
+# to the interpreter.
+DEVICE = runtime.default_device()
 
 def _result(config, rows) -> CaseResult:
     """A CaseResult built from the oracle (no kernels: fast) whose B is off by one in
@@ -97,7 +102,7 @@ def test_a_changed_generator_is_a_one_line_error_saying_what_to_do(tmp_path, mon
     message = str(exc.value)
     assert "token_indices" in message and "without a version bump" in message and "remap-ab run" in message
     monkeypatch.setattr(report_mod, "GENERATOR_VERSION", GENERATOR_VERSION + 1)
-    assert cli_main(["replay", str(folder), "--device", "cpu"]) == 2
+    assert cli_main(["replay", str(folder), "--device", DEVICE]) == 2
     err = capsys.readouterr().err.strip()
     then_now = f"written with generator version {GENERATOR_VERSION}, this remap-ab has version {GENERATOR_VERSION + 1}"
     assert len(err.splitlines()) == 1 and then_now in err
@@ -132,7 +137,7 @@ def bumped(tmp_path_factory):
     return str(path)
 
 
-CASE = ["--tokens", "3", "--topk", "128", "--device", "cpu"]
+CASE = ["--tokens", "3", "--topk", "128", "--device", DEVICE]
 
 
 @pytest.mark.parametrize("kind", ["generated", "full-tensors", "stored"])
@@ -157,7 +162,7 @@ def test_replay_is_bit_exact_from_each_kind_of_folder(tmp_path, bumped, capsys, 
         assert whole["b"]["out"].shape == (3, 128) and torch.equal(whole["b"]["out"][1:2], rep.kept_rows()["roles"]["b"]["out"][:1])
         # The whole tensors are what a replay reads: a generator that changed since does not matter.
         monkeypatch.setattr(report_mod, "generate_inputs", lambda *a, **k: pytest.fail("regenerated"))
-    assert cli_main(["replay", str(folder), "--device", "cpu"]) == 1
+    assert cli_main(["replay", str(folder), "--device", DEVICE]) == 1
     out = capsys.readouterr().out
     assert "reproduced: yes" in out
     assert "outputs: bit-identical to the saved ones" in out and "bump_past_row_0.py's out" in out
@@ -198,12 +203,12 @@ def test_a_format_1_folder_still_replays(tmp_path, capsys):
     assert rep.meta["format"] == 1 and torch.equal(rep.inputs.token_indices, inputs.token_indices)
     with pytest.raises(ReportError, match="keeps no rows"):
         rep.kept_rows()
-    assert cli_main(["replay", str(folder), "--device", "cpu"]) == 0
+    assert cli_main(["replay", str(folder), "--device", DEVICE]) == 0
     out = capsys.readouterr().out
     assert f"from saved inputs of {folder}" in out and "saved verdict: FAIL" in out and "outputs:" not in out
     # Without its inputs.pt a format-1 folder cannot replay: one line says which file.
     (folder / "inputs.pt").unlink()
-    assert cli_main(["replay", str(folder), "--device", "cpu"]) == 2
+    assert cli_main(["replay", str(folder), "--device", DEVICE]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "inputs.pt is missing" in err
 

@@ -151,7 +151,9 @@ def test_soak_against_a_broken_implementation_writes_a_report_and_fails(tmp_path
 
 
 def test_ctrl_c_stops_with_a_summary(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    # The checkout first, then whatever the caller had on the path (a GPU machine may carry pydantic there).
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "remap_ab", "soak", "--minutes", "10", "--device", "cpu", "--seed", "1",
          "--max-topk", "256", "--root", str(tmp_path / "root")],

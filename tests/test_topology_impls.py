@@ -44,7 +44,7 @@ def test_b_runs_the_kernel_not_the_fallback(monkeypatch):
     # On the CPU the entry point falls back to the torch pair unless forced: the A/B
     # must force it, or B would be A.
     case = TopologyCase(rows=2, topk=8, segments=4, keep=2, max_replacements=3, learned="clustered")
-    inputs = generate(case)
+    inputs = generate(case, DEVICE)
     launched = []
     real = fused._topology_witness_merge_kernel
 
