@@ -79,15 +79,9 @@ class GridPoint:
         return self.case_id + "  " + " ".join(f"{k}={v}" for k, v in self.labels)
 
 
-@dataclass(frozen=True)
-class ModelWidth:
-    """An index width (K) a model runs this kernel with: the BLOCK_N values the
-    wrappers accept for it, those they reject (K % BLOCK_N != 0), and where it comes from."""
-
-    k: int
-    block_n: tuple  # accepted
-    rejected_block_n: tuple
-    source: str
+# An index width (K) a model runs this kernel with: the envelope's record of it, also
+# what a grid file's own [[width]] entries become.
+ModelWidth = envelope.Width
 
 
 @dataclass(frozen=True)
@@ -460,7 +454,7 @@ def parse(data: dict, source: str = "") -> Grid:
     widths = _widths(source, g.width)
     if not widths and any(d.get("from") == "widths" for d in g.dimension):
         # The models' widths are the envelope's (envelope.toml's [[width]]).
-        widths = tuple(ModelWidth(w.k, w.block_n, w.rejected_block_n, w.source) for w in envelope.load().widths)
+        widths = tuple(envelope.load().widths)
     dims = [_axis(source, "dimension", i, d, False, widths) for i, d in enumerate(g.dimension)]
     rots = [_axis(source, "rotate", i, r, True) for i, r in enumerate(g.rotate)]
     if not dims:
@@ -568,7 +562,7 @@ def model_widths() -> tuple:
     """The index widths of the models that run this kernel (``ModelWidth``s of the call
     envelope, envelope.toml; the models grid's `k` dimension): what the soak draws more
     often than uniform."""
-    return tuple(ModelWidth(w.k, w.block_n, w.rejected_block_n, w.source) for w in envelope.load().widths)
+    return tuple(envelope.load().widths)
 
 
 CASE_FILTER = "case"  # --filter case=ID[,ID...]: the cases of a run's table, by ID
