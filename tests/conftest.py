@@ -22,6 +22,7 @@ import importlib.abc
 import importlib.util
 import itertools
 import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -192,3 +193,10 @@ def importable_mutants(root: Path, mutants) -> Iterator[dict[str, str]]:
     finally:
         sys.path.remove(str(root))
         forget_mutant_packages()
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a fixed author (the repositories tests build), its stdout."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout

@@ -16,11 +16,10 @@ that takes it fails, with a line naming the parameter and the wrapper.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import git
 
 from remap_ab import features, grid, registry, runtime, sources
 from remap_ab.batch import run_batch
@@ -94,12 +93,6 @@ def dropped_source(shape: str, function: str, old: str, new: str) -> str:
 def drop_id(drop) -> str:
     shape, name, function = drop[:3]
     return f"{shape}-{name}-{features.WRAPPER[function]}"
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.fixture(scope="module")

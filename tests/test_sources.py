@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import git
 
 from remap_ab import grid as gridmod
 from remap_ab import registry, runtime, sources
@@ -45,12 +46,6 @@ def vllm_style_source() -> str:
     plain = "import triton\nimport triton.language as tl\n"
     assert plain in text
     return text.replace(plain, VLLM_IMPORT)
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.fixture(scope="module")
