@@ -10,7 +10,6 @@ a library user's first ``run_case`` (or ``registry.get``) chooses it then.
 """
 
 from remap_ab.compare import Mismatch, OrderContract, Output, Reference, Verdict, compare
-from remap_ab.config import CaseConfig, case_id
 from remap_ab.errors import (
     BackendError,
     ConfigError,
@@ -25,7 +24,8 @@ from remap_ab.errors import (
     ResourceError,
     UsageError,
 )
-from remap_ab.inputs import CaseInputs, generate_inputs
+from remap_ab.subjects.remap.config import CaseConfig, case_id
+from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
 
 __all__ = [
     "BackendError",
@@ -55,8 +55,8 @@ __all__ = [
 
 
 def run_case(*args, **kwargs):
-    """See :func:`remap_ab.runner.run_case` (imported lazily: it may load Triton)."""
+    """See :func:`remap_ab.subjects.remap.runner.run_case` (imported lazily: it may load Triton)."""
     # runner imports this package; and a library user pays for it only when running a case
-    from remap_ab.runner import run_case as _run_case
+    from remap_ab.subjects.remap.runner import run_case as _run_case
 
     return _run_case(*args, **kwargs)

@@ -33,19 +33,17 @@ import torch
 
 from remap_ab import runtime
 from remap_ab.compare import CallFinding, Output
-from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
-from remap_ab.inputs import CaseInputs, generate_inputs
 from remap_ab.interpreter import batched as interp_batched
-from remap_ab.out_layout import CallerBuffers, caller_buffers, layout_findings, wrapper_layouts
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.sanitizer import memcheck as memcheck_module
 from remap_ab.status import Check
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
+from remap_ab.subjects.remap.out_layout import CallerBuffers, caller_buffers, layout_findings, wrapper_layouts
 
 if TYPE_CHECKING:
-    from remap_ab import registry
-
-
+    from remap_ab.subjects.remap import registry
 @contextlib.contextmanager
 def poisoned_empty():
     """torch.empty and friends return sentinel-filled memory inside this block."""

@@ -29,7 +29,7 @@ from remap_ab.processes.interrupts import terminate_as_interrupt
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
-    "sweep": "run the grid of configurations (remap_ab/grid.toml) through A, B and the oracle",
+    "sweep": "run the grid of configurations (remap_ab/subjects/remap/grid.toml) through A, B and the oracle",
     "replay": "re-run one case from its saved report (or its case ID) and print the verdict",
     "report": "summarise a finished sweep run",
     "mutants": "run the seeded-mutant catalogue against the suite and print the kill matrix",

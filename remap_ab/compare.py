@@ -679,7 +679,7 @@ def _backend_view_check(views, a: Output, b: Output, ref: Reference, failures: l
                   {a.name: _value(a.counts, row, -1), b.name: _value(b.counts, row, -1), "oracle": _value(ref.counts, row, -1)})
         allowed = "" if wrapper_failed else " (a difference the wrapper-level contract allows)"
         rows = int(views.differs.sum())
-        from remap_ab.backend_views import row_evidence  # backend_views imports this module
+        from remap_ab.subjects.remap.backend_views import row_evidence  # backend_views imports this module
 
         failures.append(Mismatch(
             Check.BACKEND_VIEW, f"{a.name} vs {b.name}", row, col, values,

@@ -11,9 +11,10 @@ import argparse
 import os
 from pathlib import Path
 
-from remap_ab import registry, sources
+from remap_ab import sources
 from remap_ab.errors import UsageError
 from remap_ab.report_cap import DEFAULT_REPORTS, parse_cap
+from remap_ab.subjects.remap import registry
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_ROOT = "reports"  # every command writes under this root (docs/layout.md)

@@ -58,16 +58,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remap_ab import charts
 from remap_ab.compare import Verdict, count_rows, differ, lost_verdict, plural
-from remap_ab.config import FIELD_TYPES, CaseConfig
 from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
-from remap_ab.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, tensor_sha256
-from remap_ab.rejections import RejectionCase, by_id
-from remap_ab.rejections import replay_command as call_replay
 from remap_ab.report_sections import sections
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status
+from remap_ab.subjects.remap import charts
+from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
+from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, tensor_sha256
+from remap_ab.subjects.remap.rejections import RejectionCase, by_id
+from remap_ab.subjects.remap.rejections import replay_command as call_replay
 
 REPORT_FORMAT = 2  # 1: inputs.pt and outputs.pt held the whole tensors
 ROWS_FILE = "rows.pt.gz"

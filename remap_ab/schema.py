@@ -149,7 +149,7 @@ class Readable(Protocol):
 def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[str, Any]:
     """The parsed TOML of ``file``; ``error`` with one line when it cannot be read
     (``cannot read <what>: <reason>``) or is not TOML (``<what> is not valid TOML: ...``).
-    ``what`` names the file for a person (``grid file remap_ab/grid.toml``)."""
+    ``what`` names the file for a person (``grid file remap_ab/subjects/remap/grid.toml``)."""
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
@@ -499,7 +499,7 @@ class GridData(Strict):
     envelope: Optional[GridEnvelopeData] = None
 
 
-# The call envelope (remap_ab/envelope.toml, read by envelope.py).
+# The call envelope (remap_ab/subjects/remap/envelope.toml, read by envelope.py).
 PositiveInts = list[typing.Annotated[int, Field(ge=1)]]
 
 

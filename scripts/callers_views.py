@@ -33,9 +33,9 @@ def main(argv=None) -> int:
     from remap_ab import runtime
 
     runtime.select("cpu")
-    from remap_ab import grid
     from remap_ab.interpreter.schedule import interpreter_schedule
-    from remap_ab.runner import run_case
+    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.runner import run_case
 
     points = grid.load("callers").points()
     if args.batch:

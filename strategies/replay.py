@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from remap_ab.config import CaseConfig
+from remap_ab.subjects.remap.config import CaseConfig
 
 REPORT_DIR_ENV = "REMAP_AB_REPORT_DIR"
 DEFAULT_REPORT_DIR = os.path.join("reports", "failures")
@@ -27,8 +27,7 @@ def replay_command(config: CaseConfig, a: Any, b: Any, schedule: Optional[tuple[
 
 def _loaded(result) -> tuple[Any, Any]:
     """A and B as the registry loaded them: a revision's replay line pins its commit."""
-    from remap_ab import registry
-
+    from remap_ab.subjects.remap import registry
     return registry.get(result.a.name), registry.get(result.b.name)
 
 
@@ -75,8 +74,8 @@ def write_rejection_failure_report(case, verdict, a: str, b: str) -> Optional[st
     folder, whose replay makes this very call (its varied base case) again."""
     if not _is_final_example():
         return None
-    from remap_ab import registry
     from remap_ab.report import write_rejection_report
+    from remap_ab.subjects.remap import registry
 
     root = os.environ.get(REPORT_DIR_ENV, DEFAULT_REPORT_DIR)
     try:

@@ -119,8 +119,7 @@ class BrokenImpl:
         return env
 
     def forget(self) -> None:
-        from remap_ab import registry
-
+        from remap_ab.subjects.remap import registry
         for name in self.names:
             sys.modules.pop(name, None)
             registry.forget(name)
@@ -167,8 +166,7 @@ def forget_mutant_packages() -> None:
     Several test modules generate the catalogue's packages (same names, their own
     folders); under xdist one worker may run them in turn, and an import must find this
     module's build."""
-    from remap_ab import registry
-
+    from remap_ab.subjects.remap import registry
     for name in [n for n in sys.modules if n.startswith("mutant_")]:
         del sys.modules[name]
         registry.forget(name)

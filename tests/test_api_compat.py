@@ -12,8 +12,9 @@ import pytest
 
 import kernels_new
 import kernels_old
-from remap_ab import api_compat, registry, runtime
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
+from remap_ab.subjects.remap import api_compat, registry
 
 DEVICE = runtime.current()
 CONVERT = ("req_id, block_table, token_indices, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048, BLOCK_N=128, "

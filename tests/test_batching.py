@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.batch import hash_inputs
-from remap_ab.config import CaseConfig, ConfigError
-from remap_ab.inputs import generate_inputs, generate_inputs_batch
-from remap_ab.runner import reference, reference_batch
+from remap_ab.subjects.remap.batch import hash_inputs
+from remap_ab.subjects.remap.config import CaseConfig, ConfigError
+from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.subjects.remap.runner import reference, reference_batch
 
 RECORDED = [json.loads(line) for line in (Path(__file__).parent / "data" / "input_hashes.jsonl").read_text().splitlines()]
 
@@ -101,9 +101,7 @@ def test_reference_batch_equals_reference(seed):
 
 OFF_BY_ONE = """
 \"\"\"The oracle, but lane (0, 0) of every output is one more.\"\"\"
-from remap_ab import oracle
-
-
+from remap_ab.subjects.remap import oracle
 def _bump(result):
     out = result[0] if isinstance(result, tuple) else result
     out[0, 0] += 1
@@ -123,8 +121,8 @@ TILES_REVERSED = """
 \"\"\"The oracle, but a compacted row holds its tile segments last tile first (what a
 tiled kernel's atomic slots may do): a pass, with the order differing.\"\"\"
 import torch
-from remap_ab import oracle
-from remap_ab.oracle import triton_convert_req_index_to_global_index  # noqa: F401
+from remap_ab.subjects.remap import oracle
+from remap_ab.subjects.remap.oracle import triton_convert_req_index_to_global_index  # noqa: F401
 
 
 def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_size, dcp_rank,
@@ -149,9 +147,7 @@ def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_
 MISBEHAVES_BY_CASE = """
 \"\"\"The oracle, misbehaving by case (so one batch mixes every kind of proof): it
 passes, raises, returns int64, or returns counts one too high.\"\"\"
-from remap_ab import oracle
-
-
+from remap_ab.subjects.remap import oracle
 def _spoil(result, token_indices):
     kind = int(token_indices.abs().sum()) % 4
     if kind == 1:
@@ -183,8 +179,8 @@ def want_counts_max(c):
 @pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 @pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed", "misbehaves"])
 def test_run_batch_verdicts_equal_run_case(b, broken_impl):
-    from remap_ab.batch import run_batch
-    from remap_ab.runner import run_case
+    from remap_ab.subjects.remap.batch import run_batch
+    from remap_ab.subjects.remap.runner import run_case
 
     if b in BROKEN_SOURCES:
         broken_impl(BROKEN_SOURCES[b], name=b)
@@ -209,8 +205,7 @@ def test_run_batch_verdicts_equal_run_case(b, broken_impl):
 
 @pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch):
-    from remap_ab import batch, oracle
-
+    from remap_ab.subjects.remap import batch, oracle
     real = oracle.triton_convert_req_index_to_global_index
 
     def off_by_one(*args, **kwargs):
@@ -237,9 +232,9 @@ def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch
 def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     from concurrent.futures import ThreadPoolExecutor
 
-    from remap_ab import inputs as inputs_module
-    from remap_ab.inputs import _digests, _hashing, flattened, generate_inputs_batch, hashing_started
-    from remap_ab.layouts import LAYOUT_NAMES
+    from remap_ab.subjects.remap import inputs as inputs_module
+    from remap_ab.subjects.remap.inputs import _digests, _hashing, flattened, generate_inputs_batch, hashing_started
+    from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 
     configs = [c.replace(layout=LAYOUT_NAMES[i % len(LAYOUT_NAMES)]) for i, c in enumerate(_sample(24, seed=4))]
     inputs = generate_inputs_batch(configs, device=runtime.default_device())

@@ -15,12 +15,13 @@ from collections import namedtuple
 import pytest
 import torch
 
-from remap_ab import cli, registry, runtime
+from remap_ab import cli, runtime
 from remap_ab.bench import attention, cold_l2, contention, decode, figures, host, page, pr_table, resources, width_scan
 from remap_ab.bench.timing import Budget, Timing
-from remap_ab.config import CaseConfig
 from remap_ab.errors import DisagreementError, UsageError
-from remap_ab.inputs import generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 needs_no_cuda = pytest.mark.skipif(runtime.cuda_available(), reason="checks the behaviour without a GPU")
 
@@ -317,7 +318,7 @@ def test_the_interpreter_compiles_nothing_to_record():
 @pytest.fixture
 def off_by_one_module(broken_impl):
     """The oracle with one lane of every output off by one: a pair that disagrees."""
-    return broken_impl(patch="out = out.clone(); out[0, 0] += 1", base="remap_ab.oracle", name="broken_off_by_one")
+    return broken_impl(patch="out = out.clone(); out[0, 0] += 1", base="remap_ab.subjects.remap.oracle", name="broken_off_by_one")
 
 
 def _small(path: str) -> CaseConfig:
@@ -541,8 +542,8 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     assert section.status == "complete", section.note
     tables = {t.key: t.rows for t in section.tables}
     rows = tables["phases"]
-    from remap_ab import grid as gridmod
-    from remap_ab import rejections
+    from remap_ab.subjects.remap import grid as gridmod
+    from remap_ab.subjects.remap import rejections
     from remap_ab.sweep.selection import select_with_calls
 
     # The one case, and the rejection calls its filters keep (none: every call's base case has 4 rows).
@@ -736,8 +737,8 @@ def test_a_cell_whose_graph_output_goes_wrong_after_timing_is_flagged(tmp_path, 
 
 
 def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
-    from remap_ab.charts import bar_chart
     from remap_ab.commands.common import draw_chart
+    from remap_ab.subjects.remap.charts import bar_chart
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     said = draw_chart(bar_chart, tmp_path / "c", "t", ["g1", "g2"], {"old": [2.0, 13.0], "new": [1.5, float("nan")]}, "µs")
@@ -746,7 +747,7 @@ def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
 
 
 def test_pivot_keeps_first_seen_order_and_leaves_gaps():
-    from remap_ab.charts import pivot
+    from remap_ab.subjects.remap.charts import pivot
 
     rows = [("quiet", "old", 3), ("contended", "old", 20), ("quiet", "new", 1)]
     groups, values = pivot(rows, lambda r: r[0], lambda r: r[1], lambda r: r[2])

@@ -1,4 +1,4 @@
-"""The call primitive (remap_ab/call.py) and the layouts (remap_ab/layouts.py): each
+"""The call primitive (remap_ab/call.py) and the layouts (remap_ab/subjects/remap/layouts.py): each
 check fed an implementation that breaks it, and the blame on the one that did."""
 
 from __future__ import annotations
@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab import layouts, runtime
-from remap_ab.batch import run_batch
+from remap_ab import runtime
 from remap_ab.call import PrivateInputs
-from remap_ab.config import CaseConfig
-from remap_ab.inputs import generate_inputs
-from remap_ab.runner import run_case
 from remap_ab.status import Check
+from remap_ab.subjects.remap import layouts
+from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.runner import run_case
 
 DEVICE = runtime.default_device()
 
@@ -126,7 +127,7 @@ def test_a_tensor_replaced_after_placement_is_copied_by_its_own_extent():
 
 
 def test_a_batch_places_each_case_in_its_own_part_with_its_layouts_filler():
-    from remap_ab.inputs import generate_inputs_batch
+    from remap_ab.subjects.remap.inputs import generate_inputs_batch
 
     names = ("persistent", "contiguous", "token_rows", "persistent", "mixed")
     configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(names)]
@@ -283,8 +284,7 @@ def test_the_switch_interval_is_short_while_any_helper_holds_it_and_restored_by_
 
 def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_their_values(monkeypatch):
     from remap_ab import call as call_module
-    from remap_ab import inputs as inputs_module
-
+    from remap_ab.subjects.remap import inputs as inputs_module
     configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(layouts.LAYOUT_NAMES)]
     want = [generate_inputs(c.replace(seed=c.seed + 1), device=DEVICE) for c in configs]
     made = inputs_module.generate_inputs_batch(configs[:2] + call_module.fresh_configs(configs), device=DEVICE)

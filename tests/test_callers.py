@@ -7,17 +7,18 @@ import dataclasses
 import pytest
 import torch
 
-from remap_ab import backend_views, grid, registry, runtime
-from remap_ab.backend_views import backend_views as views_of
-from remap_ab.batch import run_batch
+from remap_ab import runtime
 from remap_ab.compare import compare
-from remap_ab.config import BACKEND_CALLS, BACKEND_NAMES, CaseConfig, caller_width
 from remap_ab.errors import ConfigError
-from remap_ab.inputs import generate_inputs, generate_inputs_batch
-from remap_ab.runner import run_case
 from remap_ab.status import Check, Status
+from remap_ab.subjects.remap import backend_views, grid, registry
+from remap_ab.subjects.remap.backend_views import backend_views as views_of
+from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.config import BACKEND_CALLS, BACKEND_NAMES, CaseConfig, caller_width
+from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.subjects.remap.runner import run_case
 
-CALLERS = "callers"  # remap_ab/grids/callers.toml, by its --grid NAME
+CALLERS = "callers"  # remap_ab/subjects/remap/grids/callers.toml, by its --grid NAME
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def test_inputs_are_built_as_the_backends_build_them():
 
 
 def test_the_persistent_layout_is_the_backends_buffers():
-    from remap_ab.inputs import in_layout as apply
+    from remap_ab.subjects.remap.inputs import in_layout as apply
 
     c = CaseConfig(mode="convert", tokens=3, topk=128, num_reqs=2, blocks_per_req=4, layout="persistent")
     x = generate_inputs(c)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab.bench import contention, contention_control
 from remap_ab.bench.measure import gate, wrapper_variant
-from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError
-from remap_ab.inputs import generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 CASES = {
     "counts": CaseConfig(mode="convert", topk=512, block_n=128, tokens=3, counts=True, seed=1),

@@ -1,4 +1,4 @@
-"""The call envelope (remap_ab/envelope.toml): declared once, and the callers grid, the
+"""The call envelope (remap_ab/subjects/remap/envelope.toml): declared once, and the callers grid, the
 models grid, the soak's draws and the bench's timed cells all derived from it; a PASS
 that says what of it the run covered."""
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, envelope, features, grid, registry, runtime
+from remap_ab import cli, runtime
 from remap_ab.soak import run as soak
+from remap_ab.subjects.remap import envelope, features, grid, registry
 from remap_ab.sweep import summary
 
 REPO = Path(__file__).resolve().parents[1]

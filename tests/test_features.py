@@ -1,5 +1,5 @@
 """vLLM main's optional parameters (issue 32): BLOCK_STRIDE_ROWS and caller-owned
-out= / valid_counts_out= as data (remap_ab/features.py), the grids that exercise them,
+out= / valid_counts_out= as data (remap_ab/subjects/remap/features.py), the grids that exercise them,
 and the bugs they must catch, each planted in a main-style module (kernels_main) and
 shown caught: a stride ignored by one wrapper, rows past 1024 left unconverted, a
 valid_counts_out not zeroed where the tiled path accumulates."""
@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from remap_ab import features, grid, oracle, registry, runtime
-from remap_ab.batch import run_batch
+from remap_ab import runtime
 from remap_ab.call import call
-from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
-from remap_ab.inputs import generate_inputs
-from remap_ab.out_layout import CallerBuffers
-from remap_ab.registry import get
-from remap_ab.runner import run_case
 from remap_ab.status import Check
+from remap_ab.subjects.remap import features, grid, oracle, registry
+from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.out_layout import CallerBuffers
+from remap_ab.subjects.remap.registry import get
+from remap_ab.subjects.remap.runner import run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGE = 2147483  # the callers grid's stride whose base * stride crosses INT32_MAX

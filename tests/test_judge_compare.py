@@ -279,8 +279,8 @@ def test_the_6eb5809148de_regression(tmp_path, monkeypatch):
     lane's value) with a B that drops the last lane that is not -1 of rows holding
     more than 100. Main said "col 27 (old=52463, B=52463, oracle=52463)"; the lane
     that differs is col 596 (old 59148, B -1)."""
-    from remap_ab.config import CaseConfig
-    from remap_ab.runner import run_case
+    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.runner import run_case
 
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "brk_drop_last.py").write_text(textwrap.dedent('''

@@ -15,7 +15,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab.backend_views import MODELS, Views, row_evidence
 from remap_ab.compare import (
     CallFinding,
     Mismatch,
@@ -32,9 +31,10 @@ from remap_ab.compare import (
     note_order_differs,
     plural,
 )
-from remap_ab.rejections import Attempt
 from remap_ab.sanitizer.memcheck import Finding, MemcheckReport
 from remap_ab.status import Check, Status
+from remap_ab.subjects.remap.backend_views import MODELS, Views, row_evidence
+from remap_ab.subjects.remap.rejections import Attempt
 
 I32 = torch.int32
 TILED = OrderContract(False, 2, "tiles of 2")

@@ -10,15 +10,16 @@ import random
 import pytest
 import torch
 
-from remap_ab import batch, runtime, speed
-from remap_ab.batch import run_batch
+from remap_ab import runtime, speed
 from remap_ab.call import call
-from remap_ab.config import CaseConfig
 from remap_ab.errors import UsageError
-from remap_ab.inputs import generate_inputs
-from remap_ab.out_layout import Expected, caller_buffer, layout_findings, row_major, wrapper_layouts
-from remap_ab.runner import run_case
 from remap_ab.status import Check
+from remap_ab.subjects.remap import batch
+from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.out_layout import Expected, caller_buffer, layout_findings, row_major, wrapper_layouts
+from remap_ab.subjects.remap.runner import run_case
 
 DEVICE = runtime.default_device()
 CONVERT = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, num_reqs=2, blocks_per_req=16, block_size=16)
@@ -92,8 +93,7 @@ def test_the_expected_layout_is_data_a_caller_owned_buffer_states_its_own():
 
 
 def test_a_call_takes_the_expected_layout_as_data(broken_impl):
-    from remap_ab import registry
-
+    from remap_ab.subjects.remap import registry
     bad = registry.get(broken_impl(patch=COLUMN_MAJOR))
     x = generate_inputs(CONVERT, device=DEVICE)
     t, k = CONVERT.tokens, CONVERT.topk
@@ -130,8 +130,7 @@ def test_every_batch_size_bucket_and_the_largest_batch_of_each_path_and_shape_ar
 
 
 def test_the_grids_sample_stands_for_every_path_shape_and_bucket_with_few_cases():
-    from remap_ab import grid
-
+    from remap_ab.subjects.remap import grid
     configs = [p.config for p in grid.load().points()]
     chosen = [configs[i] for i in _sampled(configs)]
     keys = set().union(*(batch._production_keys(c) for c in configs))
@@ -242,7 +241,7 @@ def test_the_sweeps_speed_ratio_is_the_median_per_path_k_and_bucket_and_says_it_
 def test_a_run_folders_summary_gives_the_ratio_on_a_gpu_and_says_speed_is_not_judged_on_the_cpu(tmp_path, device):
     import pandas as pd
 
-    from remap_ab import grid
+    from remap_ab.subjects.remap import grid
     from remap_ab.sweep.run_folder import RESULT_FIELDS, result_columns, write_run_json
     from remap_ab.sweep.summary import format_summary, summarise
 

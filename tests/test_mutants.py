@@ -201,8 +201,7 @@ def _fake_memcheck_run_case(failing_impl):
 
 
 def test_memcheck_check_kills_on_a_finding_of_the_mutant_and_breaks_on_the_real_kernel(monkeypatch):
-    from remap_ab import runner
-
+    from remap_ab.subjects.remap import runner
     m = M.get("block_table_read_past_end")
     monkeypatch.setattr(runner, "run_case", _fake_memcheck_run_case(m.package))
     killed = checks.run_memcheck(m, "cpu")
@@ -295,7 +294,7 @@ def test_the_rejects_check_kills_a_dropped_precondition_and_passes_the_real_kern
     from types import SimpleNamespace
 
     faithful = checks.run_rejects(SimpleNamespace(original="new", package="old"), DEVICE)
-    from remap_ab.rejections import load
+    from remap_ab.subjects.remap.rejections import load
 
     assert faithful.status == Outcome.SURVIVED and faithful.examples_total == len(load())
 

@@ -9,10 +9,11 @@ from collections import Counter
 
 import pytest
 
-from remap_ab import cli, nondet, registry, runtime
-from remap_ab.config import CaseConfig
-from remap_ab.inputs import generate_inputs
-from remap_ab.runner import reference
+from remap_ab import cli, runtime
+from remap_ab.subjects.remap import nondet, registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.runner import reference
 
 pytestmark = pytest.mark.skipif(runtime.cuda_available(), reason="schedule fuzzing runs in the Triton interpreter (CPU)")
 

@@ -10,9 +10,9 @@ import itertools
 import pytest
 
 from remap_ab import runtime
-from remap_ab.config import CaseConfig
 from remap_ab.processes import precompile
 from remap_ab.soak import run as soak
+from remap_ab.subjects.remap.config import CaseConfig
 
 H200 = precompile.Target("cuda", 90, 32)
 
@@ -228,8 +228,7 @@ def _sweep_points():
     """Grid points of many variants, small enough to generate at full size here: one per
     wrapper path of the PR's grid (a different memory layout each, one row or several),
     and two of the callers grid passing BLOCK_STRIDE_ROWS (one with caller-owned outputs)."""
-    from remap_ab import grid
-
+    from remap_ab.subjects.remap import grid
     chosen, seen = [], set()
     layouts = ["contiguous", "mixed", "offset", "token_cols", "table_slice", "req_strided", "token_rows"]
     for p in grid.load(None).points():
@@ -251,8 +250,8 @@ def _batch_calls(a: str, b: str, config_dicts: list) -> list[int]:
     implementation's private copies, the sides that run each case), each case's kernels
     compiled at these launches, i.e. not found in Triton's on-disk cache."""
     from remap_ab.call import PrivateInputs
-    from remap_ab.inputs import generate_inputs_batch
-    from remap_ab.runner import sides
+    from remap_ab.subjects.remap.inputs import generate_inputs_batch
+    from remap_ab.subjects.remap.runner import sides
 
     configs = [CaseConfig.from_dict(d) for d in config_dicts]
     inputs = generate_inputs_batch(configs, device="cpu")
@@ -354,8 +353,7 @@ def _variant(item):
 
 
 def test_the_sweeps_schedule_judges_compiled_variants_first_and_compiles_itself_only_what_no_worker_holds():
-    from remap_ab import rejections
-
+    from remap_ab.subjects.remap import rejections
     items = [x for v in (1, 2, 3, 4, 5, 6) for x in _Group(v, 3 if v != 6 else 5).items]
     call = rejections.sweep_points(0)[0]
     workers = _Workers()

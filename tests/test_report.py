@@ -17,9 +17,7 @@ import pytest
 import torch
 
 from remap_ab.compare import OrderContract, Output, compare, proof_of_pass
-from remap_ab.config import CaseConfig
 from remap_ab.errors import PlotsUnavailable, ReportError
-from remap_ab.inputs import generate_inputs, tensor_sha256
 from remap_ab.report import (
     build_case_report,
     load_report,
@@ -27,8 +25,10 @@ from remap_ab.report import (
     write_case_report,
     write_crash_report,
 )
-from remap_ab.runner import CaseResult, reference
 from remap_ab.status import Status
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs, tensor_sha256
+from remap_ab.subjects.remap.runner import CaseResult, reference
 
 CFG = CaseConfig(mode="dcp", tokens=3, topk=512, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)
 
@@ -209,7 +209,7 @@ def test_without_matplotlib_the_report_says_so_in_one_line(tmp_path, monkeypatch
 
 
 def test_bar_chart_without_matplotlib_gives_the_install_hint(tmp_path, monkeypatch):
-    from remap_ab.charts import bar_chart
+    from remap_ab.subjects.remap.charts import bar_chart
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(PlotsUnavailable, match=r"pip install 'remap-ab\[plots\]'"):
@@ -242,7 +242,8 @@ def test_report_does_not_reach_up_into_the_registry_or_sys_modules():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert not {"sys", "remap_ab.registry", "remap_ab.runner", "remap_ab.batch", "remap_ab.sweep.run"} & imported
+    remap = "remap_ab.subjects.remap"
+    assert not {"sys", f"{remap}.registry", f"{remap}.runner", f"{remap}.batch", "remap_ab.sweep.run"} & imported
 
 
 # --- corrupt reports: one line naming the file and the field, exit 2 -------------------
@@ -343,8 +344,9 @@ def test_replay_root_that_is_a_file_is_a_usage_error(tmp_path, capsys):
 
 
 def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
-    from remap_ab import runner, runtime
+    from remap_ab import runtime
     from remap_ab.cli import main as cli_main
+    from remap_ab.subjects.remap import runner
 
     seen = {}
     real = runner.run_case
@@ -380,9 +382,10 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
 
 
 def test_custom_path_is_recorded_and_replay_suggests_it(tmp_path, broken_impl, capsys):
-    from remap_ab import registry, runtime
+    from remap_ab import runtime
     from remap_ab.cli import main as cli_main
-    from remap_ab.runner import run_case
+    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.runner import run_case
 
     # A real implementation module on a custom path: kernels_new, wrong in one lane.
     name, folder = broken_impl(patch="out = out.clone(); out[0, 5] += 1", name="brk_lane5"), broken_impl.folder
@@ -541,8 +544,7 @@ def test_proof_never_passes_what_compare_fails(damage):
 
 def _batch_proof(o, ref, c):
     """What the batch runner's proofs (equality, then the tile-order witness) say of ``o``."""
-    from remap_ab import batch
-
+    from remap_ab.subjects.remap import batch
     outs, refs = [(o, None, o, None)], [ref]
     proofs = batch._proofs([c], outs, refs, [None], ref.out.device)
     batch._witness_round([c], outs, refs, proofs)
@@ -561,9 +563,10 @@ def test_the_batch_proof_agrees_with_compare(damage):
 
 
 def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():
-    from remap_ab import registry, runtime
+    from remap_ab import runtime
     from remap_ab.interpreter.schedule import interpreter_schedule
-    from remap_ab.runner import run_implementation
+    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.runner import run_implementation
 
     if runtime.select(None) != "cpu":
         pytest.skip("program schedules need the interpreter")
@@ -576,9 +579,10 @@ def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():
 
 
 def test_batch_verdicts_equal_run_case_verdicts(tmp_path):
-    from remap_ab import grid, runtime
-    from remap_ab.batch import run_batch
-    from remap_ab.runner import run_case
+    from remap_ab import runtime
+    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.batch import run_batch
+    from remap_ab.subjects.remap.runner import run_case
 
     device = runtime.select(None)
     g = grid.load()

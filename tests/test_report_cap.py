@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remap_ab import grid as gridmod
-from remap_ab import rejections, runtime
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
-from remap_ab.config import CaseConfig
 from remap_ab.report_cap import ReportSlots, failure_class, path_name
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap import rejections
+from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.sweep.selection import select_with_calls
 
 DEVICE = runtime.current()  # a process's Triton backend is fixed: the session's

@@ -12,15 +12,16 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab.call import _stream_evidence, sync_frame
 from remap_ab.cli import main as cli_main
 from remap_ab.compare import Mismatch, Verdict
-from remap_ab.config import CaseConfig
 from remap_ab.report import load_report, render, write_case_report
 from remap_ab.report_sections import sections
-from remap_ab.runner import run_case
 from remap_ab.status import Check
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.runner import run_case
 
 SMALL = CaseConfig(mode="convert", tokens=2, topk=128, counts=True, invalid_ratio=0.3)
 VALUE_HEADINGS = ("## First mismatching lanes", "## Output lanes (", "## Valid counts per row", "## Picture")
@@ -345,8 +346,8 @@ def test_a_private_stream_section_names_the_first_differing_element(tmp_path, br
 
 
 def test_a_rejection_call_on_another_base_case_offers_only_its_replay(tmp_path):
-    from remap_ab.rejections import by_id, judged
     from remap_ab.report import write_rejection_report
+    from remap_ab.subjects.remap.rejections import by_id, judged
 
     listed = by_id("req-id-longer")
     varied = type(listed)(listed.id, listed.precondition, listed.base.replace(tokens=2), listed.args, listed.tensors,
@@ -367,8 +368,8 @@ def test_a_rejection_section_shows_the_memcheck_finding_of_bs_accepted_call(tmp_
     from conftest import importable_mutants
 
     from remap_ab.mutants.catalogue import get as get_mutant
-    from remap_ab.rejections import by_id, judged
     from remap_ab.report import write_rejection_report
+    from remap_ab.subjects.remap.rejections import by_id, judged
 
     if torch.cuda.is_available():
         pytest.skip("on a GPU a rejection call is not memory-checked (and its wild store would land)")

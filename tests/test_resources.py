@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, registry
+from remap_ab import cli
 from remap_ab.bench import cross_compile, resources
+from remap_ab.subjects.remap import registry
 
 KERNEL = Path(__file__).resolve().parents[1] / "kernels_new" / "_remap.py"
 
@@ -160,8 +161,8 @@ def test_cross_compiled_figures_equal_the_loaded_kernels_on_this_gpu():
     import torch
     from triton.runtime import jit
 
-    from remap_ab.config import CaseConfig
-    from remap_ab.inputs import generate_inputs
+    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.inputs import generate_inputs
 
     major, minor = torch.cuda.get_device_capability()
     target = {(8, 0): "sm_80", (9, 0): "sm_90", (10, 0): "sm_100", (12, 0): "sm_120"}.get((major, minor))

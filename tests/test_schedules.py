@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.config import CaseConfig
 from remap_ab.interpreter.schedule import interpreter_schedule, program_order
-from remap_ab.runner import run_case
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.runner import run_case
 
 pytestmark = pytest.mark.skipif(runtime.default_device() != "cpu", reason="schedules permute the CPU interpreter")
 

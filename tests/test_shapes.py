@@ -1,6 +1,6 @@
 """vLLM's real wrapper shapes (issue 40), each a stand-in module under tests/impls/shapes/
 with exactly that shape's signatures and kernels_main's values, judged against the #50365
-file (kernels_new) per parameter × wrapper (remap_ab/features.py):
+file (kernels_new) per parameter × wrapper (remap_ab/subjects/remap/features.py):
 
     (a) vLLM main 02a26fa06df2: BLOCK_STRIDE_ROWS on convert only
     (b) DCP takes BLOCK_STRIDE_ROWS too
@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from remap_ab import features, grid, registry, runtime, sources
-from remap_ab.batch import run_batch
-from remap_ab.config import CaseConfig
+from remap_ab import runtime, sources
 from remap_ab.mutants.generate import kernel_source
+from remap_ab.subjects.remap import features, grid, registry
+from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.config import CaseConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES_DIR = ROOT / "tests" / "impls" / "shapes"

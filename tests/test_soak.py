@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, envelope, registry, runtime
-from remap_ab.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
-from remap_ab.layouts import LAYOUT_NAMES
+from remap_ab import cli, runtime
 from remap_ab.soak import run as soak
+from remap_ab.subjects.remap import envelope, registry
+from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
+from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -244,9 +245,9 @@ def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_b
     the batch engine; every case comes back as a results row, in the order given."""
     import contextlib
 
-    from remap_ab.batch import BatchTimes
-    from remap_ab.config import CaseConfig
     from remap_ab.processes.pool import Job
+    from remap_ab.subjects.remap.batch import BatchTimes
+    from remap_ab.subjects.remap.config import CaseConfig
 
     entered = []
 

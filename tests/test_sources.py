@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from remap_ab import grid as gridmod
-from remap_ab import registry, runtime, sources
+from remap_ab import runtime, sources
 from remap_ab.cli import main as cli_main
 from remap_ab.mutants.generate import kernel_source
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "vllm/v1/attention/backends/mla/sparse_utils.py"
@@ -282,8 +283,7 @@ def test_models_grid_is_shipped_by_name(capsys):
     assert gridmod.load("pr") is not g and len(gridmod.load("pr").points()) == 1728
     assert cli_main(["sweep", "--list", "--grid", "models", "--filter", "topk=2176", "--max-tokens", "1"]) == 0
     out, err = capsys.readouterr()
-    from remap_ab import rejections
-
+    from remap_ab.subjects.remap import rejections
     listed = out.splitlines()
     assert len([line for line in listed if "rejection=" not in line]) == 9 * 4 * 2
     # The rejection calls the filter keeps: rejections.toml's and the grid's 36 expected ones
@@ -298,7 +298,7 @@ def test_models_grid_is_shipped_by_name(capsys):
 def test_models_grid_rejections_are_rejected_by_both_kernels():
     """Each declared rejection is a valid case whose call override both wrappers refuse
     (with the same exception type); the base case itself runs."""
-    from remap_ab.inputs import generate_inputs
+    from remap_ab.subjects.remap.inputs import generate_inputs
 
     rejections = gridmod.load("models").rejections()
     assert {dict(r.call)["BLOCK_N"] for r in rejections} == {128, 256, 1024}
@@ -321,7 +321,7 @@ def test_models_grid_rejections_are_rejected_by_both_kernels():
 def test_models_grid_rejections_convert_to_rejection_cases():
     """The hand-over to rejections.py (SPEC §6 calls as data): each of the grid's
     rejections is the same base case and call there."""
-    rejections = pytest.importorskip("remap_ab.rejections")
+    rejections = pytest.importorskip("remap_ab.subjects.remap.rejections")
     found = gridmod.load("models").rejections()
     assert len({r.id for r in found}) == len(found)
     for r in found:

@@ -1,13 +1,13 @@
-"""The grid (remap_ab/grid.toml): size, distinctness, coverage of SPEC §6, filters."""
+"""The grid (remap_ab/subjects/remap/grid.toml): size, distinctness, coverage of SPEC §6, filters."""
 
 import collections
 
 import pytest
 
-from remap_ab import grid as gridmod
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import ConfigError
-from remap_ab.rejections import load as rejection_calls
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.rejections import load as rejection_calls
 
 
 @pytest.fixture(scope="module")

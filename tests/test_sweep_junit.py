@@ -75,7 +75,7 @@ def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_co
 
 
 def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
-    from remap_ab import grid as gridmod
+    from remap_ab.subjects.remap import grid as gridmod
     from remap_ab.sweep import junit
 
     r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"], badlane)

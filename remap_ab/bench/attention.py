@@ -26,12 +26,12 @@ from typing import Optional
 
 import torch
 
-from remap_ab import nondet, registry
 from remap_ab.call import call
-from remap_ab.config import CaseConfig
 from remap_ab.errors import UsageError
-from remap_ab.inputs import CaseInputs, generate_inputs
-from remap_ab.nondet import nondet_cases
+from remap_ab.subjects.remap import nondet, registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
+from remap_ab.subjects.remap.nondet import nondet_cases
 
 DTYPES = (torch.bfloat16, torch.float32)
 HEAD_DIM = 128

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from remap_ab.inputs import CaseInputs
+from remap_ab.subjects.remap.inputs import CaseInputs
 
 H200_L2_BYTES = 60 * 1024 * 1024  # what the brief gives for the H200; the device's own figure wins
 FOOTPRINT_OVER_L2 = 2.0  # twice L2: LRU-like replacement has evicted a copy before it is read again

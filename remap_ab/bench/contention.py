@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab import registry
 from remap_ab.bench import contention_control
 from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
 from remap_ab.bench.pr_table import bench_cases, path_of
-from remap_ab.config import CaseConfig
-from remap_ab.inputs import generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 TILE_WIDTHS = (128, 256, 512, 1024)
 TOKENS = (1, 8, 64, 256, 1024, 4096)

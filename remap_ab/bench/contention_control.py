@@ -32,8 +32,8 @@ from typing import Optional
 
 from remap_ab.bench.measure import TimedVariant
 from remap_ab.compare import OrderContract
-from remap_ab.config import CaseConfig
 from remap_ab.errors import InternalError
+from remap_ab.subjects.remap.config import CaseConfig
 
 ATOMIC = "tl.atomic_add(valid_counts_ptr + row, n_valid)"
 SLOT = "valid_counts_ptr + row * tl.num_programs(1) + tile"

@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab import runtime as remap_backend
 from remap_ab.bench import resources
-from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
-from remap_ab.inputs import generate_inputs
 from remap_ab.processes import pool
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 
 @dataclass(frozen=True)

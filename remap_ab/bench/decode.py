@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab import registry
 from remap_ab.bench.measure import measure_cell, wrapper_variant
 from remap_ab.bench.pr_table import PR_GB200_US
-from remap_ab.config import CaseConfig
 from remap_ab.errors import UsageError
-from remap_ab.inputs import generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 PR_QUOTED_SAVED_US = {1: 93.0, 256: 270.0}  # the PR's prose, µs per step, GB200
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)

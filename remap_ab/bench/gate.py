@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from remap_ab import registry
 from remap_ab.compare import Output, Reference, Verdict, compare, proof_of_pass
-from remap_ab.config import CaseConfig
 from remap_ab.errors import DisagreementError
-from remap_ab.inputs import CaseInputs
-from remap_ab.runner import reference, run_implementation
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import CaseInputs
+from remap_ab.subjects.remap.runner import reference, run_implementation
 
 
 def _on_cpu(o: Output) -> Output:

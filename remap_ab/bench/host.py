@@ -31,15 +31,15 @@ from typing import Any
 
 import torch
 
-from remap_ab import batch, registry
-from remap_ab import batch as batch_runner
-from remap_ab import grid as gridmod
 from remap_ab.bench.timing import empty_kernel
 from remap_ab.bench.width_scan import _kernel_arguments
-from remap_ab.config import CaseConfig
 from remap_ab.errors import RemapABError
-from remap_ab.inputs import generate_inputs, generate_inputs_batch
-from remap_ab.runner import poisoned_empty
+from remap_ab.subjects.remap import batch, registry
+from remap_ab.subjects.remap import batch as batch_runner
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.subjects.remap.runner import poisoned_empty
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.selection import select
 from remap_ab.sweep.summary import format_summary

@@ -15,16 +15,16 @@ from typing import Optional
 
 import torch
 
-from remap_ab import registry
 from remap_ab.bench import cold_l2
 from remap_ab.bench.gate import judge
 from remap_ab.bench.timing import Timing, capture, floor_fn, time_graphs
 from remap_ab.compare import OrderContract, Output
-from remap_ab.config import CaseConfig
 from remap_ab.errors import exception_line
-from remap_ab.inputs import CaseInputs
-from remap_ab.runner import poisoned_empty, reference
 from remap_ab.status import CellStatus
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import CaseInputs
+from remap_ab.subjects.remap.runner import poisoned_empty, reference
 
 
 @dataclass

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from remap_ab import charts, envelope
 from remap_ab.bench import (
     attention,
     contention,
@@ -40,6 +39,7 @@ from remap_ab.bench.timing import Budget
 from remap_ab.errors import UsageError, exception_line
 from remap_ab.speed import judge_speed
 from remap_ab.status import CellStatus, SectionStatus
+from remap_ab.subjects.remap import charts, envelope
 
 if TYPE_CHECKING:  # resources is imported when a run starts
     from remap_ab.bench.resources import VariantBook

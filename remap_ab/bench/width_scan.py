@@ -23,13 +23,13 @@ from typing import Any, Optional
 
 import torch
 
-from remap_ab import registry
 from remap_ab.bench.measure import CellResult, TimedVariant, measure_cell
 from remap_ab.bench.resources import compiled_facts, occupancy
 from remap_ab.compare import OrderContract
-from remap_ab.config import CaseConfig
 from remap_ab.errors import UsageError
-from remap_ab.inputs import CaseInputs, generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
 
 WIDTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 WARPS = (8, 16)  # the kernel's 8, and one other (issue 14 §2)

@@ -4,7 +4,7 @@ Sections (run in this order; --sections picks any of them, --all runs every one)
   pr           old vs new inside CUDA graphs on the pull request's grid, beside its GB200
                figures and the empty-kernel floor of each grid; --cold-l2 adds the same cells
                with rotating input copies so every call misses L2. Its cells are every path
-               (--paths) at every row count of the call envelope (remap_ab/envelope.toml:
+               (--paths) at every row count of the call envelope (remap_ab/subjects/remap/envelope.toml:
                decode batches and prefill steps to 16384), and the speed gate judges each
   contention   K=2048, the old kernel at 16/8/4/2 tiles and the new single tile, tokens 1..4096,
                each split into its grid's launch floor and the rest: does the 16-vs-4-tile gap
@@ -43,13 +43,14 @@ import datetime
 import sys
 from pathlib import Path
 
-from remap_ab import envelope, options, runtime
+from remap_ab import options, runtime
 from remap_ab.bench import cross_compile, pr_table, width_scan
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
 from remap_ab.commands.common import environment, int_list
 from remap_ab.errors import NeedsGPUError, UsageError
 from remap_ab.speed import parse_fail_slower
+from remap_ab.subjects.remap import envelope
 
 DEFAULT_SECTIONS = ("pr", "resources")
 SWEEP_PHASES = ("host", "sweep")
@@ -83,7 +84,7 @@ def add_arguments(p):
     t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
     t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
     t.add_argument("--tokens", default=None,
-                   help="pr: token counts (default: every row count of the call envelope, remap_ab/envelope.toml: "
+                   help="pr: token counts (default: every row count of the call envelope, remap_ab/subjects/remap/envelope.toml: "
                         "decode batches and prefill steps up to 16384)")
     t.add_argument("--paths", default=",".join(pr_table.PATHS),
                    help=f"pr: paths (default all: {','.join(pr_table.PATHS)}; counts = convert with counts, dcp = DCP 4 "

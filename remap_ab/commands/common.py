@@ -8,8 +8,8 @@ import argparse
 import platform
 from dataclasses import fields
 
-from remap_ab.config import FIELD_TYPES, CaseConfig, field_help
 from remap_ab.errors import UsageError
+from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig, field_help
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

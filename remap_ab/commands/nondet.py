@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from remap_ab import nondet, runtime
-from remap_ab.charts import bar_chart, pivot
+from remap_ab import runtime
 from remap_ab.commands.common import draw_chart, environment, int_list
 from remap_ab.errors import UsageError
 from remap_ab.options import add_device, add_root, checked_output_dir, non_negative_int, positive_int
+from remap_ab.subjects.remap import nondet
+from remap_ab.subjects.remap.charts import bar_chart, pivot
 
 CPU_DEFAULT_TOKENS = "1,2,8"  # 256 tokens of the old kernel at K=2048 is ~20 s a run in the interpreter
 GPU_DEFAULT_TOKENS = "1,2,8,256"

@@ -18,10 +18,11 @@ import json
 import os
 import time
 
-from remap_ab import options, registry
+from remap_ab import options
 from remap_ab.bench import cross_compile as cc
 from remap_ab.commands.common import int_list
 from remap_ab.errors import UsageError
+from remap_ab.subjects.remap import registry
 
 
 def add_arguments(p):

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import sys
 
-from remap_ab import api_compat, features, registry, rejections, runtime
+from remap_ab import runtime
 from remap_ab.commands.common import add_config_arguments, config_from_args
 from remap_ab.errors import InputError, UsageError
-from remap_ab.inputs import CaseInputs
 from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule
 from remap_ab.options import (
     add_bisect,
@@ -29,7 +28,9 @@ from remap_ab.options import (
     checked_output_dir,
 )
 from remap_ab.report import run_command, write_case_report, write_rejection_report
-from remap_ab.runner import run_case
+from remap_ab.subjects.remap import api_compat, features, registry, rejections
+from remap_ab.subjects.remap.inputs import CaseInputs
+from remap_ab.subjects.remap.runner import run_case
 
 
 def add_arguments(p):
@@ -45,7 +46,7 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.add_argument("--rejection", metavar="ID", action="append", default=None,
                    help="instead of a case, make a call that breaks a SPEC §6 precondition (an id of "
-                        "remap_ab/rejections.toml, or 'all'): B must reject it where A does; repeatable")
+                        "remap_ab/subjects/remap/rejections.toml, or 'all'): B must reject it where A does; repeatable")
     p.add_argument("--report", metavar="DIR", default=None,
                    help="if the case (or a --rejection call) does not pass, write its report folder DIR/<case-id>/ "
                         "(diff.html, diff.md, verdict.json, the rows that differ, replay.sh); nothing is written for a "

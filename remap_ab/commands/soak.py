@@ -4,7 +4,7 @@ until the deadline (--minutes), --max-cases per worker, or Ctrl-C.
 Every draw is new: K any multiple of BLOCK_N up to --max-topk (4096), T up to
 --max-tokens, every wrapper path, DCP sizes 2/4/8 with any rank and interleave, every
 block-table kind, row layout and kind of negative id; the call envelope's block sizes,
-strides and caller buffers (remap_ab/envelope.toml) on every wrapper that may take them,
+strides and caller buffers (remap_ab/subjects/remap/envelope.toml) on every wrapper that may take them,
 counted per parameter x wrapper in the summary. Draws are seeded (--seed; printed
 when drawn at random), so the same seed draws the same cases in the same order.
 
@@ -37,7 +37,7 @@ import signal
 import sys
 import time
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab.errors import UsageError
 from remap_ab.options import (
     add_device,
@@ -55,6 +55,7 @@ from remap_ab.processes.precompile import default_workers
 from remap_ab.report_cap import DEFAULT_REPORTS, describe
 from remap_ab.soak import run as soak
 from remap_ab.soak.run import CPU_MAX_TOKENS, GPU_MAX_TOKENS
+from remap_ab.subjects.remap import registry
 from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
 

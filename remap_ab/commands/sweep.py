@@ -1,4 +1,4 @@
-"""Run the grid of configurations (remap_ab/grid.toml) through implementations A and B
+"""Run the grid of configurations (remap_ab/subjects/remap/grid.toml) through implementations A and B
 and the oracle, one row per case in <root>/<run>/results.csv and a report folder for
 the first failing cases of each failure class (--reports).
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import sys
 
-from remap_ab import features, options, registry, runtime
-from remap_ab import grid as gridmod
+from remap_ab import options, runtime
 from remap_ab.compare import plural
 from remap_ab.errors import UsageError
-from remap_ab.rejections import sweep_points
+from remap_ab.subjects.remap import features, registry
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.rejections import sweep_points
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.selection import cap_note, select_with_calls
@@ -60,9 +61,9 @@ def add_arguments(p):
     p.add_argument("--resume", action="store_true",
                    help="continue the run named by --run (default: the newest) without repeating a case")
     p.add_argument("--grid", default=None, metavar="NAME|FILE",
-                   help="the grid: a shipped one by name (pr: remap_ab/grid.toml, the default; models: the index widths "
-                        "of the models that run this kernel, remap_ab/grids/models.toml; callers: exactly the calls the "
-                        "attention backends make, each named by its backend, remap_ab/grids/callers.toml) or a TOML file")
+                   help="the grid: a shipped one by name (pr: remap_ab/subjects/remap/grid.toml, the default; models: the index widths "
+                        "of the models that run this kernel, remap_ab/subjects/remap/grids/models.toml; callers: exactly the calls the "
+                        "attention backends make, each named by its backend, remap_ab/subjects/remap/grids/callers.toml) or a TOML file")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument("--junitxml", metavar="FILE", default=None,
                    help="also write the run as JUnit XML: one testcase per selected case, the verdict line as "

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Optional
 
-from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError, MutantError
-from remap_ab.rejections import by_id
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.rejections import by_id
 
 CATALOGUE_FILE = "catalogue.toml"
 TARGETS = ("old", "new")
@@ -115,7 +115,7 @@ def _mutant(entry: dict, n: int, bases: dict) -> Mutant:
 def _rejection_witness(spec: Any, where: str) -> dict:
     if not isinstance(spec, dict) or set(spec) != {"rejection"} or not isinstance(spec["rejection"], str):
         raise MutantError(f"{where}: observable = \"rejection\" needs witness = {{ rejection = \"ID\" }} (an id of "
-                          "remap_ab/rejections.toml)")
+                          "remap_ab/subjects/remap/rejections.toml)")
     try:
         by_id(spec["rejection"])
     except ConfigError as exc:

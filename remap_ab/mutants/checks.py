@@ -14,17 +14,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from remap_ab import nondet, registry, runner
 from remap_ab.bench.pr_table import bench_cell
 from remap_ab.errors import RemapABError
-from remap_ab.inputs import generate_inputs
 from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
-from remap_ab.nondet import SideStreamLoad, characterise
-from remap_ab.rejections import judged, load
-from remap_ab.runner import run_case
 from remap_ab.speed import DEFAULT_FAIL_SLOWER, judge_speed
 from remap_ab.status import Check, Outcome
+from remap_ab.subjects.remap import nondet, registry, runner
+from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.nondet import SideStreamLoad, characterise
+from remap_ab.subjects.remap.rejections import judged, load
+from remap_ab.subjects.remap.runner import run_case
 
 CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects", "speed")
 

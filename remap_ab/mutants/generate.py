@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Optional
 
 import remap_ab
-from remap_ab import registry
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import TARGETS, Mutant
+from remap_ab.subjects.remap import registry
 
 KERNEL_FILE = "_remap.py"
 

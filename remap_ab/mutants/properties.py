@@ -14,11 +14,11 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from remap_ab.config import CaseConfig
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.checks import CheckResult
 from remap_ab.status import Outcome
+from remap_ab.subjects.remap.config import CaseConfig
 
 SUITE_PACKAGE = "remap_ab.properties"
 PROFILE_FOR_DEVICE = {"cpu": "ci", "cuda": "gpu"}

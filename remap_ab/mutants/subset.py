@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from remap_ab import grid as gridmod
-from remap_ab.config import CaseConfig
 from remap_ab.mutants.catalogue import Mutant
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.config import CaseConfig
 
-# The sweep grid's points (remap_ab/grid.toml) that the mutant check runs: every path
+# The sweep grid's points (remap_ab/subjects/remap/grid.toml) that the mutant check runs: every path
 # (convert, counts, prefill, dcp_size 1, DCP compacted and in place), K = 384 (tiled in
 # both kernels) and 512 (single tile in new when counting), out-of-range lanes on, and
 # two invalid ratios, which rotate the DCP size/interleave (4x1, 4x64), the flags and

@@ -13,17 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab.call import call
 from remap_ab.compare import compare
-from remap_ab.config import CaseConfig
 from remap_ab.errors import MutantError
-from remap_ab.inputs import generate_inputs
 from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
-from remap_ab.nondet import gpu_runs
-from remap_ab.rejections import by_id, judged
-from remap_ab.runner import reference, run_implementation
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.nondet import gpu_runs
+from remap_ab.subjects.remap.rejections import by_id, judged
+from remap_ab.subjects.remap.runner import reference, run_implementation
 
 
 @dataclass

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from remap_ab import runtime
-from remap_ab.batch import BatchTimes
 from remap_ab.errors import InternalError, exception_line
 from remap_ab.processes import gpus, tuning
 from remap_ab.processes.precompile import Loads
 from remap_ab.recording import judge_and_record, task_case
 from remap_ab.status import Status
+from remap_ab.subjects.remap.batch import BatchTimes
 
 STARTUP_RETRIES = 3
 

@@ -39,10 +39,11 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from remap_ab import registry, runtime
-from remap_ab.config import CaseConfig
+from remap_ab import runtime
 from remap_ab.errors import UsageError, exception_line
-from remap_ab.inputs import generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 
 def variant_key(config) -> tuple:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Optional
 
 from remap_ab import runtime
-from remap_ab.config import CaseConfig
 from remap_ab.interpreter.schedule import interpreter_schedule
-from remap_ab.runner import CaseResult, run_case
 from remap_ab.strategies import failure_message, record_classes
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.runner import CaseResult, run_case
 
 Schedule = Optional[tuple[str, int]]
 

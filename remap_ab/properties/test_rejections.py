@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remap_ab.properties import profiles
-from remap_ab.rejections import load, run_rejection
 from remap_ab.strategies import write_rejection_failure_report
+from remap_ab.subjects.remap.rejections import load, run_rejection
 
 
 @st.composite

@@ -20,11 +20,11 @@ from typing import Any, Optional
 
 import pytest
 
-from remap_ab import grid as gridmod
 from remap_ab import options, report_cap, runtime
 from remap_ab.errors import RemapABError
 from remap_ab.processes import precompile
 from remap_ab.recording import Judge
+from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.sweep.selection import select
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
@@ -259,7 +259,7 @@ class GridPlugin:
                 node.set("message", junitxml.bin_xml_escape(str(report.longrepr)))
 
     def pytest_report_header(self, config):
-        source = self.file or "remap_ab/grid.toml"
+        source = self.file or "remap_ab/subjects/remap/grid.toml"
         judge = config.stash[_VERDICTS]
         size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
         return [f"remap-ab grid: {len(self.points)} cases of {source}, judged in batches of up to {size}; "

@@ -37,12 +37,13 @@ import os
 
 import pytest
 
-from remap_ab import registry, runtime, sources
+from remap_ab import runtime, sources
 from remap_ab.errors import ImplementationError, UsageError
 from remap_ab.processes import gpus
 from remap_ab.properties import profiles
 from remap_ab.pytest import grid as pytest_grid
 from remap_ab.speed import parse_fail_slower
+from remap_ab.subjects.remap import registry
 
 # pytest -n on several GPUs: pin this worker before CUDA starts (put back at unconfigure).
 _before_pin = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", gpus.PINNED_VAR)}
@@ -144,8 +145,7 @@ def pytest_report_header(config):
     if config.getoption("--remap-grid") is None:
         # The properties' PASS covers no grid: say so, and name the grids (naming them
         # costs nothing; what each covers takes expanding it, which a grid run's header does).
-        from remap_ab import grid as gridmod
-
+        from remap_ab.subjects.remap import grid as gridmod
         lines.append(f"remap-ab: no grid run; the grids {', '.join(gridmod.shipped())} run with "
                      "pytest --remap-grid [FILE] or remap-ab sweep --grid NAME, each header saying what it covers")
     return lines

@@ -12,13 +12,14 @@ import faulthandler
 import sys
 import time
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab.call import PrivateInputs
-from remap_ab.config import CaseConfig
-from remap_ab.inputs import CaseInputs, in_layout
 from remap_ab.processes import tuning
-from remap_ab.runner import run_implementation
 from remap_ab.sanitizer.compute import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import CaseInputs, in_layout
+from remap_ab.subjects.remap.runner import run_implementation
 
 
 def main(payload_path: str) -> int:

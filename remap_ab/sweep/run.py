@@ -33,10 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import api_compat, features, registry, rejections, runtime
-from remap_ab import grid as gridmod
-from remap_ab.batch import BatchTimes
-from remap_ab.config import CaseConfig
+from remap_ab import runtime
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.options import checked_output_dir
 from remap_ab.processes import gpus, precompile
@@ -45,6 +42,10 @@ from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
 from remap_ab.recording import judge_and_record, lost_case_row
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
 from remap_ab.status import Status
+from remap_ab.subjects.remap import api_compat, features, registry, rejections
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.batch import BatchTimes
+from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.sweep.progress import Progress, case_cost
 from remap_ab.sweep.run_folder import (
     RUN_FORMAT,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from remap_ab import grid as gridmod
 from remap_ab.errors import ConfigError
+from remap_ab.subjects.remap import grid as gridmod
 
 
 def select(g: gridmod.Grid, filters: list, max_tokens: Optional[int]) -> list:

@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import api_compat, features
-from remap_ab import grid as gridmod
 from remap_ab.compare import plural
-from remap_ab.config import BACKEND_NAMES
 from remap_ab.report_cap import describe
 from remap_ab.sources import Source
 from remap_ab.speed import speed_lines, speed_rows
 from remap_ab.status import Status
+from remap_ab.subjects.remap import api_compat, features
+from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.config import BACKEND_NAMES
 from remap_ab.sweep.run_folder import RunLock, read_results, read_run_json, resume_command
 
 # The derived dimension "valid lanes": each case's largest per-row valid count (the

@@ -41,7 +41,7 @@ from typing import Optional
 
 import torch
 
-from remap_ab.config import BACKEND_NAMES
+from remap_ab.subjects.remap.config import BACKEND_NAMES
 
 FIRST_COUNT = "first_count"  # out[r, :count[r]]
 NON_NEGATIVE = "non_negative"  # the entries >= 0

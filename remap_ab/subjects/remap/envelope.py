@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Optional
 
-from remap_ab import features
 from remap_ab.errors import ConfigError
+from remap_ab.subjects.remap import features
 
 ENVELOPE_FILE = "envelope.toml"
 
@@ -190,14 +190,14 @@ def _parse(data: dict, source: str) -> Envelope:
 
 @functools.lru_cache(maxsize=4)
 def load(path: Optional[str] = None) -> Envelope:
-    """The envelope: the packaged ``remap_ab/envelope.toml``, or the file ``path``."""
+    """The envelope: the packaged ``remap_ab/subjects/remap/envelope.toml``, or the file ``path``."""
     from pathlib import Path
 
     from remap_ab import schema  # pydantic is loaded only when a file is read
 
     file: schema.Readable
     if path is None:
-        file, source = resources.files("remap_ab").joinpath(ENVELOPE_FILE), ENVELOPE_FILE
+        file, source = resources.files("remap_ab.subjects.remap").joinpath(ENVELOPE_FILE), ENVELOPE_FILE
     else:
         file, source = Path(path), str(path)
     return _parse(schema.read_toml(file, what=f"envelope file {source}", error=ConfigError), source)

@@ -19,7 +19,7 @@ import inspect
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from remap_ab import registry
+from remap_ab.subjects.remap import registry
 
 API = ("triton_convert_req_index_to_global_index", "triton_filter_and_convert_dcp_index")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

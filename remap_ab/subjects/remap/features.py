@@ -289,7 +289,7 @@ def lines(p, configs: list) -> list[str]:
         out.append(f"{QUIET_PREFIX}{named} (neither A nor B takes them on those wrappers; no case passes them)")
     for side, function, name in plan.unknown:
         out.append(f"not exercised: {name} on {WRAPPER.get(function, function)} ({side}'s {function} takes it; "
-                   f"SPEC gives it no meaning there and remap_ab/features.py has no row for it)")
+                   f"SPEC gives it no meaning there and remap_ab/subjects/remap/features.py has no row for it)")
     return out
 
 

@@ -24,18 +24,19 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Optional
 
-from remap_ab import features, runtime, sources
+from remap_ab import runtime, sources
 from remap_ab.compare import OrderContract
-from remap_ab.config import CaseConfig
 from remap_ab.errors import ImplementationError, ImplementationOutputError, UnloadableFileError, exception_line
-from remap_ab.out_layout import caller_buffers
 from remap_ab.sources import Source
+from remap_ab.subjects.remap import features
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.out_layout import caller_buffers
 
 BUILTIN = {
     "old": "kernels_old",
     "new": "kernels_new",
     "main": "kernels_main",
-    "oracle": "remap_ab.oracle",
+    "oracle": "remap_ab.subjects.remap.oracle",
 }
 API = ("triton_convert_req_index_to_global_index", "triton_filter_and_convert_dcp_index")
 

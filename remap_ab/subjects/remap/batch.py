@@ -37,18 +37,18 @@ from typing import Optional
 
 import torch
 
-from remap_ab import registry
-from remap_ab.backend_views import backend_views
 from remap_ab.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
 from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
-from remap_ab.config import CaseConfig
-from remap_ab.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.processes import tuning
-from remap_ab.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.sanitizer.memcheck import replay_command
 from remap_ab.speed import size_bucket
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.backend_views import backend_views
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
+from remap_ab.subjects.remap.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
 
 PHASES = ("gen", "kernels", "compare", "write")
 

@@ -25,10 +25,10 @@ from typing import Optional
 
 import torch
 
-from remap_ab.config import INT32_MAX, CaseConfig
 from remap_ab.errors import InputError, ResourceError
-from remap_ab.layouts import copy_all, place_all
 from remap_ab.processes import gil
+from remap_ab.subjects.remap.config import INT32_MAX, CaseConfig
+from remap_ab.subjects.remap.layouts import copy_all, place_all
 
 INT32_MIN = -(2**31)
 _M32 = 0xFFFFFFFF

@@ -27,12 +27,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab import registry, runtime
+from remap_ab import runtime
 from remap_ab.call import PrivateInputs, calling, synchronize
 from remap_ab.compare import judge_rejection
-from remap_ab.config import CaseConfig
 from remap_ab.errors import ConfigError
-from remap_ab.inputs import generate_inputs
+from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs
 
 REJECTIONS_FILE = "rejections.toml"
 CONVERT = "triton_convert_req_index_to_global_index"
@@ -132,7 +133,7 @@ def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
 
     file: schema.Readable
     if path is None:
-        file, source = resources.files("remap_ab").joinpath(REJECTIONS_FILE), REJECTIONS_FILE
+        file, source = resources.files("remap_ab.subjects.remap").joinpath(REJECTIONS_FILE), REJECTIONS_FILE
     else:
         file, source = Path(path), str(path)
     return parse(schema.read_toml(file, what=f"rejections file {source}", error=ConfigError), source)

@@ -6,8 +6,8 @@ what they mean are all in the TOML file. This module only knows the three layers
 dimension can be generated from and the expected rejections they imply (see
 grids/models.toml's header), and how to filter.
 
-Grids shipped with remap-ab, by ``--grid NAME``: ``pr`` is ``remap_ab/grid.toml`` (the
-default: the pull request's grid); every other NAME is ``remap_ab/grids/NAME.toml``, so
+Grids shipped with remap-ab, by ``--grid NAME``: ``pr`` is ``remap_ab/subjects/remap/grid.toml`` (the
+default: the pull request's grid); every other NAME is ``remap_ab/subjects/remap/grids/NAME.toml``, so
 shipping a grid is dropping a TOML file there.
 """
 
@@ -24,9 +24,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab import envelope
-from remap_ab.config import CONFIG_FIELDS, CaseConfig
 from remap_ab.errors import ConfigError
+from remap_ab.subjects.remap import envelope
+from remap_ab.subjects.remap.config import CONFIG_FIELDS, CaseConfig
 
 GRID_FILE = "grid.toml"
 DEFAULT_GRID = "pr"  # the name of GRID_FILE
@@ -158,7 +158,7 @@ class Grid:
 
     def _envelope_axis(self) -> Axis:
         labels = ["-"] + [p.label(ENVELOPE_AXIS) for p in self.points() if p.label(ENVELOPE_AXIS) != "-"]
-        return Axis(ENVELOPE_AXIS, "values of the call envelope (remap_ab/envelope.toml) no other point holds",
+        return Axis(ENVELOPE_AXIS, "values of the call envelope (remap_ab/subjects/remap/envelope.toml) no other point holds",
                     tuple(Value(label, ()) for label in labels))
 
     def _with_envelope(self, points: list) -> list:
@@ -489,7 +489,7 @@ def parse(data: dict, source: str = "") -> Grid:
 
 def shipped() -> dict:
     """``{name: resource}`` of the grids shipped with remap-ab (``--grid NAME``)."""
-    package = resources.files("remap_ab")
+    package = resources.files("remap_ab.subjects.remap")
     grids = {DEFAULT_GRID: package.joinpath(GRID_FILE)}
     folder = package.joinpath(GRIDS_FOLDER)
     if folder.is_dir():
@@ -505,8 +505,8 @@ def _is_name(text: str) -> bool:
 
 @lru_cache(maxsize=8)
 def load(path: Optional[str] = None) -> Grid:
-    """The grid ``path`` names: None or ``pr`` (the packaged ``remap_ab/grid.toml``),
-    the NAME of another shipped grid (``remap_ab/grids/NAME.toml``), or a file."""
+    """The grid ``path`` names: None or ``pr`` (the packaged ``remap_ab/subjects/remap/grid.toml``),
+    the NAME of another shipped grid (``remap_ab/subjects/remap/grids/NAME.toml``), or a file."""
     from remap_ab import schema  # pydantic is loaded only when a file is read
 
     grids = shipped()

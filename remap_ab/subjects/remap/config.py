@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, get_type_hints
 
 from remap_ab.errors import ConfigError
-from remap_ab.layouts import LAYOUT_NAMES
+from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 
 MODES = ("convert", "dcp")
 NEGATIVE_KINDS = ("minus_one", "any")
