@@ -56,7 +56,8 @@ __all__ = [
 
 def run_case(*args, **kwargs):
     """See :func:`remap_ab.subjects.remap.runner.run_case` (imported lazily: it may load Triton)."""
-    # runner imports this package; and a library user pays for it only when running a case
+    # keeps `import remap_ab` (so `remap-ab --help`) light: a library user pays for the runner's
+    # imports (call.py, the sanitizer, the registry) only when running a case
     from remap_ab.subjects.remap.runner import run_case as _run_case
 
     return _run_case(*args, **kwargs)

@@ -15,7 +15,7 @@ import os
 import sys
 
 from remap_ab.errors import BackendError
-from remap_ab.processes import gil, tuning
+from remap_ab.host import gil, tuning
 
 _chosen: str | None = None
 

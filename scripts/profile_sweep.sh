@@ -35,7 +35,7 @@ grep -E '^  time:' "$work/last.txt" | sed 's/^/--call-checks off: /' >> "$out"
 # the difference is the loading of the compiled variants.
 $py - "$work/runs" ${EXTRA:-} >> "$out" 2>&1 <<'PY'
 import sys
-from remap_ab.processes import tuning
+from remap_ab.host import tuning
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.summary import phases_text
 

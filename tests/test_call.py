@@ -270,7 +270,7 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 def test_the_switch_interval_is_short_while_any_helper_holds_it_and_restored_by_the_last():
     import sys
 
-    from remap_ab.processes import gil
+    from remap_ab.host import gil
 
     interval = sys.getswitchinterval()
     first, second = gil.hand_over_quickly(), gil.hand_over_quickly()
@@ -299,7 +299,7 @@ def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_thei
 _FAULTS_AFTER_WARMUP = """
 import resource, sys, torch
 from remap_ab import runtime
-from remap_ab.processes import tuning
+from remap_ab.host import tuning
 torch.set_num_threads(1)
 if sys.argv[1] == "selected":  # a process remap-ab started (the command line, a worker), on the CPU
     tuning.tune_this_process()

@@ -38,7 +38,7 @@ REPORTS = sys.argv[3]
 GRID = json.loads(sys.argv[4])
 
 from remap_ab import runtime
-from remap_ab.processes import heap
+from remap_ab.host import heap
 
 runtime.choose_early()  # the interpreter switch, as loading the plugin sets it (the one change allowed)
 import hypothesis
@@ -106,7 +106,7 @@ def snapshot():
 
 before = snapshot()
 if OWN:
-    from remap_ab.processes import tuning
+    from remap_ab.host import tuning
 
     tuning.tune_this_process()
 import pytest

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from remap_ab.processes.interrupts import Interrupted, Interrupts
+from remap_ab.host.interrupts import Interrupted, Interrupts
 
 
 def _sigint() -> None:

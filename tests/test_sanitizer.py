@@ -186,7 +186,7 @@ def test_the_child_runs_without_the_caching_allocator():
     assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and "TRITON_INTERPRET" not in env
     cmd = sanitizer.command("/usr/local/cuda/bin/compute-sanitizer", "p.pt")
     assert cmd[:3] == ["/usr/local/cuda/bin/compute-sanitizer", "--tool", "memcheck"]
-    assert cmd[-2:] == ["remap_ab.sanitizer.child", "p.pt"]
+    assert cmd[-2:] == ["remap_ab.processes.memcheck_child", "p.pt"]
 
 
 FAKE_SANITIZER = """#!/bin/sh

@@ -2,7 +2,7 @@
 
 import pytest
 
-from remap_ab.processes import gpus
+from remap_ab.host import gpus
 
 
 def test_visible_gpus_without_outer_variable():

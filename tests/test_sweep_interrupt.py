@@ -17,27 +17,35 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from remap_ab import runtime
+
 REPO = Path(__file__).resolve().parents[1]
 
-# 16 small cases; B sleeps in each call so that the run is still going when stopped.
+# 16 small cases; B sleeps in each call while the file SLOW_WHILE names exists, so that
+# the run is still going when stopped (the test then removes it: the resume runs at speed).
 SELECT = ["--max-tokens", "1", "--filter", "path=convert", "--filter", "k=128,384"]
 SLOW = """
-import time
+import os, time
 import kernels_new as _k
 
+SLOW_WHILE = {slow_while!r}
+
 def triton_convert_req_index_to_global_index(*a, **k):
-    time.sleep(0.3)
+    if os.path.exists(SLOW_WHILE):
+        time.sleep(0.3)
     return _k.triton_convert_req_index_to_global_index(*a, **k)
 
 def triton_filter_and_convert_dcp_index(*a, **k):
-    time.sleep(0.3)
+    if os.path.exists(SLOW_WHILE):
+        time.sleep(0.3)
     return _k.triton_filter_and_convert_dcp_index(*a, **k)
 """
 
 
 def _env(tmp_path: Path) -> dict:
     (tmp_path / "mods").mkdir(exist_ok=True)
-    (tmp_path / "mods" / "slowimpl.py").write_text(SLOW)
+    (tmp_path / "slow").touch()
+    (tmp_path / "mods" / "slowimpl.py").write_text(SLOW.format(slow_while=str(tmp_path / "slow")))
     # The caller's PYTHONPATH stays behind this checkout (it may hold the installed packages).
     path = (str(tmp_path / "mods"), str(REPO), os.environ.get("PYTHONPATH", ""))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
@@ -81,11 +89,33 @@ def _remap_ab(command: str) -> list:
     return [sys.executable, "-m", "remap_ab", *argv[1:]]
 
 
+def _resume(command: str, env: dict, tmp_path: Path, monkeypatch, capsys) -> subprocess.CompletedProcess:
+    """The printed command, --no-progress. In this process where its Triton backend is the
+    CPU's already (no GPU); else in a process of its own: the run's device, the CPU, fixes
+    a process's backend, and this one runs kernels on cuda."""
+    argv = _remap_ab(command) + ["--no-progress"]
+    if runtime.default_device() != "cpu":
+        return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    from remap_ab.cli import main as cli_main
+    from remap_ab.subjects.remap import registry
+
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    capsys.readouterr()
+    try:
+        status = cli_main(argv[3:])
+    finally:
+        sys.modules.pop("slowimpl", None)  # each test writes its own
+        registry.forget("slowimpl")
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, status, out, err)
+
+
 # Each signal once and each mode once: Ctrl-C on the default sweep (workers), and a
 # supervisor's SIGTERM on an in-process one; both signals go through one handler.
 @pytest.mark.parametrize("signum, workers", [(signal.SIGINT, "2"), (signal.SIGTERM, "0")],
                          ids=["sigint-workers", "sigterm-inline"])
-def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_path, signum, workers):
+def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_path, signum, workers, monkeypatch,
+                                                                            capsys):
     env = _env(tmp_path)
     root = tmp_path / "runs"
     folder = root / "r"
@@ -122,8 +152,8 @@ def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_
     assert _alive_in_group(proc.pid) == []
 
     command = re.search(r"resume with: (.*)$", out).group(1)
-    again = subprocess.run(_remap_ab(command) + ["--no-progress"], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=300)
+    (tmp_path / "slow").unlink()
+    again = _resume(command, env, tmp_path, monkeypatch, capsys)
     assert again.returncode == 0, (again.stdout, again.stderr)
     assert again.stdout.splitlines()[-1].startswith("  result: PASS — every case passed: ")
     assert f"resuming {folder}: {done} cases already done, {total - done} to run" in again.stderr
@@ -163,7 +193,7 @@ def test_a_worker_starts_with_the_stop_signals_blocked():
     them once it ignores them), and the parent's own mask is left as it was."""
     import multiprocessing as mp
 
-    from remap_ab.processes import gpus
+    from remap_ab.host import gpus
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from remap_ab.errors import UsageError
-from remap_ab.processes import tuning
+from remap_ab.host import tuning
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def test_an_unknown_tweak_is_a_usage_error(monkeypatch):
 _OWNED = """
 import sys
 from remap_ab import runtime
-from remap_ab.processes import heap, tuning
+from remap_ab.host import heap, tuning
 if sys.argv[1] == "own":
     tuning.tune_this_process()
 runtime.select("cpu")

@@ -1,4 +1,4 @@
-"""Each performance tweak (remap_ab/processes/tuning.py) against the job it speeds, side by side.
+"""Each performance tweak (remap_ab/host/tuning.py) against the job it speeds, side by side.
 
     python -m remap_ab.bench.tweaks --device cuda            # the H200 sweep, in-process (-j 0)
     python -m remap_ab.bench.tweaks --device cpu --max-tokens 3
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from remap_ab.processes.tuning import OFF_VARIABLE, TWEAKS
+from remap_ab.host.tuning import OFF_VARIABLE, TWEAKS
 
 # The tweaks each device's sweep can feel (tuning.apply: heap only on the CPU, triton_key only on CUDA).
 DEVICE_TWEAKS = {"cpu": ("heap", "hash_threads"), "cuda": ("triton_key", "hash_threads")}

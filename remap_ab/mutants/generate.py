@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-import remap_ab
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import TARGETS, Mutant
 from remap_ab.subjects.remap import registry
@@ -43,7 +42,7 @@ def import_roots() -> list[Path]:
     """The folders a child process needs on its path to import remap_ab and the kernel
     packages exactly as this process does."""
 
-    roots = [Path(remap_ab.__file__).resolve().parent.parent]
+    roots = [Path(__file__).resolve().parents[2]]
     roots += [kernel_dir(t).resolve().parent for t in TARGETS]
     return list(dict.fromkeys(roots))
 

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab.errors import MutantError
+from remap_ab.host import gpus
 from remap_ab.mutants.catalogue import Mutant
 from remap_ab.mutants.checks import CHECKS, CheckResult, not_run
 from remap_ab.mutants.generate import import_roots, materialize, mutated_source
 from remap_ab.mutants.properties import summarize_probe
-from remap_ab.processes import gpus
 from remap_ab.status import Outcome
 
 # A mutant's verdict: these fail the run (exit 1); every other one does not.

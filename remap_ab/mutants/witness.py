@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab import runtime
+from remap_ab import command_line, runtime
 from remap_ab.call import call
 from remap_ab.compare import compare
 from remap_ab.errors import MutantError
 from remap_ab.mutants.catalogue import Mutant
+from remap_ab.mutants.checks import side_stream_load
 from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.config import CaseConfig
@@ -45,7 +46,7 @@ class Witness:
 
     def line(self) -> str:
         if self.kind == "rejects":
-            return (f"rejection call {self.rejection} (remap-ab run --rejection {self.rejection}): original "
+            return (f"rejection call {self.rejection} ({command_line.line('run', '--rejection', self.rejection)}): original "
                     f"{self.original}, mutant {self.mutant}")
         cfg = CaseConfig(**self.config)
         where = f"row {self.row}" + (f", col {self.col}" if self.col >= 0 else "")
@@ -56,7 +57,7 @@ class Witness:
         else:
             what = f"{self.kind} at {where}: original {self.original}, mutant {self.mutant} ({self.lanes} differ)"
         run = f" [run {self.run}]" if self.run else ""
-        return f"case {self.case_id} (remap-ab run {cfg.cli_args()}){run}: {what}"
+        return f"case {self.case_id} ({command_line.line('run', case=cfg.cli_args())}){run}: {what}"
 
 
 def _first_diff(a, b):
@@ -80,8 +81,6 @@ def _repeated_runs(m: Mutant, device: str):
     and under a contending side stream. Else None: one plain run."""
     if not (m.needs_gpu and device == "cuda"):
         return None
-    from remap_ab.mutants.checks import side_stream_load  # checks imports this module
-
     n = RACE_RUNS["cuda"]
     runs = gpu_runs("quiet", n) + gpu_runs("contended", n, side_stream_load())
     return [(r.label, r.context) for r in runs]

@@ -20,9 +20,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from remap_ab import runtime
+from remap_ab.host import tuning
 from remap_ab.mutants import checks, properties, witness
 from remap_ab.mutants.catalogue import get
-from remap_ab.processes import tuning
 
 _SKIPPED_AFTER_KILL = "not run: killed by an earlier check already (fast mode; --full runs every check)"
 

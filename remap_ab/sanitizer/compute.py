@@ -88,7 +88,7 @@ def command(sanitizer: str, payload: Path) -> list[str]:
         # A faulting kernel is ended without destroying the context: the batch's later
         # cases still run (and are checked) in this child.
         "--destroy-on-device-error", "kernel",
-        sys.executable, "-m", "remap_ab.sanitizer.child", str(payload),
+        sys.executable, "-m", "remap_ab.processes.memcheck_child", str(payload),
     ]
 
 

@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 
 from remap_ab.errors import InputError, ResourceError
-from remap_ab.processes import gil
+from remap_ab.host import gil
 from remap_ab.subjects.remap.config import INT32_MAX, CaseConfig
 from remap_ab.subjects.remap.layouts import copy_all, place_all
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 
 from remap_ab.errors import UsageError
+from remap_ab.host import heap
 from remap_ab.interpreter import batched as interp_batched
-from remap_ab.processes import heap
 
 TWEAKS = ("heap", "triton_key", "hash_threads")
 OFF_VARIABLE = "REMAP_AB_TWEAKS_OFF"

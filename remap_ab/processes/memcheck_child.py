@@ -1,10 +1,11 @@
-"""The process that compute-sanitizer runs (``python -m remap_ab.sanitizer.child
+"""The process that compute-sanitizer runs (``python -m remap_ab.processes.memcheck_child
 PAYLOAD``): every case of the payload once through its implementation on the GPU,
-printing the address of every tensor so the parent (``sanitizer.py``) can name the
-allocations in the sanitizer's findings.
+printing the address of every tensor so the parent (``sanitizer/compute.py``) can name
+the allocations in the sanitizer's findings.
 
-Its own module so that the parent side imports nothing that runs an implementation
-(runner.py imports sanitizer.py; only this child imports runner.py)."""
+A process remap-ab starts, so it sits with them above the pipeline: it runs cases
+through the runner and call.py, which import the sanitizer (its parent side imports
+nothing that runs an implementation)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 
 from remap_ab import runtime
 from remap_ab.call import PrivateInputs
-from remap_ab.processes import tuning
+from remap_ab.host import tuning
 from remap_ab.sanitizer.compute import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.config import CaseConfig
@@ -29,7 +30,7 @@ def main(payload_path: str) -> int:
         print(f"{STAGE_MARK} {time.monotonic() - started:.1f} s: {what}", flush=True)
 
     stage("started")
-    # A start that stalls (sanitizer.START_TIMEOUT_S) prints where it is before the kill.
+    # A start that stalls (sanitizer/compute.py's START_TIMEOUT_S) prints where it is before the kill.
     faulthandler.dump_traceback_later(STACK_AFTER_S, exit=False, file=sys.stderr)
 
     tuning.tune_this_process()
@@ -44,7 +45,7 @@ def main(payload_path: str) -> int:
     stage(f"torch imported, {device}: {READY}")
     impl = registry.get(payload["impl"])
     # Every case's tensors stay allocated to the end: no address is reused, so the
-    # allocation a finding names is one case's (sanitizer.py's docstring).
+    # allocation a finding names is one case's (sanitizer/compute.py's docstring).
     alive = []
     for k, (config_dict, tensors) in enumerate(payload["cases"]):
         config = CaseConfig.from_dict(config_dict)

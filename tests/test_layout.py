@@ -1,0 +1,452 @@
+"""The layout shows the pipeline (issue 42, parts 1 and 5), as ratchets that only shrink:
+
+- every module of remap_ab has a layer (the table in docs/layout.md, "Layers"), and no
+  import arrow runs from a lower layer to a higher one but those in ``KNOWN_UPWARD``;
+- each subject's vocabulary outside its own package is counted per module, and a
+  module's count stays at its line in ``VOCABULARY_CEILING``.
+
+A new arrow or a higher count fails; so does a listed arrow that is gone or a count that
+dropped, so the tables stay the truth. ``python tests/test_layout.py`` prints the layers'
+arrows, the vocabulary per module and package, and the lines per package;
+``python tests/test_layout.py --write`` rewrites the two tables below from the tree
+(a kept arrow keeps its comment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+import module_graph
+
+ROOT = module_graph.ROOT
+LAYOUT_DOC = ROOT / "docs" / "layout.md"
+
+# --- the ratchets: written by `python tests/test_layout.py --write` (a kept line keeps its comment) ---
+KNOWN_UPWARD = [
+    ("call", "subjects.remap.config", "module"),  # machinery -> subject: the subject step removes it
+    ("call", "subjects.remap.inputs", "module"),  # machinery -> subject: the subject step removes it
+    ("call", "subjects.remap.out_layout", "module"),  # machinery -> subject: the subject step removes it
+    ("call", "subjects.remap.registry", "typing"),  # machinery -> subject: the subject step removes it
+    ("compare", "subjects.remap.backend_views", "local"),  # the backend-view check: the subject's, out of the judge
+    ("recording", "subjects.remap.batch", "module"),  # machinery -> subject: the subject step removes it
+    ("recording", "subjects.remap.config", "module"),  # machinery -> subject: the subject step removes it
+    ("recording", "subjects.remap.inputs", "module"),  # machinery -> subject: the subject step removes it
+    ("recording", "subjects.remap.registry", "module"),  # machinery -> subject: the subject step removes it
+    ("recording", "subjects.remap.rejections", "module"),  # machinery -> subject: the subject step removes it
+    ("recording", "subjects.remap.runner", "module"),  # machinery -> subject: the subject step removes it
+    ("report", "subjects.remap.charts", "module"),  # machinery -> subject: the subject step removes it
+    ("report", "subjects.remap.config", "module"),  # machinery -> subject: the subject step removes it
+    ("report", "subjects.remap.inputs", "module"),  # machinery -> subject: the subject step removes it
+    ("report", "subjects.remap.rejections", "module"),  # machinery -> subject: the subject step removes it
+    ("sources", "subjects.remap.vllm_shim", "module"),  # loading a kernel file serves its vLLM import: the subject's shim
+    ("subjects.remap.subject", "processes.precompile", "local"),  # subjects -> drivers
+    ("subjects.remap.subject", "sweep.selection", "module"),  # the subject step: selection helpers below the sweep
+    ("subjects.topology.strategies", "properties.profiles", "module"),  # the active Hypothesis budget (profiles could sit lower)
+]
+
+VOCABULARY_CEILING = {
+    "remap __init__": 13,
+    "remap bench": 1,
+    "remap bench.attention": 33,
+    "remap bench.cold_l2": 7,
+    "remap bench.contention": 30,
+    "remap bench.contention_control": 76,
+    "remap bench.cross_compile": 74,
+    "remap bench.decode": 70,
+    "remap bench.gate": 11,
+    "remap bench.host": 34,
+    "remap bench.measure": 13,
+    "remap bench.pr_table": 68,
+    "remap bench.resources": 16,
+    "remap bench.suite": 100,
+    "remap bench.tweaks": 14,
+    "remap bench.width_scan": 107,
+    "remap call": 24,
+    "remap command_line": 1,
+    "remap commands.bench": 81,
+    "remap commands.common": 8,
+    "remap commands.mutants": 1,
+    "remap commands.nondet": 46,
+    "remap commands.replay": 4,
+    "remap commands.resources": 26,
+    "remap commands.run": 13,
+    "remap commands.soak": 38,
+    "remap commands.sweep": 9,
+    "remap compare": 97,
+    "remap errors": 7,
+    "remap host.tuning": 1,
+    "remap interpreter.batched": 13,
+    "remap mutants.catalogue": 6,
+    "remap mutants.checks": 8,
+    "remap mutants.properties": 7,
+    "remap mutants.subset": 69,
+    "remap mutants.witness": 12,
+    "remap options": 8,
+    "remap processes.memcheck_child": 5,
+    "remap processes.precompile": 29,
+    "remap properties.profiles": 14,
+    "remap properties.support": 4,
+    "remap properties.test_callers": 8,
+    "remap properties.test_convert": 20,
+    "remap properties.test_dcp": 15,
+    "remap properties.test_order": 16,
+    "remap properties.test_rejections": 1,
+    "remap properties.test_schedule": 9,
+    "remap properties.test_speed": 4,
+    "remap pytest.grid": 2,
+    "remap pytest.plugin": 1,
+    "remap recording": 24,
+    "remap report": 86,
+    "remap report_cap": 12,
+    "remap report_sections": 6,
+    "remap runtime": 1,
+    "remap sanitizer.compute": 2,
+    "remap sanitizer.memcheck": 48,
+    "remap schema": 20,
+    "remap soak.run": 173,
+    "remap speed": 13,
+    "remap status": 6,
+    "remap subjects.topology.__main__": 2,
+    "remap subjects.topology.check": 1,
+    "remap subjects.topology.config": 2,
+    "remap subjects.topology.inputs": 9,
+    "remap subjects.topology.oracle": 1,
+    "remap subjects.topology.properties": 5,
+    "remap subjects.topology.strategies": 2,
+    "remap subjects.topology.subject": 2,
+    "remap sweep.progress": 24,
+    "remap sweep.run": 6,
+    "remap sweep.selection": 22,
+    "topology compare": 13,
+    "topology mutants.witness": 1,
+    "topology properties.test_dcp": 1,
+    "topology properties.test_order": 2,
+    "topology properties.test_schedule": 5,
+    "topology subjects.remap.batch": 2,
+}
+# --- end of the ratchets ---
+
+
+# ----- layers -----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    rank: int  # 1 at the bottom
+    name: str
+    entries: tuple[str, ...]  # as docs/layout.md writes them: `errors`, `host/`, `subjects/*/`, `__init__`
+
+
+def parse_layers(text: str) -> list[Layer]:
+    """The rows of the table under the "## Layers" heading: ``| N name | `a`, `b/` |``."""
+    section = text.split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    layers = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        head = re.fullmatch(r"(\d+) (.+)", cells[0]) if len(cells) >= 2 else None
+        if head:
+            layers.append(Layer(int(head[1]), head[2], tuple(re.findall(r"`([^`]+)`", cells[1]))))
+    assert [layer.rank for layer in layers] == list(range(1, len(layers) + 1)), "layers are numbered 1, 2, ... bottom to top"
+    return layers
+
+
+def _pattern(entry: str) -> tuple[re.Pattern, tuple[int, int]]:
+    """An entry as a regex over dotted module names, and its specificity (an exact module
+    over a package; a longer name over a shorter one)."""
+    if entry == "__init__":
+        return re.compile(r"remap_ab"), (1, 1)
+    package = entry.endswith("/")
+    parts = ["remap_ab", *entry.strip("/").split("/")]
+    body = r"\.".join("[^.]+" if p == "*" else re.escape(p) for p in parts)
+    return re.compile(body + (r"(\..+)?" if package else "")), (0 if package else 1, len(parts))
+
+
+def assign(modules, layers: list[Layer]) -> tuple[dict[str, Layer], list[str]]:
+    """Each module's layer (its most specific entry), and the problems: a module no entry
+    names, or two layers' entries naming it as specifically."""
+    matchers = [(layer, *_pattern(entry)) for layer in layers for entry in layer.entries]
+    placed, problems = {}, []
+    for module in modules:
+        hits = sorted(((score, layer) for layer, pattern, score in matchers if pattern.fullmatch(module)),
+                      key=lambda hit: hit[0], reverse=True)
+        if not hits:
+            problems.append(f"{module}: in no layer (add it to the table in docs/layout.md)")
+        elif len(hits) > 1 and hits[0][0] == hits[1][0] and hits[0][1] != hits[1][1]:
+            problems.append(f"{module}: in layers {hits[0][1].name} and {hits[1][1].name}")
+        else:
+            placed[module] = hits[0][1]
+    return placed, problems
+
+
+def short(module: str) -> str:
+    """A module as the tables write it: ``remap_ab.`` left out, ``__init__`` for remap_ab."""
+    return module.removeprefix("remap_ab.") if module != "remap_ab" else "__init__"
+
+
+def full(name: str) -> str:
+    return "remap_ab" if name == "__init__" else "remap_ab." + name
+
+
+def upward_arrows(arrows, placed: dict[str, Layer]) -> set[tuple[str, str, str]]:
+    """(importer, imported, kind) of each arrow from a lower layer to a higher one."""
+    return {(short(a.importer), short(a.imported), a.kind) for a in arrows
+            if a.importer in placed and a.imported in placed and placed[a.importer].rank < placed[a.imported].rank}
+
+
+@cache
+def layers() -> list[Layer]:
+    return parse_layers(LAYOUT_DOC.read_text())
+
+
+def test_every_module_has_one_layer():
+    _, problems = assign(module_graph.modules(), layers())
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_arrow_runs_up_a_layer_but_the_known_ones():
+    placed, _ = assign(module_graph.modules(), layers())
+    found = upward_arrows(module_graph.arrows(), placed)
+    known = set(KNOWN_UPWARD)
+    new = sorted(found - known)
+    gone = sorted(known - found)
+    by_layer = {short(m): placed[m].name for m in placed}
+    assert not new, "import arrows up a layer (docs/layout.md, Layers): " + "; ".join(
+        f"{a} ({by_layer[a]}) -> {b} ({by_layer[b]}), {kind}" for a, b, kind in new)
+    assert not gone, f"gone, remove from KNOWN_UPWARD (python tests/test_layout.py --write): {gone}"
+    assert len(KNOWN_UPWARD) == len(known), "KNOWN_UPWARD lists an arrow twice"
+
+
+def test_an_upward_arrow_is_caught():
+    # The sanitizer's report importing the judge's plural(): the arrow memcheck.py had.
+    table = ("\n## Layers\n| layer | modules |\n|---|---|\n| 1 foundations | `errors`, `host/` |\n"
+             "| 2 sanitizer | `sanitizer/` |\n| 3 judge | `compare` |\n| 4 subjects | `subjects/*/` |\n")
+    found = parse_layers(table)
+    modules = ["remap_ab.errors", "remap_ab.host.gil", "remap_ab.sanitizer.memcheck", "remap_ab.compare",
+               "remap_ab.subjects.topology.calls"]
+    placed, problems = assign(modules, found)
+    assert not problems and placed["remap_ab.subjects.topology.calls"].name == "subjects"
+    arrows = [module_graph.Arrow("remap_ab.sanitizer.memcheck", "remap_ab.compare", "module", 1),
+              module_graph.Arrow("remap_ab.compare", "remap_ab.errors", "module", 1),
+              module_graph.Arrow("remap_ab.host.gil", "remap_ab.subjects.topology.calls", "typing", 1)]
+    assert upward_arrows(arrows, placed) == {("sanitizer.memcheck", "compare", "module"),
+                                             ("host.gil", "subjects.topology.calls", "typing")}
+    _, problems = assign(["remap_ab.report"], found)
+    assert problems == ["remap_ab.report: in no layer (add it to the table in docs/layout.md)"]
+
+
+# ----- subject vocabulary -----------------------------------------------------------
+
+# Names a subject's declarations hold that are every subject's words (or English), not
+# one kernel's: not counted.
+GENERIC = {"mode", "seed", "layout", "table", "counts", "backend", "out", "rows", "keep", "lens"}
+
+# The words of each subject beyond its case's fields and its wrappers' names. Not bare
+# "witness": mutants/ names a mutant's first differing case so.
+WORDS = {
+    "remap": ("CaseConfig", "topk", "dcp", "req_id", "block_table", "valid_count", "lane", "compact", "convert",
+              "BLOCK_STRIDE_ROWS", "max_row_valid", "hazard_rows", "backend_view", "tokens", "run_case",
+              "generate_inputs", "CaseInputs"),
+    "topology": ("TopologyCase", "segments", "num_segments", "learned", "context_lens", "max_replacements",
+                 "learned_keep"),
+}
+
+
+@cache
+def claimed() -> dict[str, frozenset[str]]:
+    """subject -> every word it uses: its case's field names, its wrappers' names and
+    optional parameters (remap: features.py), and WORDS; GENERIC left out."""
+    from remap_ab.subjects.remap import features
+    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.topology.config import TopologyCase
+
+    derived = {
+        "remap": [f.name for f in dataclasses.fields(CaseConfig)] + list(features.WRAPPER) + list(features.BY_NAME),
+        "topology": [f.name for f in dataclasses.fields(TopologyCase)],
+    }
+    return {subject: frozenset(w for w in (*names, *WORDS[subject]) if w not in GENERIC) for subject, names in derived.items()}
+
+
+@cache
+def vocabulary() -> dict[str, tuple[str, ...]]:
+    """subject -> the words counted as its: a word two subjects use (topk) is the first
+    one's (the remap's), so no word counts twice."""
+    words: dict[str, tuple[str, ...]] = {}
+    for subject, own in claimed().items():
+        taken = {w for earlier in words.values() for w in earlier}
+        words[subject] = tuple(sorted(own - taken))
+    return words
+
+
+def _word_regex(words) -> re.Pattern:
+    # A word counts alone, inside a snake_case name or in prose, with a plural "s"; an
+    # all-lowercase word in any case ("DCP"), a name with capitals as written.
+    def one(w: str) -> str:
+        body = re.escape(w) + "s?"
+        return f"(?i:{body})" if w.islower() else body
+    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(one(w) for w in sorted(words, key=len, reverse=True))
+                      + r")(?![A-Za-z0-9])")
+
+
+def count_words(text: str, words) -> int:
+    return len(_word_regex(words).findall(text)) if words else 0
+
+
+def owner(module: str) -> str | None:
+    """The subject whose package holds ``module`` (None: the machinery)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) >= 3 and parts[:2] == ["remap_ab", "subjects"] else None
+
+
+def vocabulary_counts() -> dict[tuple[str, str], int]:
+    """(subject, module) -> how many of the subject's words the module holds, for each
+    module outside that subject's package with any. Inside another subject's package a
+    word both subjects use (topk) is that subject's own and not counted."""
+    words = vocabulary()
+    counts = {}
+    for module, path in module_graph.modules().items():
+        text = path.read_text()
+        home = owner(module)
+        for subject, own in words.items():
+            if home == subject:
+                continue
+            counted = [w for w in own if home is None or w not in claimed()[home]]
+            n = count_words(text, counted)
+            if n:
+                counts[(subject, short(module))] = n
+    return counts
+
+
+def ceiling_problems(counts: dict, table: dict) -> tuple[list[str], list[str]]:
+    """(modules over their ceiling, modules under it) for counts keyed (subject, module)
+    against a table keyed "subject module"."""
+    ceiling = {tuple(key.split(" ", 1)): n for key, n in table.items()}
+    over = sorted(f"{s} {m}: {n} > {ceiling.get((s, m), 0)}" for (s, m), n in counts.items() if n > ceiling.get((s, m), 0))
+    under = sorted(f"{s} {m}: {counts.get((s, m), 0)} < {n}" for (s, m), n in ceiling.items() if counts.get((s, m), 0) < n)
+    return over, under
+
+
+def test_subject_vocabulary_outside_its_package_stays_at_its_ceiling():
+    over, under = ceiling_problems(vocabulary_counts(), VOCABULARY_CEILING)
+    assert not over, "more subject vocabulary outside its package than VOCABULARY_CEILING allows: " + "; ".join(over)
+    assert not under, "fewer than VOCABULARY_CEILING says: lower it (python tests/test_layout.py --write): " + "; ".join(under)
+
+
+def test_the_ceiling_catches_a_rise_a_drop_and_a_new_module():
+    table = {"remap call": 3, "remap report": 2}
+    assert ceiling_problems({("remap", "call"): 3, ("remap", "report"): 2}, table) == ([], [])
+    assert ceiling_problems({("remap", "call"): 4, ("remap", "report"): 2, ("topology", "cli"): 1}, table) == (
+        ["remap call: 4 > 3", "topology cli: 1 > 0"], [])
+    assert ceiling_problems({("remap", "call"): 3}, table) == ([], ["remap report: 0 < 2"])
+
+
+def test_vocabulary_is_derived_and_counted_in_names_and_prose():
+    words = vocabulary()
+    assert {"topk", "dcp_size", "BLOCK_STRIDE_ROWS", "triton_convert_req_index_to_global_index"} <= set(words["remap"])
+    assert {"segments", "learned", "max_replacements"} <= set(words["topology"]) and "topk" not in words["topology"]
+    assert not GENERIC & (set(words["remap"]) | set(words["topology"]))
+    text = "cfg.topk; max_topk = 3  # the DCP path's topks\nvalid_counts_out, topkx, stopk, CaseConfigs, caseconfig\n"
+    assert count_words(text, ["topk", "dcp", "valid_count", "CaseConfig"]) == 6
+    assert owner("remap_ab.subjects.topology.calls") == "topology" and owner("remap_ab.subjects.remap") == "remap"
+    assert owner("remap_ab.subjects") is None
+
+
+# ----- lines per package (the closing note) -------------------------------------------
+
+def package_of(path: Path) -> str:
+    """remap_ab's subpackage a file is in (subjects: per subject), ``remap_ab`` for its
+    top-level modules, else the checkout's top folder."""
+    parts = path.relative_to(ROOT).parts
+    if parts[0] != "remap_ab" or len(parts) == 2:
+        return parts[0] if len(parts) > 1 else "."
+    depth = 3 if parts[1] == "subjects" and len(parts) > 3 else 2
+    return ".".join(parts[:depth])
+
+
+def lines_per_package() -> Counter:
+    """Lines of Python per package of the tree (remap_ab's subpackages, the kernels,
+    strategies, tests, scripts)."""
+    counts: Counter = Counter()
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).parts
+        if rel[0].startswith(".") or rel[0] in ("build", "reports", "runs") or "egg-info" in rel[0]:
+            continue
+        counts[package_of(path)] += len(path.read_text().splitlines())
+    return counts
+
+
+def test_lines_per_package_counts_the_tree():
+    counts = lines_per_package()
+    assert counts["remap_ab.subjects.remap"] > 0 and counts["remap_ab"] > 0
+    total = sum(len(p.read_text().splitlines()) for p in (ROOT / "remap_ab").rglob("*.py"))
+    assert sum(n for k, n in counts.items() if k.startswith("remap_ab")) == total
+
+
+# ----- the command ------------------------------------------------------------------
+
+def _label(package: str) -> str:
+    return {"remap_ab": "remap_ab (top-level modules)", "remap_ab.subjects": "remap_ab.subjects (__init__)"}.get(package, package)
+
+
+def _report() -> str:
+    placed, problems = assign(module_graph.modules(), layers())
+    out = [f"layers (docs/layout.md): {', '.join(f'{layer.rank} {layer.name}' for layer in layers())}"]
+    out += [f"  problem: {p}" for p in problems]
+    up = upward_arrows(module_graph.arrows(), placed)
+    by_kind = Counter(kind for _, _, kind in up)
+    out.append(f"upward arrows: {len(up)} ({', '.join(f'{by_kind[k]} {k}' for k in module_graph.KINDS)})")
+    for a, b, kind in sorted(up):
+        out.append(f"  {a} -> {b} ({kind})")
+    counts = vocabulary_counts()
+    for subject in vocabulary():
+        rows = {m: n for (s, m), n in counts.items() if s == subject}
+        per_package: Counter = Counter()
+        for m, n in rows.items():
+            per_package[package_of(module_graph.modules()[full(m)])] += n
+        out.append(f"{subject} vocabulary outside remap_ab/subjects/{subject}/: {sum(rows.values())} in {len(rows)} modules")
+        out += [f"  {_label(pkg):32} {n:6}" for pkg, n in sorted(per_package.items())]
+        out += [f"    {m:40} {n:6}" for m, n in sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out.append("lines per package:")
+    out += [f"  {_label(pkg):32} {n:6}" for pkg, n in sorted(lines_per_package().items())]
+    return "\n".join(out)
+
+
+def test_print_the_layout_report(capsys):
+    # ``pytest tests/test_layout.py -s`` shows it; the closing note quotes it.
+    with capsys.disabled():
+        print("\n" + _report())
+
+
+def _write() -> None:
+    """Rewrite the ratchets from the tree, keeping the comment of each arrow that stays."""
+    path = Path(__file__)
+    text = path.read_text()
+    start = text.index("KNOWN_UPWARD = [\n")
+    end = text.index("# --- end of the ratchets ---")
+    comments = dict(re.findall(r'^    (\("[^"]+", "[^"]+", "[^"]+"\)),(  # .*)?$', text[start:end], re.MULTILINE))
+    placed, problems = assign(module_graph.modules(), layers())
+    assert not problems, problems
+
+    def why(a: str, b: str) -> str:
+        if owner(full(b)) and not owner(full(a)):
+            return "  # machinery -> subject: the subject step removes it"
+        return f"  # {placed[full(a)].name} -> {placed[full(b)].name}"
+
+    lines = ["KNOWN_UPWARD = ["]
+    for a, b, kind in sorted(upward_arrows(module_graph.arrows(), placed)):
+        key = f'("{a}", "{b}", "{kind}")'
+        lines.append(f"    {key},{comments.get(key) or why(a, b)}")
+    lines += ["]", "", "VOCABULARY_CEILING = {"]
+    lines += [f'    "{s} {m}": {n},' for (s, m), n in sorted(vocabulary_counts().items())]
+    lines += ["}", ""]
+    path.write_text(text[:start] + "\n".join(lines) + text[end:])
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    if sys.argv[1:] == ["--write"]:
+        _write()
+    print(_report())
