@@ -23,9 +23,9 @@ import sys
 
 from remap_ab import runtime
 from remap_ab.errors import InternalError, RemapABError, UnloadableFileError
+from remap_ab.host import tuning
+from remap_ab.host.interrupts import terminate_as_interrupt
 from remap_ab.options import BISECT_ABORT, bisect_status, resolve_implementations
-from remap_ab.processes import tuning
-from remap_ab.processes.interrupts import terminate_as_interrupt
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",

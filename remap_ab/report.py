@@ -51,13 +51,13 @@ import gzip
 import io
 import json
 import os
-import shlex
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remap_ab import command_line
 from remap_ab.compare import Verdict, count_rows, differ, lost_verdict, plural
 from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
 from remap_ab.report_sections import sections
@@ -441,9 +441,9 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
     a_info, b_info = ImplementationInfo.of(_named(a)), ImplementationInfo.of(_named(b))
     header = _header(case.base, a_info, b_info, folder, inputs)
     header["case_id"] = case.case_id
-    env = _env_prefix([a_info, b_info])
     # `run --rejection ID` makes rejections.toml's call: the same only when this is it.
-    header["run_command"] = env + call_replay(case, a_info.pinned, b_info.pinned, str(device)) if _listed(case) else ""
+    header["run_command"] = (call_replay(case, a_info.pinned, b_info.pinned, str(device),
+                                         path_entries=_entries([a_info, b_info])) if _listed(case) else "")
     status = Status(verdict.status)
     lost = status in (Status.CRASH, Status.TIMEOUT) and verdict.first is not None
     return CaseReport(status=status, verdict=verdict, device=str(device),
@@ -775,47 +775,36 @@ def _host_inputs(inputs):
     return CaseInputs(**{k: _host(v) for k, v in inputs.tensors().items()})
 
 
-def _env_prefix(infos: Sequence[ImplementationInfo]) -> str:
-    entries = []
-    for info in infos:
-        if info.path_entry and info.path_entry not in entries:
-            entries.append(info.path_entry)
-    if not entries:
-        return ""
-    return f"PYTHONPATH={shlex.quote(os.pathsep.join(entries))}${{PYTHONPATH:+:$PYTHONPATH}} "
+def _entries(infos: Sequence[ImplementationInfo]) -> list[str]:
+    """The folders a custom module of A or B is imported from (the replay's PYTHONPATH)."""
+    return [i.path_entry for i in infos if i.path_entry]
 
 
-def _pins(infos: Sequence[ImplementationInfo]) -> str:
-    """`` --repo R --a REV@SHA:PATH``: a revision's repository and full commit, so a
-    replay re-reads that commit whatever the branch points at by then."""
-    parts = []
-    repos = [i.source["repo"] for i in infos if i.source and i.source.get("kind") == "git"]
-    if repos:
-        parts.append(f"--repo {shlex.quote(repos[0])}")
-    for role, info in zip("ab", infos):
-        if info.source and info.source.get("kind") == "git":
-            parts.append(f"--{role} {shlex.quote(info.pinned)}")
-    return "".join(" " + p for p in parts)
+def _git_repo(infos: Sequence[ImplementationInfo]) -> str | None:
+    """The repository a revision of A or B was read from (the first one's)."""
+    return next((i.source["repo"] for i in infos if i.source and i.source.get("kind") == "git"), None)
 
 
 def replay_command(folder: Path, a, b) -> str:
     """The ``remap-ab replay`` line for the report in ``folder`` of ``a`` vs ``b``
     (names or ``ImplementationInfo``s: a recorded path entry becomes a PYTHONPATH, a
-    revision is pinned to its commit)."""
+    revision is pinned to its commit with its repository, so a replay re-reads that
+    commit whatever the branch points at by then)."""
     infos = [ImplementationInfo.of(_named(x)) for x in (a, b)]
-    return f"{_env_prefix(infos)}remap-ab replay {shlex.quote(str(Path(folder).resolve()))}{_pins(infos)}"
+    pinned = [i.pinned if i.source and i.source.get("kind") == "git" else None for i in infos]
+    return command_line.line("replay", str(Path(folder).resolve()), a=pinned[0], b=pinned[1], repo=_git_repo(infos),
+                             path_entries=_entries(infos))
 
 
-def run_command(config, a, b, schedule: tuple[str, int] | None = None) -> str:
+def run_command(config, a, b, schedule: tuple[str, int] | None = None, *, device: str | None = None,
+                inputs: str | None = None, memcheck: bool = False) -> str:
     """The ``remap-ab run`` line that reruns ``config`` through ``a`` and ``b`` (under
-    ``schedule`` = (policy, seed) when given), with the PYTHONPATH a custom module needs."""
+    ``schedule`` = (policy, seed) when given; on ``device``, from the saved ``inputs``,
+    under ``--memcheck`` when given), with the PYTHONPATH a custom module needs."""
     infos = [ImplementationInfo.of(_named(x)) for x in (a, b)]
-    repo = next((i.source["repo"] for i in infos if i.source and i.source.get("kind") == "git"), None)
-    parts = [f"{_env_prefix(infos)}remap-ab run --a {shlex.quote(infos[0].pinned)} --b {shlex.quote(infos[1].pinned)}"
-             + (f" --repo {shlex.quote(repo)}" if repo else ""), config.cli_args()]
-    if schedule is not None:
-        parts.append(f"--schedule {schedule[0]}:{schedule[1]}")
-    return " ".join(p for p in parts if p)
+    return command_line.line("run", a=infos[0].pinned, b=infos[1].pinned, repo=_git_repo(infos),
+                             case=config.cli_args(), schedule=schedule, device=device, inputs=inputs,
+                             memcheck=memcheck, path_entries=_entries(infos))
 
 
 # --------------------------------------------------------------------------- reading

@@ -35,7 +35,7 @@ def test_read_past_the_block_table_passes_outputs_and_fails_memcheck(tmp_path, m
     assert m.impl == oob and m.row == 0 and m.col == -1  # a one-lane-per-program load
     assert "load of 4 bytes" in m.message and "_convert_req_index_to_global_index_kernel" in m.message
     assert "1 element past the last element of block_table (8 elements of 4 bytes; 0 bytes after its end)" in m.message
-    assert f"--a old --b {oob} --device cpu --memcheck" in m.message and config.cli_args() in m.message
+    assert f"remap-ab run --a old --b {oob} {config.cli_args()} --device cpu --memcheck" in m.message
     # Every program read it once: 2 rows x 2 tiles.
     assert m.lanes == 4 and m.rows == 2
     assert result.a.memcheck.clean and result.a.memcheck.launches == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from remap_ab import runtime
 from remap_ab.cli import build_parser
 from remap_ab.cli import main as cli_main
 
@@ -59,17 +60,25 @@ def _env(*extra: Path) -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(e for e in entries if e))
 
 
-def _cpu(args: list, *extra: Path) -> tuple[int, list]:
-    """``remap-ab ARGS`` in a process of its own: --device cpu fixes that process's
-    Triton backend, which this one may already have fixed on cuda. -> (rc, stdout lines)"""
-    r = subprocess.run([sys.executable, "-m", "remap_ab", *args], cwd=REPO, env=_env(*extra), capture_output=True,
-                       text=True, timeout=300)
-    assert "Traceback" not in r.stderr, r.stderr
-    return r.returncode, r.stdout.splitlines()
+def _cpu(capsys, args: list, *extra: Path) -> tuple[int, list]:
+    """``remap-ab ARGS`` (--device cpu) -> (rc, stdout lines). In this process where its
+    Triton backend is the CPU's already (no GPU: ``extra`` is on sys.path, the ``mods``
+    fixture put it there); on a machine with a GPU in a process of its own, with ``extra``
+    on its PYTHONPATH: --device cpu fixes a process's backend, which this one has fixed on cuda."""
+    if runtime.default_device() == "cpu":
+        capsys.readouterr()
+        rc = cli_main(args)
+        out, err = capsys.readouterr()
+    else:
+        r = subprocess.run([sys.executable, "-m", "remap_ab", *args], cwd=REPO, env=_env(*extra), capture_output=True,
+                           text=True, timeout=300)
+        rc, out, err = r.returncode, r.stdout, r.stderr
+    assert "Traceback" not in err, err
+    return rc, out.splitlines()
 
 
-def test_an_error_verdict_says_what_was_raised_and_where_and_nothing_of_rows_lanes_or_order(mods):
-    rc, lines = _cpu(["run", "--b", "raiser_msg", "--tokens", "2", "--device", "cpu"], mods)
+def test_an_error_verdict_says_what_was_raised_and_where_and_nothing_of_rows_lanes_or_order(mods, capsys):
+    rc, lines = _cpu(capsys, ["run", "--b", "raiser_msg", "--tokens", "2", "--device", "cpu"], mods)
     assert rc == 1, lines
     assert lines[0] == "case 5c4f80ea0755  (old vs raiser_msg, oracle checked, on cpu)"
     sha = next(n for n, line in enumerate(lines) if line.startswith("  inputs sha256"))
@@ -85,9 +94,9 @@ def test_an_error_verdict_says_what_was_raised_and_where_and_nothing_of_rows_lan
     ]
 
 
-def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mods, tmp_path):
+def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mods, tmp_path, capsys):
     out_dir = tmp_path / "rep"
-    rc, lines = _cpu(["run", "--b", "countoff_msg", "--tokens", "3", "--device", "cpu", "--report", str(out_dir)], mods)
+    rc, lines = _cpu(capsys, ["run", "--b", "countoff_msg", "--tokens", "3", "--device", "cpu", "--report", str(out_dir)], mods)
     assert rc == 1, lines
     case = "3f36bca5787e"
     folder = out_dir / case
@@ -105,24 +114,24 @@ def test_run_report_writes_the_folder_of_a_failing_case_and_prints_its_replay(mo
     md = (folder / "diff.md").read_text()
     assert "1 row whose count differs" in md and "lane in" not in md
     # A passing case writes nothing, and says so.
-    rc, out = _cpu(["run", "--tokens", "1", "--topk", "128", "--device", "cpu", "--report", str(tmp_path / "none")])
+    rc, out = _cpu(capsys, ["run", "--tokens", "1", "--topk", "128", "--device", "cpu", "--report", str(tmp_path / "none")])
     assert rc == 0, out
     assert out[-2:] == ["report: none written (the case passed)",
                         "run again: remap-ab run --a old --b new --tokens 1 --topk 128 --device cpu"]
     assert list((tmp_path / "none").iterdir()) == []
 
 
-def test_a_finished_run_has_no_running_entry_and_unsplit_memcheck_phases_say_so(tmp_path):
+def test_a_finished_run_has_no_running_entry_and_unsplit_memcheck_phases_say_so(tmp_path, capsys):
     root = tmp_path / "runs"
     argv = ["sweep", "--filter", "path=convert", "--filter", "k=128", "--filter", "tokens=1", "--filter", "invalid=0",
             "--filter", "oor=off", "-j", "0", "--device", "cpu", "--root", str(root), "--no-progress"]
-    rc, lines = _cpu([*argv, "--run", "plain"])
+    rc, lines = _cpu(capsys, [*argv, "--run", "plain"])
     assert rc == 0, lines
     assert json.loads((root / "plain" / "summary.json").read_text())["running"] == ""
     out = "\n".join(lines) + "\n"
     assert re.search(r"; phases summed over workers: gen \d+\.\d\d s, kernels \d+\.\d\d s, compare \d+\.\d\d s, "
                      r"write \d+\.\d\d s\n", out), out
-    rc, lines = _cpu([*argv, "--run", "checked", "--memcheck"])
+    rc, lines = _cpu(capsys, [*argv, "--run", "checked", "--memcheck"])
     assert rc == 0, lines
     out = "\n".join(lines) + "\n"
     assert json.loads((root / "checked" / "summary.json").read_text())["running"] == ""
@@ -143,8 +152,9 @@ def _helps(wrapped: bool = False) -> dict:
 
 def test_help_texts_say_what_the_options_do():
     helps = _helps()
-    assert "no vLLM needed) (default old; with --resume, the run's own)" in helps["sweep"]
-    assert "--b IMPL implementation B (default new; with --resume, the run's own)" in helps["sweep"]
+    assert ("no vLLM needed) (default the subject's: old for the remap, a for topology; with --resume, the run's own)"
+            in helps["sweep"])
+    assert "--b IMPL implementation B (default the subject's: new, or b; with --resume, the run's own)" in helps["sweep"]
     assert "--max-tokens MAX_TOKENS largest T drawn (default 4096 on GPU, 512 on CPU)" in helps["soak"]
     assert "--root DIR folder holding the nondet/ artifacts, beside the sweep's runs (default reports)" in helps["nondet"]
     assert "(default the report's A; old for a grid case without a report)" in helps["replay"]
@@ -164,7 +174,7 @@ def test_soak_help_default_is_the_cap_the_soak_uses():
 def test_resume_refuses_a_device_it_would_ignore(tmp_path, capsys):
     assert cli_main(["sweep", "--resume", "--device", "cpu", "--root", str(tmp_path)]) == 2
     assert capsys.readouterr().err == ("remap-ab sweep: error: --resume continues a run with its own settings; "
-                                       "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck/--reports\n")
+                                       "drop --a/--b/--subject/--device/--filter/--max-tokens/--grid/--memcheck/--reports\n")
 
 
 def test_list_whose_reader_leaves_exits_141_quietly():

@@ -43,7 +43,7 @@ import datetime
 import sys
 from pathlib import Path
 
-from remap_ab import options, runtime
+from remap_ab import command_line, options, runtime
 from remap_ab.bench import cross_compile, pr_table, width_scan
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
@@ -77,10 +77,7 @@ def add_arguments(p):
     t.add_argument("--calls", type=options.positive_int, default=200, help="calls captured per graph (default 200)")
     t.add_argument("--repeats", type=options.positive_int, default=None,
                    help="timed replays per graph (default 20 for pr alone, 10 with --all)")
-    t.add_argument("--fail-slower", default="5%", metavar="PCT",
-                   help="pr: fail a cell where B is slower than A by more than PCT beyond noise (the whole 95%% "
-                        "bootstrap interval of the ratio of medians over the repeats above 1 + PCT; at least 5 "
-                        "repeats); a percentage (5%%) or a fraction (0.05), or off (default 5%%)")
+    options.add(t, options.FAIL_SLOWER)
     t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
     t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
     t.add_argument("--tokens", default=None,
@@ -211,7 +208,7 @@ def main(args) -> int:
     opts = build_options(args, device)  # every bad option is one line before any work
     folder = _output_folder(args)
     env = environment(device)
-    meta = {**env, "command": "remap-ab " + " ".join(sys.argv[1:]) if sys.argv else "remap-ab bench",
+    meta = {**env, "command": command_line.line("bench", *sys.argv[2:]),
             "sections": opts.sections, "calls": opts.calls, "repeats": opts.repeats, "cold_l2": opts.cold_l2}
     where = env.get("gpu") or "CPU (Triton interpreter)"
     print(f"bench on {where} (torch {env['torch']}, triton {env['triton']}): sections {', '.join(opts.sections)}"

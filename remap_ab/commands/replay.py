@@ -10,10 +10,9 @@ report recorded for it).
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
-from remap_ab import options, runtime
+from remap_ab import command_line, options, runtime
 from remap_ab.errors import ImplementationError, ReportError, UsageError
 from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.report import find_report, load_report, mismatch_line
@@ -27,9 +26,8 @@ from remap_ab.subjects.remap.runner import run_case
 
 def add_arguments(p):
     p.add_argument("target", metavar="PATH-OR-CASE-ID", help="a report folder (or a file in it), or a 12-hex-digit case ID")
-    options.add_implementations(p, default_a=None, default_b=None,
-                                default_text=("the report's A; old for a grid case without a report",
-                                              "the report's B; new for a grid case without a report"))
+    options.add_implementations(p, decided_later=("the report's A; old for a grid case without a report",
+                                                  "the report's B; new for a grid case without a report"))
     options.add_device(p)
     options.add_root(p, "runs whose reports a case ID is looked up in")
     options.add_memcheck(p)
@@ -204,18 +202,12 @@ def _path_hint(report, a: str, b: str, args) -> str:
     """The replay line with the PYTHONPATH the report recorded for a custom module."""
     if report is None:
         return ""
-    entries = []
-    for info in (report.a, report.b):
-        if info.name in (a, b) and info.path_entry and info.path_entry not in entries:
-            entries.append(info.path_entry)
+    entries = [info.path_entry for info in (report.a, report.b) if info.name in (a, b) and info.path_entry]
     if not entries:
         return ""
-    rest = [shlex.quote(args.target)]
-    if args.root != options.DEFAULT_ROOT:
-        rest.append(f"--root {shlex.quote(args.root)}")
-    joined = ":".join(entries)
-    return (f"; the report recorded it as imported from {joined}: "
-            f"PYTHONPATH={shlex.quote(joined)}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay {' '.join(rest)}")
+    root = [("--root", args.root)] if args.root != options.DEFAULT_ROOT else []
+    return (f"; the report recorded it as imported from {':'.join(dict.fromkeys(entries))}: "
+            + command_line.line("replay", args.target, options=root, path_entries=entries))
 
 
 def _key(v):

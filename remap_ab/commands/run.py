@@ -158,17 +158,9 @@ def _rejections(args) -> int:
 def _again_command(args, config, device: str, implementations) -> str:
     """The ``remap-ab run`` line that runs this very case again (the PYTHONPATH a custom
     module needs included)."""
-    import shlex
-
-
     a, b = implementations
-    line = run_command(config, a, b, _schedule_pair(args.schedule, device))
-    extra = [f"--device {device}"]
-    if args.inputs:
-        extra.append(f"--inputs {shlex.quote(str(args.inputs))}")
-    if args.memcheck:
-        extra.append("--memcheck")
-    return " ".join([line, *extra])
+    return run_command(config, a, b, _schedule_pair(args.schedule, device), device=device,
+                       inputs=str(args.inputs) if args.inputs else None, memcheck=args.memcheck)
 
 
 def _schedule_pair(spec, device: str):

@@ -37,8 +37,10 @@ import signal
 import sys
 import time
 
-from remap_ab import runtime
+from remap_ab import command_line, runtime
 from remap_ab.errors import UsageError
+from remap_ab.host import gpus
+from remap_ab.host.interrupts import Interrupts
 from remap_ab.options import (
     add_device,
     add_implementations,
@@ -49,8 +51,6 @@ from remap_ab.options import (
     positive_float,
     positive_int,
 )
-from remap_ab.processes import gpus
-from remap_ab.processes.interrupts import Interrupts
 from remap_ab.processes.precompile import default_workers
 from remap_ab.report_cap import DEFAULT_REPORTS, describe
 from remap_ab.soak import run as soak
@@ -127,9 +127,10 @@ def main(args) -> int:
           + (f", one draw in {fresh_every} a fresh variant" if fresh_every > 1 else "")
           + (f", {compile_workers} compile-ahead process(es)" if compile_workers else ""),
           flush=True)
-    print(f"  repeat with: remap-ab soak --minutes {args.minutes:g} --seed {seed} --a {args.a} --b {args.b}"
-          f" --device {device}" + (f" --max-tokens {args.max_tokens}" if args.max_tokens else "")
-          + (f" --fresh-every {fresh_every}" if args.fresh_every else ""), flush=True)
+    repeat = [("--minutes", f"{args.minutes:g}"), ("--seed", str(seed))]
+    repeat += [("--max-tokens", str(args.max_tokens))] if args.max_tokens else []
+    repeat += [("--fresh-every", str(fresh_every))] if args.fresh_every else []
+    print("  repeat with: " + command_line.line("soak", a=args.a, b=args.b, device=device, options=repeat), flush=True)
 
     start = time.time()
     deadline = start + args.minutes * 60.0

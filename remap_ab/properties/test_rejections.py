@@ -5,6 +5,7 @@ case is varied (rows, seed), so the rejection cannot hinge on one shape."""
 from hypothesis import given
 from hypothesis import strategies as st
 
+from remap_ab import command_line
 from remap_ab.properties import profiles
 from remap_ab.strategies import write_rejection_failure_report
 from remap_ab.subjects.remap.rejections import load, run_rejection
@@ -27,5 +28,7 @@ def test_b_rejects_what_a_rejects(impl_names, case):
         folder = write_rejection_failure_report(case, verdict, a, b)
         raise AssertionError(f"rejection call {case.id} ({case.describe()}) on base case {case.base.case_id}: "
                              f"{first.line() if first else verdict.summary()}\n"
-                             f"replay (the call on its default base case): remap-ab run --rejection {case.id} --a {a} --b {b}"
-                             + (f"\nreport: {folder} (remap-ab replay {folder} makes this very call)" if folder else ""))
+                             "replay (the call on its default base case): "
+                             + command_line.line("run", "--rejection", case.id, a=a, b=b)
+                             + (f"\nreport: {folder} ({command_line.line('replay', str(folder))} makes this very call)"
+                                if folder else ""))

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import pytest
 
-from remap_ab import options, report_cap, runtime
+from remap_ab import command_line, options, report_cap, runtime
 from remap_ab.errors import RemapABError
 from remap_ab.processes import precompile
 from remap_ab.recording import Judge
@@ -29,7 +29,7 @@ from remap_ab.sweep.selection import select
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
-CAP_OPTION = "--remap-grid-report-cases"
+CAP_OPTION = str(options.REPORTS.plugin)
 GPU_BATCH = 64
 
 
@@ -37,17 +37,11 @@ def add_options(group) -> None:
     group.addoption("--remap-grid", nargs="?", const="", default=None, metavar="FILE",
                     help="collect one item per case of the sweep's grid (FILE, default the packaged grid.toml) "
                          "instead of the test suite")
-    group.addoption("--remap-grid-filter", action="append", default=[], metavar="NAME=V[,V...]",
-                    help="keep grid cases as `remap-ab sweep --filter` does (repeatable; case=ID[,ID...] too)")
-    group.addoption("--remap-grid-max-tokens", type=int, default=None, metavar="N",
-                    help="keep grid cases with at most N token rows (as `sweep --max-tokens`)")
-    group.addoption("--remap-grid-batch", type=int, default=None, metavar="N",
-                    help=f"cases judged together (default {GPU_BATCH} on cuda, {CPU_BATCH} on cpu)")
+    options.add_to_pytest(group, options.FILTER, options.MAX_TOKENS,
+                          options.BATCH.but(default_text=f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"))
     group.addoption("--remap-grid-reports", default=None, metavar="DIR",
                     help="where reports of failing cases go (default <rootdir>/reports/pytest-grid)")
-    group.addoption(CAP_OPTION, type=options.report_count, default=report_cap.DEFAULT_REPORTS, metavar="N|all",
-                    help="full report folders for the first N failing cases of each failure class (check x path) of "
-                         f"the session, as `sweep --reports`; all: every failing case (default {report_cap.DEFAULT_REPORTS})")
+    options.add_to_pytest(group, options.REPORTS)
 
 
 class GridCaseFailed(Exception):
@@ -185,8 +179,10 @@ class _Verdicts:
         else:
             lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION)} got one; "
                          f"the command below writes this case's")
+        sweep = command_line.line("sweep", a=self.a, b=self.b, options=[("--filter", f"case={item.case_id}"),
+                                                                        ("--reports", "all")])
         lines.append(f"run it alone: pytest --remap-grid --remap-a={self.a} --remap-b={self.b} -k {item.case_id}  "
-                     f"(or: remap-ab sweep --a {self.a} --b {self.b} --filter case={item.case_id} --reports all)")
+                     f"(or: {sweep})")
         return "\n".join(lines)
 
 

@@ -9,13 +9,15 @@ interpreter on when there is no GPU — before any test module can import triton
 start CUDA — in the main process and in every xdist worker. (``import remap_ab``
 itself changes nothing: a library does not pick its caller's backend.)
 
-Options (each also settable by environment variable, for subprocesses):
+Options (one with a variable below is also set by it, for subprocesses; the ones the
+command line has too are declared once, in remap_ab/options.py, with its help text):
   --remap-a / REMAP_AB_A        implementation A of the A/B properties (default old):
                                 any name --a takes (old, new, oracle, a dotted module,
                                 a .py file, REV:PATH in the git repository below)
   --remap-b / REMAP_AB_B        implementation B (default new)
   --remap-repo / REMAP_AB_REPO  the repository REV:PATH is read from (default: the
                                 current directory)
+  --remap-subject               the kernel pair under test: remap (default), topology
   --remap-profile / REMAP_AB_PROFILE
                                 the property suite's profile: ci (default), dev,
                                 nightly, gpu, mutants (see remap_ab/properties/profiles.py)
@@ -37,9 +39,9 @@ import os
 
 import pytest
 
-from remap_ab import runtime, sources
+from remap_ab import options, runtime, sources
 from remap_ab.errors import ImplementationError, UsageError
-from remap_ab.processes import gpus
+from remap_ab.host import gpus
 from remap_ab.properties import profiles
 from remap_ab.pytest import grid as pytest_grid
 from remap_ab.speed import parse_fail_slower
@@ -53,19 +55,14 @@ runtime.choose_early()  # the interpreter on a machine without CUDA, before trit
 
 def pytest_addoption(parser):
     group = parser.getgroup("remap-ab")
-    group.addoption("--remap-a", default=os.environ.get("REMAP_AB_A", "old"), help="implementation A (default old)")
-    group.addoption("--remap-b", default=os.environ.get("REMAP_AB_B", "new"), help="implementation B (default new)")
-    group.addoption("--remap-repo", default=None, metavar="DIR",
-                    help="git repository that REV:PATH implementations are read from (default $REMAP_AB_REPO, else the "
-                         "current directory)")
+    options.add_to_pytest(group, options.A, options.B, options.REPO, options.SUBJECT)
     group.addoption(
         "--remap-profile",
         default=os.environ.get("REMAP_AB_PROFILE"),
         help="property-suite profile: ci (default; derandomized), dev, nightly, gpu, mutants (ci without shrinking)",
     )
-    group.addoption("--remap-fail-slower", default=os.environ.get("REMAP_AB_FAIL_SLOWER", "off"), metavar="PCT",
-                    help="GPU: fail a pull-request cell where B is slower than A by more than PCT beyond noise "
-                         "(bootstrap interval of the ratio of medians; remap-ab bench's --fail-slower); default off")
+    # The property suite's speed gate is off unless asked for (remap-ab bench's is on).
+    options.add_to_pytest(group, options.FAIL_SLOWER.but(default="off", default_text="off"))
 
     pytest_grid.add_options(group)
 

@@ -11,10 +11,10 @@ every JUnit reader (Jenkins, GitLab, GitHub's test reporters, junitparser) reads
 from __future__ import annotations
 
 import json
-import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from remap_ab import command_line
 from remap_ab.status import Status
 from remap_ab.sweep.run_folder import read_results, read_run_json, resume_command
 
@@ -52,9 +52,8 @@ def build(folder: Path, points: list) -> ET.ElementTree:
     suite = ET.Element("testsuite", name=SUITE)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
-    sweep_again = " ".join(["remap-ab sweep", f"--a {shlex.quote(meta['a'])} --b {shlex.quote(meta['b'])}",
-                            f"--device {meta['device']}"]
-                           + ([f"--grid {shlex.quote(meta['grid_file'])}"] if meta.get("grid_file") else []))
+    sweep_again = command_line.line("sweep", a=meta["a"], b=meta["b"], device=meta["device"],
+                                    options=[("--grid", meta["grid_file"])] if meta.get("grid_file") else [])
     for p in points:
         labels = dict(p.labels)  # a grid point's axes, or a rejection call's id
         kind = labels.get("path") or ("rejection" if "rejection" in labels else "case")

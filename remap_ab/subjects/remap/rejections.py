@@ -20,14 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab import runtime
+from remap_ab import command_line, runtime
 from remap_ab.call import PrivateInputs, calling, synchronize
 from remap_ab.compare import judge_rejection
 from remap_ab.errors import ConfigError
@@ -430,8 +430,11 @@ def memcheck_lines(attempts, memcheck: bool) -> list:
     return lines
 
 
-def replay_command(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False) -> str:
-    return f"remap-ab run --rejection {case.id} --a {a} --b {b} --device {device}" + (" --memcheck" if memcheck else "")
+def replay_command(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False,
+                   path_entries: Iterable[str] = ()) -> str:
+    """The ``remap-ab run --rejection ID`` line that makes ``case``'s call again."""
+    return command_line.line("run", "--rejection", case.id, a=a, b=b, device=device, memcheck=memcheck,
+                             path_entries=path_entries)
 
 
 # --------------------------------------------------------------------------- in a sweep
