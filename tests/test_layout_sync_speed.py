@@ -242,16 +242,17 @@ def test_a_run_folders_summary_gives_the_ratio_on_a_gpu_and_says_speed_is_not_ju
     import pandas as pd
 
     from remap_ab.subjects.remap import grid
-    from remap_ab.sweep.run_folder import RESULT_FIELDS, result_columns, write_run_json
+    from remap_ab.subjects.remap.subject import COLUMNS
+    from remap_ab.sweep.run_folder import result_columns, write_run_json
     from remap_ab.sweep.summary import format_summary, summarise
 
     g = grid.load()
     pts = g.select(grid.parse_filters(g, ["tokens=1,512", "k=512", "oor=off", "invalid=0,0.3", "path=convert-counts"]))
     write_run_json(tmp_path, {"run": "x", "a": "old", "b": "new", "device": device, "filters": [], "max_tokens": None,
                               "selected": len(pts)})
-    rows = [{"index": p.index, "case_id": p.case_id, **dict(p.labels), **{f: "" for f in RESULT_FIELDS},
+    rows = [{"index": p.index, "case_id": p.case_id, **dict(p.labels), **{f: "" for f in COLUMNS},
              "status": "pass", "a_ms": 0.01, "b_ms": 0.005 if p.config.tokens == 1 else 0.02} for p in pts]
-    pd.DataFrame(rows, columns=result_columns([a.name for a in g.axes])).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(rows, columns=result_columns([a.name for a in g.axes], COLUMNS)).to_csv(tmp_path / "results.csv", index=False)
     s = summarise(tmp_path, g)
     text = format_summary(s)
     if device == "cpu":

@@ -99,9 +99,9 @@ def test_the_summary_counts_the_folders_and_says_how_to_get_the_others(failing, 
     out = capsys.readouterr().out
     failed = _table(root / "capped").query("status == 'fail'")
     assert (f"  report folders: 6 written for {len(failed)} failing cases, the first 3 failing cases of each failure "
-            f"class (check × path); any other case's report: `remap-ab sweep --filter case=ID[,ID...] --a old "
-            f"--b {impl} --device {DEVICE} --reports all` (a new run), or `remap-ab replay ID --a old --b {impl} "
-            f"--device {DEVICE}` (its verdict again, from regenerated inputs)") in out
+            f"class (check × path); any other case's report: `remap-ab sweep --a old "
+            f"--b {impl} --filter case=ID[,ID...] --device {DEVICE} --reports all` (a new run), or `remap-ab replay ID "
+            f"--a old --b {impl} --device {DEVICE}` (its verdict again, from regenerated inputs)") in out
     s = json.loads((root / "capped" / "summary.json").read_text())
     assert s["report_folders"] == 6 and s["failing_cases"] == len(failed) and s["reports"] == 3
     # failures_by_dimension stays complete: every failing case counted, folder or not.

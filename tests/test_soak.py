@@ -246,7 +246,7 @@ def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_b
     import contextlib
 
     from remap_ab.processes.pool import Job
-    from remap_ab.subjects.remap.batch import BatchTimes
+    from remap_ab.subject import BatchTimes
     from remap_ab.subjects.remap.config import CaseConfig
 
     entered = []

@@ -230,7 +230,7 @@ def test_git_bisect_run_finds_the_first_bad_commit(repo, tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     git(clone, "bisect", "start", "more", "good")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     test = [sys.executable, "-m", "remap_ab", "run", "--bisect", "--a", "new", "--b", f"HEAD:{FILE}", *SMALL]
     done = subprocess.run(["git", "-C", str(clone), "bisect", "run", *test], capture_output=True, text=True, env=env,
                           timeout=600)
@@ -245,7 +245,8 @@ def test_git_bisect_run_finds_the_first_bad_commit(repo, tmp_path):
 
 
 def _plugin(repo, a: str, b: str, tmp_path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REMAP_AB_EXAMPLES": "3", "REMAP_AB_REPORT_DIR": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+           "REMAP_AB_EXAMPLES": "3", "REMAP_AB_REPORT_DIR": str(tmp_path)}
     # tests.conftest: remap_ab.pytest.plugin, with remap_ab.strategies bound to this checkout.
     argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--pyargs", "remap_ab.properties",
             "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
@@ -261,8 +262,14 @@ def test_plugin_compares_two_revisions(repo, tmp_path):
     sha = commit(repo, "broken")
     assert re.search(rf"FAIL: \[\w+\] broken@{sha[:12]}:{FILE}", bad.stdout)
     assert re.search(rf"replay: remap-ab run --a \S+ --b broken@{sha}:{FILE} --repo {re.escape(str(repo))}", bad.stdout)
-    missing = _plugin(repo, f"no-such-rev:{FILE}", "new", tmp_path)
-    assert missing.returncode == 4 and "revision 'no-such-rev' does not exist" in missing.stderr
+
+
+def test_plugin_refuses_a_revision_that_does_not_exist(repo, pytester):
+    # A usage error stops the session before any test runs: in this process (pytester).
+    missing = pytester.runpytest_inprocess("-p", "remap_ab.pytest.plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                           "--remap-repo", str(repo), "--remap-a", f"no-such-rev:{FILE}", "--remap-b",
+                                           "new")
+    assert missing.ret == 4 and "revision 'no-such-rev' does not exist" in missing.stderr.str()
 
 
 # ----------------------------------------------------------------- the models grid

@@ -96,8 +96,9 @@ def test_report_of_an_incomplete_run_is_never_pass(done_run, tmp_path, capsys):
     command = result.split("resume with: ")[1]
     assert command == f"remap-ab sweep --resume --run copy --root {shlex.quote(str(tmp_path))}"
     # The printed command really resumes it: afterwards the run is complete and passes.
-    r = _cli([*shlex.split(command)[1:], "--no-progress"], REPO)
-    assert r.returncode == 0, r.stdout + r.stderr
+    # (In this process: the run is of this session's device, as the tests below resume theirs.)
+    assert cli_main([*shlex.split(command)[1:], "--no-progress"]) == 0, capsys.readouterr()
+    capsys.readouterr()
     assert cli_main(["report", str(run), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["complete"] and s["missing"] == 0 and s["cases"] == 2 + TWO_CALLS and s["passed"]
@@ -191,12 +192,18 @@ def test_the_lock_is_per_open_not_per_process(tmp_path):
 # ------------------------------------------------------------------ case timeout
 
 
-def test_a_hanging_case_times_out_and_the_sweep_goes_on(tmp_path):
+def test_a_hanging_case_times_out_and_the_sweep_goes_on(tmp_path, capsys, monkeypatch):
+    # The sweep in this process: what hangs is its worker, a process of its own (given the
+    # implementation's folder on PYTHONPATH as well as on sys.path).
     (tmp_path / "hangimpl.py").write_text(HANGING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p))
+    monkeypatch.chdir(tmp_path)
     started = time.monotonic()
-    r = _cli(["sweep", "--b", "hangimpl", *TWO[:-1], "path=convert,dcp-inplace", "-j", "1", "--case-timeout", "8",
-              "--root", "reports", "--run", "h", "--no-progress"], tmp_path, extra_path=tmp_path)
-    assert r.returncode == 1, r.stderr
+    status = cli_main(["sweep", "--b", "hangimpl", *TWO[:-1], "path=convert,dcp-inplace", "-j", "1", "--case-timeout",
+                       "8", "--root", "reports", "--run", "h", "--no-progress"])
+    r = capsys.readouterr()
+    assert status == 1, r.err
     assert time.monotonic() - started < 120  # not the 600 s the implementation sleeps
     df = pd.read_csv(tmp_path / "reports" / "h" / "results.csv", keep_default_na=False)
     cases = df[df.rejection == ""]
@@ -206,7 +213,7 @@ def test_a_hanging_case_times_out_and_the_sweep_goes_on(tmp_path):
     assert set(df.worker) == {0}  # the replacement worker took the next case
     verdict = json.loads((tmp_path / "reports" / "h" / row.report / "verdict.json").read_text())
     assert verdict["status"] == "timeout"
-    assert "timeout 1" in r.stdout and "result: FAIL" in r.stdout
+    assert "timeout 1" in r.out and "result: FAIL" in r.out
 
 
 def test_case_timeout_needs_workers(capsys, tmp_path):
@@ -418,7 +425,8 @@ def test_list_says_what_it_lists(capsys):
 
 def test_failures_by_dimension_list_every_value_and_the_valid_lanes(tmp_path):
     from remap_ab.subjects.remap import grid
-    from remap_ab.sweep.run_folder import RESULT_FIELDS, result_columns, write_run_json
+    from remap_ab.subjects.remap.subject import COLUMNS
+    from remap_ab.sweep.run_folder import result_columns, write_run_json
     from remap_ab.sweep.summary import format_summary, summarise
 
     g = grid.load()
@@ -428,10 +436,10 @@ def test_failures_by_dimension_list_every_value_and_the_valid_lanes(tmp_path):
                               "selected": 2})
     rows = []
     for p, status, valid in zip(pts, ["pass", "fail"], [7, 150]):
-        row = {"index": p.index, "case_id": p.case_id, **dict(p.labels), **{f: "" for f in RESULT_FIELDS}}
+        row = {"index": p.index, "case_id": p.case_id, **dict(p.labels), **{f: "" for f in COLUMNS}}
         row.update(status=status, max_row_valid=valid)
         rows.append(row)
-    pd.DataFrame(rows, columns=result_columns([a.name for a in g.axes])).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(rows, columns=result_columns([a.name for a in g.axes], COLUMNS)).to_csv(tmp_path / "results.csv", index=False)
     s = summarise(tmp_path, g)
     by = s["failures_by_dimension"]
     assert by["valid lanes"] == {"0": [0, 0], "1-16": [0, 1], "17-100": [0, 0], "101-512": [1, 1], ">512": [0, 0]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from remap_ab import options
+from remap_ab import options, subjects
 from remap_ab.errors import ReportError
 from remap_ab.sweep.run_folder import find_run
 from remap_ab.sweep.summary import format_summary, summarise
@@ -32,7 +32,8 @@ def main(args) -> int:
     # Read only: a read-only --root is fine here; a file is not (find_run says so).
     folder = find_run(args.root, args.run)
     s = summarise(folder)
-    missing = [f["case_id"] for f in s["failures"] if f["report"] and not (Path(folder) / f["report"] / "verdict.json").is_file()]
+    opened = subjects.get(s["subject"]).summary_lines(s).report_file  # what a person opens in a report folder
+    missing = [f["case_id"] for f in s["failures"] if f["report"] and not (Path(folder) / f["report"] / opened).is_file()]
     if missing:
         raise ReportError(f"run {folder}: the report of failing case {missing[0]} is missing ({len(missing)} missing)")
     if args.json:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import sys
 
-from remap_ab import options, runtime
+from remap_ab import options, runtime, subjects
 from remap_ab.compare import plural
 from remap_ab.errors import UsageError
-from remap_ab.subjects.remap import features, registry
 from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.rejections import sweep_points
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
@@ -31,23 +31,15 @@ def add_arguments(p):
     p.add_argument("--list", action="store_true",
                    help="print the configurations this sweep would run on this device (token cap applied; "
                         "a note on stderr says what was left out), one per line with its case ID")
-    options.add_implementations(p, default_a=None, default_b=None,
-                                default_text=("old; with --resume, the run's own", "new; with --resume, the run's own"))
+    options.add_implementations(p, decided_later=("the subject's: old for the remap, a for topology; with --resume, "
+                                                  "the run's own", "the subject's: new, or b; with --resume, the run's own"))
     options.add_device(p)
-    p.add_argument(
-        "--filter", action="append", default=[], metavar="NAME=V[,V...]",
-        help="keep configurations whose grid dimension (path, k, tokens, invalid, oor, dcp, rank, flags, layout, "
-        "table, negatives, requests) or config field has one of the values, or whose case ID is listed "
-        "(case=ID[,ID...], as results.csv shows them); repeatable (all must hold)",
-    )
-    p.add_argument("--max-tokens", type=options.positive_int, default=None, metavar="N",
-                   help="skip grid points with more than N token rows (default: none; 3 keeps 576 of 1728)")
+    options.add(p, options.SUBJECT, options.FILTER, options.MAX_TOKENS)
     p.add_argument("-j", "--workers", type=options.non_negative_int, default=None, metavar="N",
                    help="worker processes (default: one per GPU on cuda, one per core on cpu; 0: in this process, "
                         "without crash isolation or --case-timeout). Worker i runs on GPU i mod G, honouring "
                         "CUDA_VISIBLE_DEVICES")
-    p.add_argument("--batch", type=options.positive_int, default=None, metavar="N",
-                   help="cases per batch (default 64 on cuda, 1 on cpu)")
+    options.add(p, options.BATCH)
     p.add_argument("--case-timeout", type=options.positive_float, default=None, metavar="SECONDS",
                    help="a case without a verdict after this long gets the verdict timeout; its worker is "
                         "replaced and the sweep goes on (default 900: a 1024-token case on the CPU fits; "
@@ -71,6 +63,8 @@ def add_arguments(p):
 
 
 def _list(args) -> int:
+    if args.subject != subjects.DEFAULT:
+        return _list_points(args)
     g = gridmod.load(args.grid)
     device = runtime.default_device() if args.device == "auto" else args.device
     pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
@@ -99,16 +93,30 @@ def _list(args) -> int:
     return 0
 
 
+def _list_points(args) -> int:
+    """The points a sweep of a subject other than the remap would run, one per line."""
+    subject = subjects.get(args.subject)
+    device = runtime.select(args.device)
+    sel = subject.select(args.grid, args.filter, args.max_tokens, args.a or subject.default_a,
+                         args.b or subject.default_b, device, None)
+    for p in sel.points:
+        sys.stdout.write(f"{p.case_id} " + " ".join(f"{k}={v}" for k, v in p.labels) + "\n")
+    print(f"listed {plural(len(sel.points), 'case')} of {sel.grid_total}: what `sweep --subject {args.subject}` runs "
+          f"on {device}" + (f"; {sel.note}" if sel.note else ""), file=sys.stderr)
+    return 0
+
+
 def main(args) -> int:
     if args.list:
         return _list(args)
     if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck
-                        or args.device != "auto" or args.reports is not None):
+                        or args.device != "auto" or args.reports is not None or args.subject != subjects.DEFAULT):
         raise UsageError("--resume continues a run with its own settings; "
-                         "drop --a/--b/--device/--filter/--max-tokens/--grid/--memcheck/--reports")
+                         "drop --a/--b/--subject/--device/--filter/--max-tokens/--grid/--memcheck/--reports")
     opts = SweepOptions(
-        a=args.a or "old",
-        b=args.b or "new",
+        a=args.a,  # None: the subject's own A
+        b=args.b,
+        subject=args.subject,
         device=args.device,
         filters=args.filter,
         max_tokens=args.max_tokens,
@@ -128,9 +136,8 @@ def main(args) -> int:
         options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)
     sweep.prepare()
-    for line in sweep.feature_lines:  # the header: how each optional parameter is exercised
-        if not line.startswith(features.QUIET_PREFIX):
-            print(line, file=sys.stderr)
+    for line in sweep.selected.header:  # e.g. the remap's: how each optional parameter is exercised
+        print(line, file=sys.stderr)
     if sweep.already:
         print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
     summary = sweep.run()

@@ -26,13 +26,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from remap_ab import runtime
+from remap_ab import runtime, subjects
 from remap_ab.errors import InternalError, exception_line
-from remap_ab.processes import gpus, tuning
+from remap_ab.host import gpus, tuning
 from remap_ab.processes.precompile import Loads
-from remap_ab.recording import judge_and_record, task_case
 from remap_ab.status import Status
-from remap_ab.subjects.remap.batch import BatchTimes
+from remap_ab.subject import BatchTimes, JudgeSettings
 
 STARTUP_RETRIES = 3
 
@@ -58,10 +57,11 @@ class Job:
     threads: int = 0
     call_checks: str = "sample"  # options.CALL_CHECKS
     reports: Any = None  # report_cap.Cap: failing cases per failure class given a report folder (None: every one)
-    # "module:function" that judges and records a batch in the worker instead of
-    # recording.judge_and_record: ``fn(configs, job, times, extras) -> rows``, ``extras``
-    # being each point's ``extra`` attribute (the soak's: run under contention).
+    # "module:function" that judges and records a batch in the worker instead of the
+    # subject's judge: ``fn(configs, job, times, extras) -> rows``, ``extras`` being each
+    # point's ``extra`` attribute (the soak's: run under contention).
     judge: str = ""
+    subject: str = subjects.DEFAULT  # whose cases the batches hold (subjects.get)
 
 
 # The sweep's judge on a GPU: Triton kernels compiled at the batch's launches (not
@@ -72,11 +72,13 @@ COMPILED_AT_LAUNCH = "triton compiled"
 def _judge(job: Job):
     """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
     if not job.judge:
+        subject = subjects.get(job.subject)
+        settings = JudgeSettings(job.a, job.b, job.device, job.folder, job.memcheck, job.call_checks, job.reports)
+
         def sweeps(configs, times, extras):
             loads = Loads() if job.device == "cuda" else Loads.none()
             with loads:
-                rows = judge_and_record(configs, job.a, job.b, job.device, job.folder, times, memcheck=job.memcheck,
-                                        call_checks=job.call_checks, reports=job.reports)
+                rows = subject.judge(configs, settings, times)
             if loads.active:
                 times.seconds[COMPILED_AT_LAUNCH] = loads.compiled
             return rows
@@ -119,7 +121,7 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
         batch_id, items, extras = task
         times = BatchTimes()
         try:
-            configs = [task_case(d) for d in items]
+            configs = [subjects.get(job.subject).case_from_dict(d) for d in items]
             rows = judge(configs, times, extras)
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)
             result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))
@@ -161,6 +163,7 @@ class Pool:
     def __init__(self, job: Job, envs: list[dict], case_timeout: float,
                  on_rows: Callable, on_lost: Callable, on_ready: Optional[Callable] = None):
         self.job = job
+        self.subject = subjects.get(job.subject)
         self.envs = envs
         self.case_timeout = case_timeout
         self.on_rows, self.on_lost, self.on_ready = on_rows, on_lost, on_ready
@@ -204,7 +207,7 @@ class Pool:
                         batch = pending.popleft()
                         inflight[next_id] = batch
                         w.batch, w.started = next_id, time.monotonic()
-                        w.task_q.put((next_id, [p.config.to_dict() for p in batch],
+                        w.task_q.put((next_id, [self.subject.case_dict(p.config) for p in batch],
                                       [getattr(p, "extra", None) for p in batch]))
                         next_id += 1
                 try:

@@ -56,8 +56,8 @@ from typing import Any
 
 from remap_ab import runtime
 from remap_ab.errors import ConfigError, exception_line
+from remap_ab.host.interrupts import Interrupts
 from remap_ab.processes import precompile
-from remap_ab.processes.interrupts import Interrupts
 from remap_ab.processes.pool import Job, Pool
 from remap_ab.processes.precompile import Loads, _has_listener, variant_key
 from remap_ab.recording import Judge, judge_and_record, lost_case_row

@@ -30,12 +30,6 @@ from remap_ab.status import Status
 HEARTBEAT = 10.0
 
 
-def case_cost(config) -> int:
-    """A case's size in lanes: its rows times its columns (T x K); a call without them
-    (a rejection call, refused before any kernel runs) counts as one lane."""
-    return int(getattr(config, "tokens", 1)) * int(getattr(config, "topk", 1))
-
-
 class CostModel:
     """seconds ~ a x cases + b x lanes, fitted (least squares, no intercept) to the time
     since the first result against the cases and lanes finished since then. Where the
@@ -128,7 +122,7 @@ class _Discard:
 
 
 class Progress:
-    """``costs``: each case's size (``case_cost``), in the order they will be given to
+    """``costs``: each case's size (``Subject.cost``), in the order they will be given to
     ``update``'s ``costs``; without them every case counts the same."""
 
     def __init__(self, total: int, enabled: bool = True, stream=None, heartbeat: float = HEARTBEAT,

@@ -1,24 +1,26 @@
-"""The sweep: every selected configuration of the grid (grid.toml) through A, B and the
-oracle, one row per case in the run folder. This file only orchestrates, one way:
+"""The sweep: every selected case of a subject's grid through A, B and the oracle, one
+row per case in the run folder. What a case is, which run and how each is judged are the
+subject's (``--subject``, default the remap: subject.py, subjects/); this file only
+orchestrates, one way:
 
-  selection.py   which grid points run (filters, the CPU token cap)
-  rejections.py  the calls a wrapper must reject (rejections.toml), run beside the grid's points
-  run_folder.py  run.json, the results table, the lock, the checks before resuming
-  pool.py        worker processes: supervision, crashes, --case-timeout
-  recording.py   what a judged case leaves behind (its row; a report folder for the first
-                 failing cases of each failure class: report_cap.py)
-  progress.py    the progress line on stderr
-  summary.py     the verdict of the run (``remap-ab report`` reads only this side)
+  subject.select     which points run (the grid, filters, caps, the subject's own calls),
+                     and A and B imported once
+  run_folder.py      run.json, the results table, the lock, the checks before resuming
+  pool.py            worker processes: supervision, crashes, --case-timeout
+  subject.judge      a batch judged and recorded where it ran (its rows; a report folder
+                     for the first failing cases of each failure class: report_cap.py)
+  progress.py        the progress line on stderr
+  summary.py         the verdict of the run (``remap-ab report`` reads only this side)
 
 ``-j 0`` runs the cases in this process instead of workers (no isolation, so no crash
 verdicts and no --case-timeout; the fastest start-up).
 
 On a GPU, in-process or pooled, once the first variant judged shows a cold Triton
-cache, every other variant the cases left need is compiled ahead on the host's other
-cores before it is judged (precompile.py: ``Schedule``, ``Ahead``), so judging overlaps
-compiling and a cold cache costs the compile time spread over the cores, not one after
-another; the summary says how many variants on how many cores. A warm cache starts no
-compile process, nor does the CPU (the interpreter compiles nothing).
+cache, every other variant the cases left need (``subject.variant``) is compiled ahead on
+the host's other cores before it is judged (precompile.py: ``Schedule``, ``Ahead``), so
+judging overlaps compiling and a cold cache costs the compile time spread over the cores,
+not one after another; the summary says how many variants on how many cores. A warm
+cache starts no compile process, nor does the CPU (the interpreter compiles nothing).
 """
 
 from __future__ import annotations
@@ -33,20 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import runtime
+from remap_ab import runtime, subjects
 from remap_ab.errors import ConfigError, UsageError, exception_line
+from remap_ab.host import gpus
+from remap_ab.host.interrupts import Interrupted, Interrupts
 from remap_ab.options import checked_output_dir
-from remap_ab.processes import gpus, precompile
-from remap_ab.processes.interrupts import Interrupted, Interrupts
+from remap_ab.processes import precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
-from remap_ab.recording import judge_and_record, lost_case_row
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
 from remap_ab.status import Status
-from remap_ab.subjects.remap import api_compat, features, registry, rejections
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap.batch import BatchTimes
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.sweep.progress import Progress, case_cost
+from remap_ab.subject import BatchTimes, JudgeSettings
+from remap_ab.sweep.progress import Progress
 from remap_ab.sweep.run_folder import (
     RUN_FORMAT,
     ResultsWriter,
@@ -58,7 +57,7 @@ from remap_ab.sweep.run_folder import (
     result_columns,
     write_run_json,
 )
-from remap_ab.sweep.selection import cap_note, select_with_calls, selection_fingerprint
+from remap_ab.sweep.selection import selection_fingerprint
 from remap_ab.sweep.summary import summarise
 
 GPU_BATCH = 64
@@ -69,8 +68,9 @@ DEFAULT_CASE_TIMEOUT = 900.0
 
 @dataclass
 class SweepOptions:
-    a: str = "old"
-    b: str = "new"
+    a: Optional[str] = None  # None: the subject's default A
+    b: Optional[str] = None
+    subject: str = subjects.DEFAULT  # the kernel pair under test (subjects/)
     device: str = "auto"
     filters: list = field(default_factory=list)
     max_tokens: Optional[int] = None  # None: every grid point
@@ -99,10 +99,12 @@ class Sweep:
     def prepare(self) -> None:
         o = self.opts
         checked_output_dir(o.root, "--root")
+        meta: Optional[dict] = None
         if o.resume:
             self.folder = find_run(o.root, o.run)
             meta = read_run_json(self.folder)
             o.a, o.b, o.filters, o.max_tokens, o.device = meta["a"], meta["b"], meta["filters"], meta["max_tokens"], meta["device"]
+            o.subject = meta.get("subject", subjects.DEFAULT)
             o.grid_file = meta.get("grid_file")
             o.memcheck = bool(meta.get("memcheck", False))
             o.call_checks = str(meta["call_checks"]) if meta.get("call_checks") in ("all", "off") else "sample"
@@ -110,37 +112,21 @@ class Sweep:
             o.reports = meta.get("reports", ALL)
         if o.reports is None:
             o.reports = DEFAULT_REPORTS
-        self.grid = gridmod.load(o.grid_file)
+        self.subject = subjects.get(o.subject)
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = runtime.select(o.device)
         if self.device == "cuda":
             precompile.default_workers()  # $REMAP_AB_COMPILE_WORKERS checked before anything is written
-        # Every sweep also makes SPEC §6's violating calls (rejections.toml): rows of their own
-        # (--filter case=... keeps only the rows it names, of either kind).
-        self.grid_points, calls = select_with_calls(self.grid, o.filters, o.max_tokens,
-                                                    rejections.sweep_points(len(self.grid.points()), grid=self.grid))
-        self.points = self.grid_points + calls
-        self.note = cap_note(self.grid, o.filters, o.max_tokens)
-        self.columns = result_columns([a.name for a in self.grid.axes])
+        # What runs; A and B imported once before any worker starts (one clear error, once).
+        # Workers, run.json and reports use the canonical names (a revision pinned).
+        sel = self.subject.select(o.grid_file, o.filters, o.max_tokens, o.a or self.subject.default_a,
+                                  o.b or self.subject.default_b, self.device, meta)
+        o.a, o.b = sel.a, sel.b
+        self.selected = sel
+        self.points = sel.points
+        self.note = sel.note
+        self.columns = result_columns(sel.axes, self.subject.columns)
         self.selection = selection_fingerprint(self.points)
-
-        # Implementations must import before any worker starts (one clear error, once);
-        # workers, run.json and reports use the canonical names (a revision pinned).
-        if o.resume:
-            registry.adopt_repo(meta.get("implementations"))
-        impls = registry.get(o.a), registry.get(o.b)
-        o.a, o.b = impls[0].name, impls[1].name
-        self.loaded = {role: impl.source.to_dict() if impl.source else None for role, impl in zip("ab", impls)}
-        self.api = [d.to_dict() for d in api_compat.check(o.a, o.b)]  # a run-level check (SPEC §1 signatures)
-        # Optional parameters (features.py): how each is exercised, from the two signatures;
-        # a point neither side can take is not run (the lines say how many).
-        plan = registry.feature_plan(o.a, o.b)
-        self.feature_lines = features.lines(plan, [p.config for p in self.grid_points])
-        runnable = [p for p in self.grid_points if plan.runnable(p.config)]
-        if len(runnable) != len(self.grid_points):
-            self.grid_points = runnable
-            self.points = self.grid_points + calls
-            self.selection = selection_fingerprint(self.points)
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
         if o.workers is None:
@@ -170,8 +156,9 @@ class Sweep:
         if o.resume:
             self.lock = RunLock(self.folder).acquire()
             try:
+                assert meta is not None
                 done = check_resumable(self.folder, meta, self.columns, [p.case_id for p in self.points],
-                                       self.selection, self.grid.version)
+                                       self.selection, sel.grid_version)
             except BaseException:
                 self.lock.release()
                 raise
@@ -184,28 +171,29 @@ class Sweep:
             self.lock = RunLock(self.folder).acquire()
             write_run_json(self.folder, self._new_meta(name))
             done = set()
+        self.settings = JudgeSettings(o.a, o.b, self.device, str(self.folder), o.memcheck, o.call_checks, o.reports)
         self.todo = [p for p in self.points if p.case_id not in done]
         self.already = len(self.points) - len(self.todo)
         self.by_id = {p.case_id: p for p in self.points}
 
     def _new_meta(self, name: str) -> dict:
         o = self.opts
+        sel = self.selected
         return {
             "format": RUN_FORMAT,
             "run": name,
+            "subject": self.subject.name,
             "a": o.a,
             "b": o.b,
-            "implementations": self.loaded,  # what a file or revision name loaded (path, commit, sha256)
+            "implementations": sel.meta.get("implementations"),  # what a file or revision name loaded
             "device": self.device,
             "filters": list(o.filters),
             "max_tokens": o.max_tokens,
             "grid_file": o.grid_file,
-            "grid_version": self.grid.version,
-            "grid_total": len(self.grid.points()),
+            "grid_version": sel.grid_version,
+            "grid_total": sel.grid_total,
             "selected": len(self.points),
-            "rejections": len(self.points) - len(self.grid_points),
-            "api": self.api,
-            "features": self.feature_lines,
+            **{k: v for k, v in sel.meta.items() if k != "implementations"},  # the subject's run-level facts
             "selection": self.selection,
             "memcheck": o.memcheck,
             "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
@@ -227,12 +215,10 @@ class Sweep:
             self.table.write(full)
             self.recorded += len(full)
             self.last_result_at = time.perf_counter()
-            self.progress.update([r["status"] for r in rows], [case_cost(self.by_id[r["case_id"]].config) for r in rows])
+            self.progress.update([r["status"] for r in rows], [self.subject.cost(self.by_id[r["case_id"]].config) for r in rows])
 
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
-        o = self.opts
-        self.record([lost_case_row(point.config, o.a, o.b, message, self.folder, self.device, status, o.reports)],
-                    worker, gpu)
+        self.record([self.subject.lost_row(point.config, self.settings, message, status)], worker, gpu)
 
     # -- running
     def run(self) -> dict:
@@ -248,7 +234,7 @@ class Sweep:
             with guard:
                 self.interrupts = guard if isinstance(guard, Interrupts) else Interrupts()
                 self.table = ResultsWriter(self.folder, self.columns)
-                self.progress = Progress(len(self.todo), self.opts.progress, costs=[case_cost(p.config) for p in self.todo])
+                self.progress = Progress(len(self.todo), self.opts.progress, costs=[self.subject.cost(p.config) for p in self.todo])
                 self.wall0 = time.perf_counter()
                 self.recorded = 0
                 stopped: Optional[Interrupted] = None
@@ -264,7 +250,7 @@ class Sweep:
                     self.table.close()
                     self.progress.close()
                 self._save_timings()
-                summary = summarise(self.folder, self.grid, lock_held_here=True)
+                summary = summarise(self.folder, self.selected.grid, lock_held_here=True)
                 summary["interrupted"] = stopped.name if stopped else ""
                 summary["interrupted_status"] = stopped.exit_status if stopped else 0
                 (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -307,12 +293,12 @@ class Sweep:
         the device process compiles at launch, as on the CPU."""
         if self.device != "cuda":
             return None
-        variants = {precompile.variant_key(p.config) for p in self.todo if isinstance(p.config, CaseConfig)}
+        variants = {self.subject.variant(p.config) for p in self.todo} - {None}
         workers = min(precompile.default_workers(device_processes), len(variants))
         if workers < 1 or len(variants) < 2:
             return None
-        o = self.opts
-        return precompile.Schedule(self.todo, lambda: precompile.Ahead(o.a, o.b, precompile.device_target(), workers))
+        a, b = self.settings.a, self.settings.b
+        return precompile.Schedule(self.todo, lambda: precompile.Ahead(a, b, precompile.device_target(), workers))
 
     def _compiled_line(self, schedule: Optional[precompile.Schedule], device_processes: int) -> None:
         if schedule is not None and schedule.ahead is not None:
@@ -321,7 +307,6 @@ class Sweep:
             self.compile_ahead = f"{schedule.start_error}; each variant compiled at its launch"
 
     def _run_inline(self) -> None:
-        o = self.opts
         schedule = self._schedule(1)
         pending = self._batches() if schedule is None else deque()
         try:
@@ -342,8 +327,7 @@ class Sweep:
                 loads = precompile.Loads(active=schedule is not None)
                 try:
                     with loads:
-                        rows = judge_and_record([p.config for p in batch], o.a, o.b, self.device, self.folder, times,
-                                                memcheck=o.memcheck, call_checks=o.call_checks, reports=o.reports)
+                        rows = self.subject.judge([p.config for p in batch], self.settings, times)
                 except Exception as exc:
                     if len(batch) > 1:
                         pending.extendleft(reversed([[p] for p in batch]))
@@ -392,8 +376,8 @@ class Sweep:
                 self.startup = time.perf_counter() - self.wall0
 
         pool = Pool(
-            Job(o.a, o.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker(),
-                call_checks=o.call_checks, reports=o.reports),
+            Job(self.settings.a, self.settings.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker(),
+                call_checks=o.call_checks, reports=o.reports, subject=self.subject.name),
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )

@@ -22,30 +22,24 @@ import io
 import json
 import os
 import re
-import shlex
 import socket
 from pathlib import Path
 from typing import Optional
 
-from remap_ab.errors import ReportError, UsageError
+from remap_ab import command_line
+from remap_ab.errors import InternalError, ReportError, UsageError
 from remap_ab.status import Status
 
 RUN_FORMAT = 2
-RESULT_FIELDS = (
-    "status", "check", "first_mismatch", "mismatch_lanes", "mismatch_rows", "order_differs",
-    "order_differs_rows", "a_ms", "b_ms", "inputs_sha256", "worker", "gpu", "report",
-    "max_row_valid",  # the oracle's largest per-row valid count (summary: "valid lanes")
-    "rejection", "rejected_by",  # a rejection call's id (rejections.toml) and which sides raised ("a,b", "a", ...)
-    "backend",  # the attention backend whose call the case is ("none": no backend named)
-    "pattern",  # its call pattern (A, B, C, D; "" for a call no backend makes)
-    "backend_view",  # that backend's view of A's and B's outputs: same / differs ("" not checked)
-    "hazard_rows",  # rows where that backend's rule and the kernel's contract disagree for both sides
-)
-TIMING_FIELDS = ("a_ms", "b_ms")
+# The columns every run's results.csv holds beside the subject's own (Subject.columns,
+# which places them; ``result_columns`` appends any it leaves out).
+SWEEP_COLUMNS = ("worker", "gpu")
 
 
-def result_columns(axis_names: list[str]) -> list[str]:
-    return ["index", "case_id", *axis_names, *RESULT_FIELDS]
+def result_columns(axis_names: list[str], subject_columns) -> list[str]:
+    """results.csv's header: the row's place and ID, the grid's labels, the subject's columns."""
+    own = list(subject_columns)
+    return ["index", "case_id", *axis_names, *own, *(c for c in SWEEP_COLUMNS if c not in own)]
 
 
 def new_run_name(a: str, b: str, device: str) -> str:
@@ -79,7 +73,7 @@ def find_run(root, run: Optional[str]) -> Path:
 
 def resume_command(folder: Path) -> str:
     folder = Path(folder)
-    return f"remap-ab sweep --resume --run {shlex.quote(folder.name)} --root {shlex.quote(str(folder.parent))}"
+    return command_line.line("sweep", options=[("--resume", None), ("--run", folder.name), ("--root", str(folder.parent))])
 
 
 # ------------------------------------------------------------------ run.json
@@ -212,7 +206,7 @@ def read_results(folder: Path, columns: Optional[list] = None):
 
 
 def check_resumable(folder: Path, meta: dict, columns: list[str], case_ids: list[str], selection: str,
-                    grid_version: int) -> set:
+                    grid_version) -> set:
     """The case IDs already done, after checking that the run folder was written for
     exactly this selection and table layout. Reads only: a refusal (ReportError)
     leaves every file as it was."""
@@ -241,7 +235,9 @@ def check_resumable(folder: Path, meta: dict, columns: list[str], case_ids: list
 
 
 class ResultsWriter:
-    """Appends rows to results.csv, one flushed line per row."""
+    """Appends rows to results.csv, one flushed line per row. A row with a field the
+    table has no column for is refused (InternalError), never dropped: a misspelt key
+    would otherwise lose a verdict's detail without a word."""
 
     def __init__(self, folder: Path, columns: list[str]):
         import csv
@@ -255,12 +251,18 @@ class ResultsWriter:
                     fh.truncate(len(kept))
         new_file = not path.exists() or path.stat().st_size == 0
         self._fh = open(path, "a", newline="")
-        self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
+        self._columns = set(columns)
+        self._writer = csv.DictWriter(self._fh, fieldnames=columns)
         if new_file:
             self._writer.writeheader()
             self._fh.flush()
 
     def write(self, rows: list[dict]) -> None:
+        for r in rows:
+            unknown = set(r) - self._columns
+            if unknown:
+                raise InternalError(f"a results row has field(s) {', '.join(sorted(unknown))} that results.csv has no "
+                                    f"column for (case {r.get('case_id', '?')}): the subject's rows and its columns disagree")
         for r in rows:
             self._writer.writerow({k: (v.value if isinstance(v, Status) else v) for k, v in r.items()})
         self._fh.flush()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -40,17 +40,16 @@ import torch
 from remap_ab.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
 from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.compare import shape_ok as _shape_ok
-from remap_ab.processes import tuning
+from remap_ab.host import tuning
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.sanitizer.memcheck import replay_command
 from remap_ab.speed import size_bucket
+from remap_ab.subject import BatchTimes
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.backend_views import backend_views
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.subjects.remap.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
-
-PHASES = ("gen", "kernels", "compare", "write")
 
 
 @dataclass
@@ -65,11 +64,6 @@ class CaseOutcome:
     inputs_sha256: str = ""
     max_row_valid: int = 0  # the oracle's largest per-row valid count
     result: Optional[CaseResult] = None
-
-
-@dataclass
-class BatchTimes:
-    seconds: dict = field(default_factory=lambda: {p: 0.0 for p in PHASES})
 
 
 def timed_call(impl: registry.Implementation, config: CaseConfig, inputs: CaseInputs, clock: CallClock,

@@ -8,6 +8,9 @@ one way:
     calls.py        the one way to call A, B or the oracle, and what "equal" means
     properties.py   the PR's stated properties, as checks returning findings
     check.py        one case end to end: mismatches (blame a side) and findings (on a property)
+    report.py       a judged case's results row (the verdict) and, failing, its report folder
+    subject.py      ``SUBJECT`` (remap_ab.subject.Subject): what the sweep, the worker pool and
+                    the summary call (``remap-ab sweep --subject topology``)
     strategies.py   Hypothesis strategies: pattern cases, and explicit rows for shrinking
     __main__.py     ``python -m remap_ab.subjects.topology '<case JSON>'``: the replay line
     grid.toml       the grid, as data (grid.py expands it)
@@ -15,5 +18,5 @@ one way:
     mutants.toml    seeded bugs in the fused kernel (mutants.py builds them)
 
 Importing this package loads no Triton: only ``calls`` imports the fused kernel, and
-only when B is called.
+only when B is called or resolved.
 """

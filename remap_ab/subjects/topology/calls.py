@@ -17,6 +17,8 @@ from typing import Optional
 
 import torch
 
+from remap_ab import sources
+from remap_ab.errors import ImplementationError, exception_line
 from remap_ab.subjects.topology import oracle
 from remap_ab.subjects.topology.config import TopologyCase
 from remap_ab.subjects.topology.inputs import TopologyInputs
@@ -59,6 +61,56 @@ def module(side: str) -> ModuleType:
     return importlib.import_module(IMPLEMENTATIONS[side])
 
 
+# What each role's module must expose: A is the pair (its witnesses are compared with
+# the oracle's), B only the fused entry point.
+REQUIRED = {"a": ("topology_witnesses", ENTRY_POINT), "b": (ENTRY_POINT,)}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """An implementation name, loaded: its canonical name (what run.json and the workers
+    use), its module and, for a file or a revision, where its bytes came from."""
+
+    name: str
+    module: ModuleType
+    source: Optional[dict] = None
+
+
+_RESOLVED: dict[tuple[str, str], Resolved] = {}
+
+
+def resolve(name: str, role: str) -> Resolved:
+    """``name`` as side ``role`` ("a" or "b"): ``a``/``b`` (IMPLEMENTATIONS), a ``.py``
+    file, ``REV:PATH`` or a dotted module path exposing ``REQUIRED[role]``;
+    ImplementationError (one line) when it does not load or lacks them."""
+    key = (name, role)
+    if key in _RESOLVED:
+        return _RESOLVED[key]
+    source = None
+    if name in IMPLEMENTATIONS:
+        mod, canonical = module(name), name
+    else:
+        spec = sources.parse(name)
+        if spec is not None:
+            mod, loaded = sources.load(spec)
+            canonical, source = spec.canonical, loaded.to_dict()
+        else:
+            try:
+                mod, canonical = importlib.import_module(name), name
+            except Exception as exc:  # whatever the module does while importing is its own
+                raise ImplementationError(
+                    f"--{role} {name}: cannot import it ({exception_line(exc)}); give a, b, a .py file, REV:PATH or a "
+                    f"dotted module path exposing {ENTRY_POINT}"
+                ) from None
+    missing = [f for f in REQUIRED[role] if not callable(getattr(mod, f, None))]
+    if missing:
+        raise ImplementationError(
+            f"--{role} {name}: it has no {' and no '.join(missing)}; side {role} must expose {', '.join(REQUIRED[role])}"
+        )
+    _RESOLVED[key] = Resolved(canonical, mod, source)
+    return _RESOLVED[key]
+
+
 def _forced(mod: ModuleType):
     """B's kernel launched whatever the device; A has nothing to force."""
     force = getattr(mod, "kernel_forced", None)
@@ -86,4 +138,9 @@ def witnesses(side: str, inputs: TopologyInputs, case: TopologyCase) -> torch.Te
         return oracle.witnesses(inputs.learned, inputs.context_lens, case.segments)
     if side != "a":
         raise ValueError(f"only side a and the oracle compute witnesses, not {side!r}")
-    return module("a").topology_witnesses(inputs.learned, inputs.context_lens, case.segments)
+    return witnesses_of(module("a"), inputs, case)
+
+
+def witnesses_of(mod: ModuleType, inputs: TopologyInputs, case: TopologyCase) -> torch.Tensor:
+    """``mod``'s witnesses ``[rows, S]`` (a module with the pair's first function)."""
+    return mod.topology_witnesses(inputs.learned, inputs.context_lens, case.segments)

@@ -16,6 +16,7 @@ row.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Optional
@@ -37,6 +38,13 @@ class CaseResult:
     mismatches: list[tuple[str, Mismatch]] = field(default_factory=list)  # (side, first difference from the oracle)
     findings: list[tuple[str, Finding]] = field(default_factory=list)  # (side checked, finding)
     oracle_rows: str = "all"  # the rows compared with the oracle
+    # What a report shows beside the mismatches: the inputs and both merged outputs (CPU).
+    inputs: Optional[TopologyInputs] = None
+    a_merged: Optional[torch.Tensor] = None
+    b_merged: Optional[torch.Tensor] = None
+    a_ms: float = 0.0  # A's merge call, wall milliseconds (its witnesses call not counted)
+    b_ms: float = 0.0
+    seconds: dict = field(default_factory=dict)  # phase -> seconds: gen, kernels, compare
 
     @property
     def equal(self) -> bool:
@@ -52,13 +60,48 @@ class CaseResult:
         return out
 
 
-def run_case(case: TopologyCase, device: str = "cpu", b_module: Optional[ModuleType] = None) -> CaseResult:
-    """Run the case on ``device``; ``b_module`` replaces B (a mutant)."""
-    inputs = generate(case, device)
+class SideRaised(Exception):
+    """Side ``side`` ("a" or "b") raised on a case: a verdict (ERROR) on that side."""
+
+    def __init__(self, side: str, exc: BaseException):
+        self.side, self.exc = side, exc
+        super().__init__(f"{side.upper()} raised {type(exc).__name__}: {' '.join(str(exc).split())}")
+
+
+def _side(side: str, fn):
+    try:
+        return fn()
+    except Exception as exc:  # the implementation's failure, recorded as its verdict
+        raise SideRaised(side, exc) from exc
+
+
+def _timed(fn, device: str) -> tuple[torch.Tensor, float]:
+    """``fn()`` and its wall milliseconds (the device's queue drained at both ends)."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    out = fn()
+    sync()
+    return out, (time.perf_counter() - start) * 1e3
+
+
+def run_case(case: TopologyCase, device: str = "cpu", b_module: Optional[ModuleType] = None,
+             a_module: Optional[ModuleType] = None) -> CaseResult:
+    """Run the case on ``device``; ``b_module`` replaces B (a mutant, a user's kernel),
+    ``a_module`` replaces A (a module with the pair's ``topology_witnesses`` and the
+    entry point)."""
     result = CaseResult(case)
-    a_w = calls.witnesses("a", inputs, case)
-    a_m = calls.call("a", inputs, case)
-    b_m = calls.call_module(b_module, inputs, case) if b_module is not None else calls.call("b", inputs, case)
+    clock = time.perf_counter()
+    inputs = generate(case, device)
+    result.seconds["gen"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    a_mod = a_module if a_module is not None else calls.module("a")
+    b_mod = b_module if b_module is not None else calls.module("b")
+    a_w = _side("a", lambda: calls.witnesses_of(a_mod, inputs, case))
+    a_m, result.a_ms = _side("a", lambda: _timed(lambda: calls.call_module(a_mod, inputs, case), device))
+    b_m, result.b_ms = _side("b", lambda: _timed(lambda: calls.call_module(b_mod, inputs, case), device))
+    result.seconds["kernels"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     rows = torch.arange(case.rows)
     if case.rows > ORACLE_ROW_LIMIT:
         half = ORACLE_ROW_LIMIT // 2
@@ -77,4 +120,7 @@ def run_case(case: TopologyCase, device: str = "cpu", b_module: Optional[ModuleT
     result.findings += [("a", f) for f in properties.check_merge(case, inputs, a_m)]
     result.findings += [("b", f) for f in properties.check_merge(case, inputs, b_m)]
     result.findings += [("a, b", f) for f in properties.check_fused_equals_pair(a_m, b_m)]
+    result.inputs = TopologyInputs(learned=inputs.learned.cpu(), context_lens=inputs.context_lens.cpu())
+    result.a_merged, result.b_merged = a_m.cpu(), b_m.cpu()
+    result.seconds["compare"] = time.perf_counter() - clock
     return result

@@ -34,8 +34,16 @@ def _seed(block: str, fields: tuple) -> int:
 
 @cache
 def cases() -> tuple[TopologyCase, ...]:
-    """Every grid case, in file order, without repeats (two edges can resolve alike)."""
-    data = tomllib.loads(GRID_FILE.read_text())
+    """Every case of the packaged grid, in file order, without repeats (two edges can
+    resolve alike)."""
+    return load(GRID_FILE)[1]
+
+
+@cache
+def load(path: Path) -> tuple[int, tuple[TopologyCase, ...]]:
+    """``(version, cases)`` of a grid file of grid.toml's form; KeyError, TypeError or
+    ValueError (a TOMLDecodeError is one) when it is not of that form."""
+    data = tomllib.loads(Path(path).read_text())
     out: dict[tuple, TopologyCase] = {}
     for block in data["block"]:
         for rows, topk, segments, lens, learned, keep_spec, max_spec in itertools.product(*(block[a] for a in AXES)):
@@ -47,7 +55,7 @@ def cases() -> tuple[TopologyCase, ...]:
                     rows=rows, topk=topk, segments=segments, keep=keep, max_replacements=max_replacements,
                     lens=lens, learned=learned, seed=_seed(block["name"], fields),
                 )
-    return tuple(out.values())
+    return int(data["version"]), tuple(out.values())
 
 
 def cpu_cases() -> tuple[TopologyCase, ...]:

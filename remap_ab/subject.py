@@ -1,0 +1,130 @@
+"""What a kernel pair under test declares, and all the machinery may ask of it.
+
+A subject is a package under ``remap_ab/subjects/`` whose ``subject`` module holds a
+``SUBJECT`` satisfying ``Subject``: data (its name, default implementations, result
+columns) plus the few functions below. The sweep, the run folder, the worker pool and
+the summary call only these; what a case is, how its inputs are made, how its outputs
+are judged and what a report shows are the subject's own. ``remap_ab.subjects.get``
+loads one by name (``--subject NAME``).
+
+Cases cross process boundaries as dicts (``case_dict`` / ``case_from_dict``), rows as
+dicts keyed by ``columns`` (the run folder's ``results.csv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol
+
+# Where a batch's time goes, summed over workers in the run's summary.
+PHASES = ("gen", "kernels", "compare", "write")
+
+
+@dataclass
+class BatchTimes:
+    """A judged batch's seconds per phase (``PHASES``; a subject may add its own)."""
+
+    seconds: dict = field(default_factory=lambda: {p: 0.0 for p in PHASES})
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row a sweep runs: its place in the selection, its ID, its case (the subject's
+    own type) and the labels of the grid values it holds (results.csv's axis columns)."""
+
+    index: int
+    case_id: str
+    config: Any
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Selection:
+    """What a sweep runs, decided before anything is written: the points (grid cases
+    first, then any calls of the subject's own, such as the remap's rejection calls),
+    the canonical implementation names, and the run-level facts run.json keeps."""
+
+    points: list
+    grid_points: int  # how many of ``points`` are the grid's (the rest: the subject's extra calls)
+    grid_total: int  # the grid's size before filters and caps
+    grid_version: Any  # what tells the grid's revisions apart (a resume refuses another)
+    axes: list[str]  # results.csv's label columns, in order
+    a: str
+    b: str
+    note: str = ""  # what a cap or the device left out (empty: nothing)
+    meta: dict = field(default_factory=dict)  # the subject's run-level facts, kept in run.json
+    grid: Any = None  # the subject's grid, loaded (handed back to its summarise)
+    header: list[str] = field(default_factory=list)  # lines the sweep prints (stderr) before it runs
+
+
+@dataclass
+class JudgeSettings:
+    """How a batch is judged, the same in every process that judges it."""
+
+    a: str
+    b: str
+    device: str
+    folder: Optional[str]
+    memcheck: bool = False
+    call_checks: str = "sample"
+    reports: Any = None  # report_cap.Cap; None: every failing case gets a report folder
+
+
+@dataclass
+class SummaryLines:
+    """The subject's lines of a printed run summary, each where it belongs."""
+
+    cases_note: str = ""  # appended inside the cases line's parentheses
+    setup: list[str] = field(default_factory=list)  # run-level checks, after the caps
+    verdicts_note: str = ""  # appended to the verdicts line
+    findings: list[str] = field(default_factory=list)  # after the report folders line
+    other_report: str = ""  # another way to a failing case's report than a new run (a replay)
+    report_file: str = "diff.md"  # the file a person opens in a case's report folder
+
+
+class Subject(Protocol):
+    name: str
+    title: str  # a few words: what the pair computes
+    default_a: str
+    default_b: str
+    columns: Sequence[str]  # results.csv's columns after ``index``, ``case_id`` and the axes
+
+    def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
+               device: str, resume: Optional[dict]) -> Selection:
+        """The points a sweep of ``grid`` runs (``resume``: the run.json of a resumed run)."""
+        ...
+
+    def case_dict(self, config: Any) -> dict:
+        ...
+
+    def case_from_dict(self, d: dict) -> Any:
+        ...
+
+    def judge(self, configs: list, settings: JudgeSettings, times: Any) -> list[dict]:
+        """A row each, in order; a report folder for each failing case ``settings`` allows."""
+        ...
+
+    def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
+        """The row of a case whose worker died or ran out of time."""
+        ...
+
+    def cost(self, config: Any) -> int:
+        """A case's relative size, for the progress line's estimate."""
+        ...
+
+    def variant(self, config: Any) -> Optional[Hashable]:
+        """What decides the kernels a case compiles (None: compiled at launch, never ahead)."""
+        ...
+
+    def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
+        """The subject's keys of a run's summary (``rows``: results.csv as a DataFrame;
+        ``grid``: the subject's grid when the caller holds it loaded, else None). Keys
+        the machinery reads: ``failing_cases`` (those a report folder may go to),
+        ``failures_by_dimension`` ({axis: {label: [failed, total]}}), ``coverage`` (what a
+        PASS covers), ``run_failure`` (a run-level failure beside the cases', "" none)."""
+        ...
+
+    def summary_lines(self, summary: dict) -> SummaryLines:
+        """The subject's lines of the printed summary (``summary``: summarise's dict)."""
+        ...
