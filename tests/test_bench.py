@@ -544,7 +544,7 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     rows = tables["phases"]
     from remap_ab.subjects.remap import grid as gridmod
     from remap_ab.subjects.remap import rejections
-    from remap_ab.sweep.selection import select_with_calls
+    from remap_ab.subjects.remap.selection import select_with_calls
 
     # The one case, and the rejection calls its filters keep (none: every call's base case has 4 rows).
     g = gridmod.load("pr")

@@ -33,19 +33,12 @@ KNOWN_UPWARD = [
     ("call", "subjects.remap.out_layout", "module"),  # machinery -> subject: the subject step removes it
     ("call", "subjects.remap.registry", "typing"),  # machinery -> subject: the subject step removes it
     ("compare", "subjects.remap.backend_views", "local"),  # the backend-view check: the subject's, out of the judge
-    ("recording", "subjects.remap.batch", "module"),  # machinery -> subject: the subject step removes it
-    ("recording", "subjects.remap.config", "module"),  # machinery -> subject: the subject step removes it
-    ("recording", "subjects.remap.inputs", "module"),  # machinery -> subject: the subject step removes it
-    ("recording", "subjects.remap.registry", "module"),  # machinery -> subject: the subject step removes it
-    ("recording", "subjects.remap.rejections", "module"),  # machinery -> subject: the subject step removes it
-    ("recording", "subjects.remap.runner", "module"),  # machinery -> subject: the subject step removes it
     ("report", "subjects.remap.charts", "module"),  # machinery -> subject: the subject step removes it
     ("report", "subjects.remap.config", "module"),  # machinery -> subject: the subject step removes it
     ("report", "subjects.remap.inputs", "module"),  # machinery -> subject: the subject step removes it
     ("report", "subjects.remap.rejections", "module"),  # machinery -> subject: the subject step removes it
     ("sources", "subjects.remap.vllm_shim", "module"),  # loading a kernel file serves its vLLM import: the subject's shim
     ("subjects.remap.subject", "processes.precompile", "local"),  # subjects -> drivers
-    ("subjects.remap.subject", "sweep.selection", "module"),  # the subject step: selection helpers below the sweep
     ("subjects.topology.strategies", "properties.profiles", "module"),  # the active Hypothesis budget (profiles could sit lower)
 ]
 
@@ -100,7 +93,6 @@ VOCABULARY_CEILING = {
     "remap properties.test_speed": 4,
     "remap pytest.grid": 2,
     "remap pytest.plugin": 1,
-    "remap recording": 24,
     "remap report": 86,
     "remap report_cap": 12,
     "remap report_sections": 6,
@@ -121,7 +113,6 @@ VOCABULARY_CEILING = {
     "remap subjects.topology.subject": 2,
     "remap sweep.progress": 24,
     "remap sweep.run": 6,
-    "remap sweep.selection": 22,
     "topology compare": 13,
     "topology mutants.witness": 1,
     "topology properties.test_dcp": 1,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from remap_ab import recording
+from remap_ab.subjects.remap import recording
 
 
 class Broken(Exception):

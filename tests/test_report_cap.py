@@ -16,7 +16,7 @@ from remap_ab.report_cap import ReportSlots, failure_class, path_name
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import rejections
 from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.sweep.selection import select_with_calls
+from remap_ab.subjects.remap.selection import select_with_calls
 
 DEVICE = runtime.current()  # a process's Triton backend is fixed: the session's
 WRITES_INPUTS = (Path(__file__).resolve().parent / "impls" / "writes_inputs.py").read_text()

@@ -40,8 +40,8 @@ from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
 from remap_ab.subjects.remap.runner import poisoned_empty
+from remap_ab.subjects.remap.selection import select
 from remap_ab.sweep.run import Sweep, SweepOptions
-from remap_ab.sweep.selection import select
 from remap_ab.sweep.summary import format_summary
 
 HOST_TOKENS = 1

@@ -21,9 +21,9 @@ from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.rejections import sweep_points
+from remap_ab.subjects.remap.selection import cap_note, select_with_calls
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
-from remap_ab.sweep.selection import cap_note, select_with_calls
 from remap_ab.sweep.summary import format_summary
 
 

@@ -23,9 +23,9 @@ import pytest
 from remap_ab import command_line, options, report_cap, runtime
 from remap_ab.errors import RemapABError
 from remap_ab.processes import precompile
-from remap_ab.recording import Judge
 from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.sweep.selection import select
+from remap_ab.subjects.remap.recording import Judge
+from remap_ab.subjects.remap.selection import select
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16

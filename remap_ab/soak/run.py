@@ -60,13 +60,13 @@ from remap_ab.host.interrupts import Interrupts
 from remap_ab.processes import precompile
 from remap_ab.processes.pool import Job, Pool
 from remap_ab.processes.precompile import Loads, _has_listener, variant_key
-from remap_ab.recording import Judge, judge_and_record, lost_case_row
 from remap_ab.report import replay_command, run_command
 from remap_ab.status import Status
 from remap_ab.subjects.remap import envelope, features, registry
 from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
 from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 from remap_ab.subjects.remap.nondet import SideStreamLoad
+from remap_ab.subjects.remap.recording import Judge, judge_and_record, lost_case_row
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it (the DCP
 # filter proper takes the envelope's sizes above 1: ``_dcp_sizes``).

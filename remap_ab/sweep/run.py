@@ -55,9 +55,9 @@ from remap_ab.sweep.run_folder import (
     new_run_name,
     read_run_json,
     result_columns,
+    selection_fingerprint,
     write_run_json,
 )
-from remap_ab.sweep.selection import selection_fingerprint
 from remap_ab.sweep.summary import summarise
 
 GPU_BATCH = 64

@@ -269,3 +269,11 @@ class ResultsWriter:
 
     def close(self) -> None:
         self._fh.close()
+
+
+def selection_fingerprint(points: list) -> str:
+    """A short hash of the selected case IDs, in order: a resumed run must select
+    exactly the cases its results table was written for."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(p.case_id for p in points).encode()).hexdigest()[:16]

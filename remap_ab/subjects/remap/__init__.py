@@ -9,6 +9,8 @@ pipeline, one module per step:
     runner.py        one case: A, B and the oracle's reference (oracle.py)
     batch.py         many cases with few host syncs (the sweep's, the soak's and the plugin's engine)
     rejections.py    SPEC §6's violating calls (rejections.toml)
+    recording.py     what a judged case leaves in a run folder: its row, and a report folder
     grid.py          the grids as data (grid.toml, grids/), and the call envelope (envelope.py)
+    selection.py     which grid points a sweep runs (filters, the token cap)
     summary.py       the remap's part of a run's summary
 """

@@ -15,9 +15,9 @@ from remap_ab.subject import JudgeSettings, Selection
 from remap_ab.subjects.remap import api_compat, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.selection import cap_note, select_with_calls
 from remap_ab.subjects.remap.summary import summarise as summarise_remap
 from remap_ab.subjects.remap.summary import summary_lines as remap_summary_lines
-from remap_ab.sweep.selection import cap_note, select_with_calls
 
 # results.csv's columns after index, case_id and the grid's axes (their order is the
 # file's: runs before this module kept it too).
@@ -69,18 +69,18 @@ class RemapSubject:
         return config.to_dict()
 
     def case_from_dict(self, d: dict) -> Any:
-        from remap_ab.recording import task_case  # the batch engine loads where cases run, not in `remap-ab report`
+        from remap_ab.subjects.remap.recording import task_case  # the batch engine loads where cases run, not in `remap-ab report`
 
         return task_case(d)
 
     def judge(self, configs: list, settings: JudgeSettings, times: Any) -> list[dict]:
-        from remap_ab.recording import judge_and_record  # the batch engine loads where cases run, not in `remap-ab report`
+        from remap_ab.subjects.remap.recording import judge_and_record  # the batch engine loads where cases run, not in `remap-ab report`
 
         return judge_and_record(configs, settings.a, settings.b, settings.device, settings.folder, times,
                                 memcheck=settings.memcheck, call_checks=settings.call_checks, reports=settings.reports)
 
     def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
-        from remap_ab.recording import lost_case_row  # the batch engine loads where cases run, not in `remap-ab report`
+        from remap_ab.subjects.remap.recording import lost_case_row  # the batch engine loads where cases run, not in `remap-ab report`
 
         return lost_case_row(config, settings.a, settings.b, message, settings.folder, settings.device, status,
                              settings.reports)

@@ -100,11 +100,3 @@ def cap_note(g: gridmod.Grid, filters: list, max_tokens: Optional[int]) -> str:
         f"--max-tokens: tokens <= {max_tokens}; {len(left)} of {len(everything)} selected configurations "
         f"(tokens {', '.join(map(str, tok))}) not run — --max-tokens {max(tok)} runs them"
     )
-
-
-def selection_fingerprint(points: list) -> str:
-    """A short hash of the selected case IDs, in order: a resumed run must select
-    exactly the cases its results table was written for."""
-    import hashlib
-
-    return hashlib.sha256("\n".join(p.case_id for p in points).encode()).hexdigest()[:16]
