@@ -9,7 +9,8 @@
 - ``broken_impl``: the one fixture that writes an implementation module into a
   temporary folder on sys.path, for tests that feed remap-ab a broken kernel
   (``broken_impl_module``: the same, for a module-scoped fixture); ``badlane``: the
-  one wrong in lane (0, 0) that the sweep and pytest-grid tests run in subprocesses.
+  one wrong in lane (0, 0) that the sweep and pytest-grid tests run in subprocesses
+  (``badlane_module``: the same, for a module-scoped fixture).
 - ``importable_mutants``: catalogue mutants built as packages on sys.path for a block;
   ``by_id``: their test ids.
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ("remap_ab.pytest.plugin",)
+pytest_plugins = ("remap_ab.pytest.plugin", "pytester")  # pytester: pytest sessions run in this process
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ROOT / "strategies"
@@ -159,6 +160,13 @@ def broken_impl_module(tmp_path_factory):
         maker = BrokenImpl(tmp_path_factory.mktemp("impls"), monkeypatch)
         yield maker
         maker.forget()
+
+
+@pytest.fixture(scope="module")
+def badlane_module(broken_impl_module):
+    """``badlane`` for a module-scoped fixture (one run that several tests read)."""
+    broken_impl_module(patch=BADLANE, name="badlane")
+    return broken_impl_module
 
 
 def forget_mutant_packages() -> None:

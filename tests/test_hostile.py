@@ -6,10 +6,10 @@ asserts what holds for all of them: no traceback, and for a refusal (exit 2) or 
 internal error (exit 3) exactly one line on stderr. A failing implementation is a
 verdict, not an error: exit 1, the verdict (on stdout) says what went wrong.
 
-Rows run in this process through ``remap_ab.cli.main`` where that is cheap, and in a
+Rows run in this process through ``remap_ab.cli.main``, each stopped at its timeout (a
+command that would run for minutes if it failed to refuse fails the row there), and in a
 subprocess where they must: a row whose failure would be a crash of the process (the
-segfault class), a closed stdout, or a command that would run for minutes if it failed
-to refuse (killed at the row's timeout).
+segfault class), or a closed stdout.
 
 ``owner`` names the helper whose fix the row checks (see the project brief); a row
 owned elsewhere may fail on a branch without that fix.
@@ -27,6 +27,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,7 @@ class Hostile:
     owner: str = "edges"
     how: str = "inproc"  # inproc | subprocess | closed-stdout
     needs: str = ""  # "" | "cpu" (no CUDA) | "gpu" | "non-root"
-    timeout: float = 180.0
+    timeout: float = 180.0  # seconds until the row fails: the command did not refuse
 
 
 def row(id, argv, status, fragment, **kw) -> Hostile:
@@ -155,13 +156,13 @@ ROWS = [
     row("sweep-impl-syntax", "sweep --a {impl:syntax} --root {tmp} -j 0 --no-progress", 2, "SyntaxError"),
     row("sweep-list-closed-stdout", "sweep --list", 141, "", how="closed-stdout"),
     row("sweep-workers-negative", "sweep -j -1 --filter k=128 --max-tokens 1 --root {tmp} --no-progress", 2, "-j",
-        owner="sweep", how="subprocess", timeout=60),
+        owner="sweep", timeout=60),
     row("sweep-grid-missing", "sweep --list --grid {tmp}/nope.toml", 2, "nope.toml", owner="sweep"),
     row("sweep-grid-version-word", "sweep --list --grid {file:grid_version_word}", 2, "version", owner="sweep"),
     row("sweep-grid-values-not-list", "sweep --list --grid {file:grid_values_int}", 2, "values", owner="sweep"),
     row("sweep-grid-not-toml", "sweep --list --grid {file:junk}", 2, "junk", owner="sweep"),
     row("sweep-root-is-a-file", "sweep --filter k=128 --max-tokens 1 -j 0 --root {tmp}/afile --no-progress", 2,
-        "is a file", owner="sweep", how="subprocess", timeout=120),
+        "is a file", owner="sweep", timeout=120),
     row("sweep-filter-unknown", "sweep --list --filter bogus=1", 2, "bogus", owner="sweep"),
     row("sweep-resume-with-options", "sweep --resume --a old --root {tmp}", 2, "--resume continues a run", owner="sweep"),
     # --- report and replay -------------------------------------------------------------------
@@ -177,13 +178,12 @@ ROWS = [
         owner="report"),
     row("replay-rejection-corrupt", "replay {tmp}/badcall", 2, "field 'rejection' holds no valid rejection call",
         owner="report"),
-    # --- mutants (killed after the timeout if it starts running instead of refusing: a run takes
+    # --- mutants (stopped at the timeout if it starts running instead of refusing: a run takes
     # minutes; a refusal's start-up on a loaded GPU host can take tens of seconds) ----------------
-    row("mutants-timeout-negative", "mutants --timeout -1", 2, "--timeout", owner="mutants", how="subprocess", timeout=120),
-    row("mutants-jobs-negative", "mutants -j -1", 2, "-j", owner="mutants", how="subprocess", timeout=120),
-    row("mutants-only-empty", "mutants --only ,", 2, "--only", owner="mutants", how="subprocess", timeout=120),
-    row("mutants-nothing-to-run", "mutants --no-props --no-sweep", 2, "--no-props", owner="mutants",
-        how="subprocess", timeout=120),
+    row("mutants-timeout-negative", "mutants --timeout -1", 2, "--timeout", owner="mutants", timeout=120),
+    row("mutants-jobs-negative", "mutants -j -1", 2, "-j", owner="mutants", timeout=120),
+    row("mutants-only-empty", "mutants --only ,", 2, "--only", owner="mutants", timeout=120),
+    row("mutants-nothing-to-run", "mutants --no-props --no-sweep", 2, "--no-props", owner="mutants", timeout=120),
     # --- bench -----------------------------------------------------------------------------------
     row("bench-without-gpu", "bench", 2, "CUDA", needs="cpu"),
     row("bench-fail-slower-word", "bench --fail-slower five", 2, "--fail-slower 'five'", owner="bench"),
@@ -399,13 +399,30 @@ def _needs(r: Hostile):
         pytest.skip("root writes into read-only folders")
 
 
-def _run_inproc(argv, capsys) -> tuple[int, str, str]:
+class _StillRunning(BaseException):
+    """Raised by the row's timer: no ``except Exception`` of the command catches it."""
+
+
+def _run_inproc(argv, capsys, timeout) -> tuple[int, str, str]:
     from remap_ab import cli
 
+    def stop(signum, frame):
+        raise _StillRunning
+
+    timed = threading.current_thread() is threading.main_thread()  # signals reach the main thread only
+    if timed:
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         status = cli.main(argv)
     except SystemExit as exc:  # argparse's own exits
         status = exc.code if isinstance(exc.code, int) else 1
+    except _StillRunning:
+        pytest.fail(f"still running after {timeout:.0f} s: the command did not refuse the input")
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     out, err = capsys.readouterr()
     return status, out, err
 
@@ -441,7 +458,7 @@ def test_hostile_input(r: Hostile, tmp_path, broken_impl, capsys):
         argv = _resolve(r.argv, tmp_path, broken_impl)
         env = broken_impl.env()
         if r.how == "inproc":
-            status, out, err = _run_inproc(argv, capsys)
+            status, out, err = _run_inproc(argv, capsys, r.timeout)
         else:
             status, out, err = _run_subprocess(argv, env, r.timeout, closed_stdout=r.how == "closed-stdout")
     finally:

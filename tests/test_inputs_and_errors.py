@@ -46,13 +46,24 @@ def test_ratios_are_honoured_exactly_at_the_ends():
         (["--tokens", "many"], "not a valid int"),
     ],
 )
-def test_bad_configuration_is_one_line(options, needle):
-    proc = subprocess.run(
-        [sys.executable, "-m", "remap_ab", "run", *options], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr
+def test_bad_configuration_is_one_line(options, needle, capsys):
+    status, err = _run_command(["run", *options], capsys)
+    assert status == 2
+    assert err.count("\n") == 1 and needle in err, err
+    assert "Traceback" not in err
+
+
+def _run_command(argv, capsys) -> tuple:
+    """``remap-ab ARGV`` in this process (what `python -m remap_ab` runs, and exits with):
+    (its status, its stderr). argparse refuses with SystemExit; the rest return a status."""
+    from remap_ab import cli
+
+    capsys.readouterr()
+    try:
+        status = cli.main(argv)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    return status, capsys.readouterr().err
 
 
 def _inputs(config):
@@ -76,7 +87,7 @@ def test_req_id_length_must_match(delta):
         run_case(config, inputs=inputs)
 
 
-def test_bad_input_file_is_one_line(tmp_path):
+def test_bad_input_file_is_one_line(tmp_path, capsys):
     config = CaseConfig(topk=256, tokens=2)
     inputs = _inputs(config).tensors()
     inputs["req_id"] = inputs["req_id"].to(torch.int64)
@@ -85,11 +96,8 @@ def test_bad_input_file_is_one_line(tmp_path):
     for path, needle in ((tmp_path / "in.pt", "req_id has dtype torch.int64"),
                          (tmp_path / "junk.pt", "cannot read input file"),
                          (tmp_path / "missing.pt", "does not exist")):
-        proc = subprocess.run(
-            [sys.executable, "-m", "remap_ab", "run", "--topk", "256", "--tokens", "2", "--inputs", str(path)],
-            capture_output=True, text=True, timeout=120,
-        )
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+        status, err = _run_command(["run", "--topk", "256", "--tokens", "2", "--inputs", str(path)], capsys)
+        assert status == 2 and err.count("\n") == 1 and needle in err, err
 
 
 def test_config_error_is_raised_at_construction():

@@ -33,7 +33,8 @@ def test_workers_cross_compile_each_variant_once_into_the_on_disk_cache(tmp_path
     other = CaseConfig(mode="dcp", tokens=2, topk=256, dcp_size=2, dcp_rank=1)
     assert precompile.variant_key(one) == precompile.variant_key(same_variant) != precompile.variant_key(other)
 
-    ahead = precompile.Ahead("old", "new", H200, workers=2)
+    # One worker: several at once is test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_processes.
+    ahead = precompile.Ahead("old", "new", H200, workers=1)
     try:
         for c in (one, same_variant, other):
             ahead.submit(c)

@@ -1,6 +1,7 @@
 """``pytest --remap-grid``: one pytest item per grid case, judged in batches behind the
-items, with pytest's -k, --lf, --junitxml and pytest-xdist (-n 2, --tx 2*popen) working on
-them. Each run is a real pytest subprocess of this checkout."""
+items, with pytest's -k, --lf, --junitxml and pytest-xdist (-n 2) working on
+them. Each run that judges cases is a real pytest subprocess of this checkout; a session
+that stops at a usage error runs in this process (pytester)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,10 +46,11 @@ def _cases(xml_path: Path) -> dict:
     return {str(c.get("name")).split("[")[0]: c for c in root.iter("testcase")}
 
 
-@pytest.mark.parametrize("dist", [["-n", "2"], ["--tx", "2*popen", "--dist", "load"]], ids=["n2", "tx-popen"])
-def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, badlane, dist):
+def test_grid_items_run_under_xdist_in_batches_with_junit(tmp_path, badlane):
+    # One run: `-n 2` is xdist's `--tx 2*popen --dist load`, and the plugin reads neither
+    # option (only a worker's queue), so `--tx` would take the same path.
     xml_path = tmp_path / "grid.xml"
-    r = _pytest(badlane, tmp_path, *dist, f"--junitxml={xml_path}")
+    r = _pytest(badlane, tmp_path, "-n", "2", f"--junitxml={xml_path}")
     assert r.returncode == 1, r.stdout + r.stderr
     assert _closes(r, "3 failed, 5 passed"), r.stdout
     cases = _cases(xml_path)
@@ -82,35 +82,43 @@ def test_k_case_id_judges_only_that_case(tmp_path, badlane):
     assert sorted(_folders(tmp_path)) == [FIRST]
 
 
-def test_report_folders_are_capped_per_failure_class_and_each_session_counts_its_own(tmp_path, badlane):
-    # An earlier session's slots, all taken: this session counts its own.
+def test_report_folders_are_capped_per_failure_class_and_lf_reruns_the_failed_cases_only(tmp_path, badlane):
+    # One session serves both: its cap (an earlier session's slots all taken: this session
+    # counts its own), then --lf from its cache. This project's pytest settings turn the
+    # cache off (addopts); --lf needs it back.
+    cache = ["-o", "addopts=", "-o", f"cache_dir={tmp_path / 'cache'}", "-p", "no:xdist"]
     slots = tmp_path / "reports" / ".report-slots"
     slots.mkdir(parents=True)
     for taken in ("out.convert.0", "out.convert-counts.0"):
         (slots / taken).write_text("an earlier session's case\n")
-    r = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-report-cases=1")
+    r = _pytest(badlane, tmp_path, *cache, "--remap-grid-report-cases=1")
     assert _closes(r, "3 failed, 5 passed"), r.stdout
     assert _folders(tmp_path) == {FIRST}
     told = [ln for ln in r.stdout.splitlines() if ln.startswith("no report folder: ")]
     assert told == ["no report folder: the first 1 failing cases of each failure class (check × path) got one; "
                     "the command below writes this case's"] * 2, r.stdout
     assert r.stdout.count("--reports all)") == 3, r.stdout
-    bad = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-report-cases=some")
-    assert bad.returncode == 4
-    assert "--remap-grid-report-cases: 'some' is neither a count (0 or more) nor 'all'" in bad.stderr
-
-
-def test_lf_reruns_the_failed_cases_only(tmp_path, badlane):
-    # This project's pytest settings turn the cache off (addopts); --lf needs it back.
-    cache = ["-o", "addopts=", "-o", f"cache_dir={tmp_path / 'cache'}", "-p", "no:xdist"]
-    first = _pytest(badlane, tmp_path, *cache)
-    assert _closes(first, "3 failed, 5 passed"), first.stdout
     again = _pytest(badlane, tmp_path, *cache, "--lf")
     assert _closes(again, "3 failed, 5 deselected"), again.stdout
 
 
-def test_a_filter_that_selects_nothing_is_a_usage_error(tmp_path, badlane):
-    r = _pytest(badlane, tmp_path, "-p", "no:xdist", "--remap-grid-filter=case=abcdef123456")
-    assert r.returncode == 4
+def _usage_error(pytester, badlane, *args: str):
+    """A pytest session of the grid that stops at a usage error, run in this process:
+    it stops before any case runs (and before pytest starts a worker), so a process of
+    its own would only add the seconds of importing torch and Triton again. (``badlane``
+    puts GRID's B on sys.path: the plugin resolves it before it reads the grid options.)"""
+    return pytester.runpytest_inprocess("-p", "remap_ab.pytest.plugin", "-p", "no:xdist", "-p", "no:cacheprovider",
+                                        *GRID, f"--remap-grid-reports={pytester.path / 'reports'}", *args)
+
+
+def test_a_report_cap_that_is_no_count_is_a_usage_error(pytester, badlane):
+    bad = _usage_error(pytester, badlane, "--remap-grid-report-cases=some")
+    assert bad.ret == 4
+    assert "--remap-grid-report-cases: 'some' is neither a count (0 or more) nor 'all'" in bad.stderr.str()
+
+
+def test_a_filter_that_selects_nothing_is_a_usage_error(pytester, badlane):
+    r = _usage_error(pytester, badlane, "--remap-grid-filter=case=abcdef123456")
+    assert r.ret == 4
     assert ("ERROR: --remap-grid: --filter 'case=abcdef123456': no case of the grid has ID abcdef123456; "
-            "`remap-ab sweep --list` lists the grid's cases") in r.stderr
+            "`remap-ab sweep --list` lists the grid's cases") in r.stderr.str()

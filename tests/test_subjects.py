@@ -61,7 +61,8 @@ def test_a_failing_case_is_reported_counted_by_dimension_and_resumed(tmp_path, m
     again = Sweep(SweepOptions(resume=True, run=s.folder.name, root=str(tmp_path), progress=False))
     again.prepare()
     assert again.subject.name == SUMS and again.todo == []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    paths = [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     r = subprocess.run([sys.executable, "-m", "remap_ab", "report", str(s.folder)], cwd=REPO, capture_output=True,
                        text=True, timeout=120, env=env)
     assert r.returncode == 1 and "largest n where B is wrong: 1000" in r.stdout, r.stderr

@@ -43,12 +43,6 @@ def triton_filter_and_convert_dcp_index(*args, **kwargs):
 SMALL = ["--filter", "tokens=1", "--filter", "k=128", "--filter", "oor=off"]
 
 
-def _cli(args, cwd, env, timeout=240):
-    return subprocess.run(
-        [sys.executable, "-m", "remap_ab", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
 @pytest.fixture(scope="module")
 def broken_run(tmp_path_factory, broken_impl_module):
     """A sweep of old vs a broken implementation over 4 cases (2 fail), in this process."""
@@ -192,7 +186,7 @@ def triton_filter_and_convert_dcp_index(*args, **kwargs):
 '''
 
 
-def test_killed_sweep_resumes_each_case_exactly_once(tmp_path, broken_impl):
+def test_killed_sweep_resumes_each_case_exactly_once(tmp_path, broken_impl, capsys, monkeypatch):
     broken_impl(SLOW_AFTER_FIRST, name="slowimpl")
     args = ["sweep", "--b", "slowimpl", "--filter", "tokens=1", "--filter", "k=128", "--filter", "path=dcp-compact",
             "--filter", "invalid=0,0.3", "-j", "0", "--batch", "1", "--root", "reports", "--run", "r", "--no-progress"]
@@ -217,9 +211,12 @@ def test_killed_sweep_resumes_each_case_exactly_once(tmp_path, broken_impl):
     # Make the cut worse than a kill between rows: half a row at the end.
     with open(csv_path, "a") as fh:
         fh.write(before.iloc[0].case_id[:5])
-    r = _cli(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"], tmp_path, env=broken_impl.env())
-    assert r.returncode == 0, r.stderr
-    assert "resuming" in r.stderr and f"1 case already done, {3 + CALLS} to run" in r.stderr
+    # The resume in this process (the killed one is the process under test), at full speed.
+    monkeypatch.chdir(tmp_path)
+    status = cli_main(["sweep", "--resume", "--run", "r", "--root", "reports", "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    assert "resuming" in err and f"1 case already done, {3 + CALLS} to run" in err
     after = pd.read_csv(csv_path)
     assert len(after) == 4 + CALLS and after["case_id"].is_unique
     assert set(before.case_id) <= set(after.case_id)
@@ -240,11 +237,16 @@ def test_truncated_results_resume_without_repeats(tmp_path, capsys):
     assert list(after.inputs_sha256.sort_values()) == list(full.inputs_sha256.sort_values())
 
 
-def test_crashing_implementation_becomes_a_crash_verdict(tmp_path, broken_impl):
+def test_crashing_implementation_becomes_a_crash_verdict(tmp_path, broken_impl, capsys, monkeypatch):
     impl = broken_impl(CRASHING)
-    r = _cli(["sweep", "--b", impl, *SMALL, "--filter", "invalid=0", "--filter", "path=convert,dcp-inplace",
-              "-j", "1", "--root", "reports", "--run", "c", "--no-progress"], tmp_path, env=broken_impl.env())
-    assert r.returncode == 1, r.stderr
+    # The sweep in this process: what crashes is its worker, a process of its own (given
+    # the implementation's folder on PYTHONPATH as well as on sys.path).
+    monkeypatch.setenv("PYTHONPATH", broken_impl.env()["PYTHONPATH"])
+    monkeypatch.chdir(tmp_path)
+    status = cli_main(["sweep", "--b", impl, *SMALL, "--filter", "invalid=0", "--filter", "path=convert,dcp-inplace",
+                       "-j", "1", "--root", "reports", "--run", "c", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert status == 1, err
     df = pd.read_csv(tmp_path / "reports" / "c" / "results.csv", keep_default_na=False)
     df = df[df.rejection == ""]  # the rejection calls pass: the crash is in a valid case
     assert dict(zip(df.path, df.status)) == {"convert": "pass", "dcp-inplace": "crash"}
@@ -252,4 +254,4 @@ def test_crashing_implementation_becomes_a_crash_verdict(tmp_path, broken_impl):
     assert "SIGSEGV" in crash.first_mismatch
     meta = json.loads((tmp_path / "reports" / "c" / crash.case_id / "verdict.json").read_text())
     assert meta["status"] == "crash"
-    assert "crash 1" in r.stdout
+    assert "crash 1" in out

@@ -3,6 +3,8 @@ and ``--filter case=ID[,ID...]`` re-running chosen cases of a run's table."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -11,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,25 +23,42 @@ SELECT = ["--max-tokens", "1", "--filter", "path=convert", "--filter", "k=128", 
 
 
 def _cpu_sweep(args: list, badlane) -> subprocess.CompletedProcess:
-    """``remap-ab sweep ARGS`` (--device cpu) in a process of its own: the device fixes a
-    process's Triton backend, and this one may already run kernels on cuda. The folder
-    of ``badlane`` (conftest's; B changes lane (0, 0) when it is valid, so some cases of
-    the selection fail, the rest pass) and this checkout go first on PYTHONPATH, the
-    caller's entries behind them."""
-    r = subprocess.run([sys.executable, "-m", "remap_ab", "sweep", *args], cwd=REPO, env=badlane.env(),
-                       capture_output=True, text=True, timeout=300)
+    """``remap-ab sweep ARGS`` (--device cpu): in this process where its Triton backend is
+    the CPU's already (no GPU), else in a process of its own: the device fixes a process's
+    backend, and this one runs kernels on cuda. The folder of ``badlane`` (conftest's; B
+    changes lane (0, 0) when it is valid, so some cases of the selection fail, the rest
+    pass) is on sys.path here and first on the subprocess's PYTHONPATH, this checkout next,
+    the caller's entries behind them."""
+    if runtime.default_device() == "cpu":
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli_main(["sweep", *args])
+        r = subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+    else:
+        r = subprocess.run([sys.executable, "-m", "remap_ab", "sweep", *args], cwd=REPO, env=badlane.env(),
+                           capture_output=True, text=True, timeout=300)
     assert "Traceback" not in r.stderr, r.stderr
     return r
 
 
-def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_command(tmp_path, badlane):
-    xml_path = tmp_path / "sweep.xml"
-    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r",
-                    "--junitxml", str(xml_path), "--reports", "all"], badlane)
+@pytest.fixture(scope="module")
+def badlane_run(tmp_path_factory, badlane_module):
+    """One sweep of SELECT with B = badlane (some cases fail), its JUnit XML and every
+    failing case's report: (the sweep, its runs root, the XML's path). The tests below
+    read it; none changes it (a test that would copies the run folder first)."""
+    base = tmp_path_factory.mktemp("junit")
+    xml_path = base / "sweep.xml"
+    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(base / "runs"), "--run", "r",
+                    "--junitxml", str(xml_path), "--reports", "all"], badlane_module)
+    return r, base / "runs", xml_path
+
+
+def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_command(badlane_run, badlane_module):
+    r, runs, xml_path = badlane_run
     assert r.returncode == 1, r.stdout + r.stderr
     calls = 0  # the rejection calls the filters keep are testcases too; path=convert keeps none (theirs count)
     assert r.stderr.endswith(f"JUnit XML: {xml_path} ({8 + calls} testcases)\n"), r.stderr
-    folder = tmp_path / "runs" / "r"
+    folder = runs / "r"
     table = pd.read_csv(folder / "results.csv", dtype=str, keep_default_na=False)
 
     root = ET.parse(xml_path).getroot()
@@ -68,19 +88,22 @@ def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_co
         assert failure.get("message").endswith("); 1 lane in 1 row differs")
         out = case.find("system-out").text.splitlines()
         assert out[0] == f"verdict: FAIL {row['first_mismatch']}"
-        assert out[1] == (f"replay: PYTHONPATH={badlane.folder}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay "
+        assert out[1] == (f"replay: PYTHONPATH={badlane_module.folder}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay "
                           f"{(folder / row['case_id']).resolve()}")
         assert out[2] == f"report: {folder / row['case_id'] / 'diff.html'}"
         assert out[3] == f"run it alone: remap-ab sweep --a old --b badlane --device cpu --filter case={row['case_id']}"
 
 
-def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
+def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane_run):
+    import shutil
+
     from remap_ab.subjects.remap import grid as gridmod
     from remap_ab.sweep import junit
 
-    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "r"], badlane)
+    r, runs, _ = badlane_run
     assert r.returncode == 1, r.stdout + r.stderr
     folder = tmp_path / "runs" / "r"
+    shutil.copytree(runs / "r", folder)
     lines = (folder / "results.csv").read_text().splitlines(keepends=True)
     (folder / "results.csv").write_text("".join(lines[:4]))  # 3 of 8 rows survive
     g = gridmod.load()
@@ -92,13 +115,13 @@ def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane):
         f"not run: the run is incomplete; resume with: remap-ab sweep --resume --run r --root {tmp_path / 'runs'}")
 
 
-def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane):
-    r = _cpu_sweep(["--b", "badlane", *SELECT, "--root", str(tmp_path / "runs"), "--run", "all"], badlane)
+def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane_run, badlane_module):
+    r, runs, _ = badlane_run
     assert r.returncode == 1, r.stdout + r.stderr
-    table = pd.read_csv(tmp_path / "runs" / "all" / "results.csv", dtype=str, keep_default_na=False)
+    table = pd.read_csv(runs / "r" / "results.csv", dtype=str, keep_default_na=False)
     wanted = list(table[table["status"] == "fail"]["case_id"])[:2]
     r = _cpu_sweep(["--b", "badlane", "--filter", f"case={','.join(wanted)}", "-j", "0", "--device", "cpu",
-                    "--no-progress", "--root", str(tmp_path / "runs"), "--run", "again"], badlane)
+                    "--no-progress", "--root", str(tmp_path / "runs"), "--run", "again"], badlane_module)
     assert r.returncode == 1, r.stdout + r.stderr
     again = pd.read_csv(tmp_path / "runs" / "again" / "results.csv", dtype=str, keep_default_na=False)
     assert sorted(again["case_id"]) == sorted(wanted) and set(again["status"]) == {"fail"}
