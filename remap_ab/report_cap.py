@@ -70,9 +70,14 @@ class ReportSlots:
         self._full: set = set()  # classes this process found full: no more file system calls for them
 
     def claim(self, config, check) -> bool:
+        """The remap's failure class: the check and the wrapper path (``path_name``)."""
+        return self.claim_key(f"{check}.{path_name(config)}", config.case_id)
+
+    def claim_key(self, key: str, case_id: str) -> bool:
+        """Whether case ``case_id`` of failure class ``key`` (a file-name-safe word) gets
+        a slot: the first ``cap`` claims of a class win, one slot file each."""
         if self.cap == ALL:
             return True
-        key = f"{check}.{path_name(config)}"
         if key in self._full:
             return False
         slots = self.folder / SLOTS_FOLDER
@@ -83,7 +88,7 @@ class ReportSlots:
             except FileExistsError:
                 continue
             try:
-                os.write(fd, config.case_id.encode() + b"\n")
+                os.write(fd, case_id.encode() + b"\n")
             finally:
                 os.close(fd)
             return True

@@ -102,6 +102,7 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
     tuning.tune_this_process()
     runtime.select(job.device)
     judge = _judge(job)
+    subject = subjects.get(job.subject)  # whose cases the tasks carry, as dicts
     if job.threads:
         import torch
 
@@ -121,7 +122,7 @@ def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
         batch_id, items, extras = task
         times = BatchTimes()
         try:
-            configs = [subjects.get(job.subject).case_from_dict(d) for d in items]
+            configs = [subject.case_from_dict(d) for d in items]
             rows = judge(configs, times, extras)
         except BaseException as exc:  # the context may be unusable (sticky CUDA error)
             result_q.put(("failed", wid, batch_id, exception_line(exc)[:400]))

@@ -16,13 +16,11 @@ in the run folder (``.report-slots/``) so that every worker shares the count.
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab import command_line
-from remap_ab.report_cap import ALL, SLOTS_FOLDER
+from remap_ab import command_line, report_cap
 from remap_ab.status import Status
 from remap_ab.subjects.topology.check import CaseResult
 from remap_ab.subjects.topology.config import TopologyCase
@@ -97,23 +95,9 @@ def row(case: TopologyCase, result: Optional[CaseResult], report: str, error: st
 def claim(folder: Path, cap: Any, check: str, cid: str) -> bool:
     """Whether this failing case gets a report folder: ``cap`` None or ``all``: every
     one; N: the first N of its check across every process writing into ``folder``
-    (report_cap's slot files, one created exclusively per report)."""
-    if cap is None or cap == ALL:
-        return True
-    slots = Path(folder) / SLOTS_FOLDER
-    slots.mkdir(parents=True, exist_ok=True)
-    key = "topology." + check.replace(":", "-")
-    for i in range(int(cap)):
-        try:
-            fd = os.open(slots / f"{key}.{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            continue
-        try:
-            os.write(fd, cid.encode() + b"\n")
-        finally:
-            os.close(fd)
-        return True
-    return False
+    (report_cap's slots; the topology's failure class is the check alone)."""
+    slots = report_cap.slots(folder, cap)
+    return slots is None or slots.claim_key("topology." + check.replace(":", "-"), cid)
 
 
 def replay_command(case: TopologyCase, a: str = "a", b: str = "b") -> str:
