@@ -10,7 +10,7 @@ import functools
 import hashlib
 import json
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, get_type_hints
 
@@ -263,12 +263,15 @@ class CaseConfig:
         valid value of its type is one ConfigError naming it."""
         from remap_ab import schema  # pydantic is loaded only when a file is read
 
-        names = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(names))
+        unknown = sorted(set(data) - set(FIELD_TYPES))
         if unknown:
             raise ConfigError(
-                f"unknown configuration field(s) {', '.join(unknown)}; known fields: {', '.join(names)}"
+                f"unknown configuration field(s) {', '.join(unknown)}; known fields: {', '.join(FIELD_TYPES)}"
             )
+        if all(_exact(FIELD_TYPES[name], value) for name, value in data.items()):
+            # Nothing to convert: the constructor's strict checks are the whole of it
+            # (the grids build thousands of cases this way; pydantic costs ~0.1 ms each).
+            return cls(**data)
         plain = {name: _plain(value) for name, value in data.items()}
         converted = schema.load(schema.config_input(tuple(FIELD_TYPES.items())), plain, where="configuration", error=ConfigError,
                                 describe=_not_valid)
@@ -293,7 +296,10 @@ def _check_types(c: CaseConfig) -> None:
     (a bool is not a count), ``compact="no"`` too (a non-empty string is truthy);
     ints are accepted for ratios and stored as floats, so 0 and 0.0 are one case."""
     for name, want in FIELD_TYPES.items():
-        value = _plain(getattr(c, name))
+        value = getattr(c, name)
+        if type(value) is want:
+            continue  # the common case, and the cheap test: an exact type needs no conversion
+        value = _plain(value)
         if want is bool:
             ok = isinstance(value, bool)
             if ok:
@@ -319,6 +325,12 @@ def _check_types(c: CaseConfig) -> None:
 
 
 _TYPE_WORDS = {int: "an int", float: "a number (int or float)", bool: "a bool (True or False)", str: "a str"}
+
+
+def _exact(want: type, value: Any) -> bool:
+    """Whether ``value`` already is what a field of type ``want`` stores (an int for a
+    ratio too: the constructor makes it a float)."""
+    return type(value) is want or (want is float and type(value) is int)
 
 
 def _plain(value: Any) -> Any:
@@ -348,83 +360,84 @@ INT32_MAX = 2**31 - 1
 def validate(c: CaseConfig) -> None:
     """Raise ConfigError naming the first thing that makes no sense."""
 
-    def need(ok: bool, message: str) -> None:
+    def need(ok: bool, message: Callable[[], str]) -> None:
+        # The message is made only when it is raised: a grid validates thousands of cases.
         if not ok:
-            raise ConfigError(message)
+            raise ConfigError(message())
 
-    need(c.mode in MODES, f"mode={c.mode!r} is not one of {', '.join(MODES)}")
-    need(c.negatives in NEGATIVE_KINDS, f"negatives={c.negatives!r} is not one of {', '.join(NEGATIVE_KINDS)}")
-    need(c.table in TABLE_KINDS, f"table={c.table!r} is not one of {', '.join(TABLE_KINDS)}")
-    need(c.row_layout in ROW_LAYOUTS, f"row_layout={c.row_layout!r} is not one of {', '.join(ROW_LAYOUTS)}")
-    need(c.layout in LAYOUT_NAMES, f"layout={c.layout!r} is not one of {', '.join(LAYOUT_NAMES)}")
-    need(c.tokens >= 1, f"tokens={c.tokens}: a case needs at least one token row; use --tokens 1 or more")
-    need(c.tokens <= 1 << 20, f"tokens={c.tokens} is beyond the supported 1,048,576 rows")
-    need(c.block_n >= 1, f"block_n={c.block_n} must be positive")
-    need(c.topk >= 1, f"topk={c.topk} must be positive")
+    need(c.mode in MODES, lambda: f"mode={c.mode!r} is not one of {', '.join(MODES)}")
+    need(c.negatives in NEGATIVE_KINDS, lambda: f"negatives={c.negatives!r} is not one of {', '.join(NEGATIVE_KINDS)}")
+    need(c.table in TABLE_KINDS, lambda: f"table={c.table!r} is not one of {', '.join(TABLE_KINDS)}")
+    need(c.row_layout in ROW_LAYOUTS, lambda: f"row_layout={c.row_layout!r} is not one of {', '.join(ROW_LAYOUTS)}")
+    need(c.layout in LAYOUT_NAMES, lambda: f"layout={c.layout!r} is not one of {', '.join(LAYOUT_NAMES)}")
+    need(c.tokens >= 1, lambda: f"tokens={c.tokens}: a case needs at least one token row; use --tokens 1 or more")
+    need(c.tokens <= 1 << 20, lambda: f"tokens={c.tokens} is beyond the supported 1,048,576 rows")
+    need(c.block_n >= 1, lambda: f"block_n={c.block_n} must be positive")
+    need(c.topk >= 1, lambda: f"topk={c.topk} must be positive")
     need(
         c.topk % c.block_n == 0,
-        f"topk={c.topk} is not a multiple of block_n={c.block_n}; the kernels require "
+        lambda: f"topk={c.topk} is not a multiple of block_n={c.block_n}; the kernels require "
         f"NUM_TOPK_TOKENS % BLOCK_N == 0",
     )
-    need(_is_pow2(c.block_n), f"block_n={c.block_n} must be a power of two (tl.arange needs one)")
-    need(c.block_size >= 1, f"block_size={c.block_size} must be positive")
-    need(c.blocks_per_req >= 1, f"blocks_per_req={c.blocks_per_req} must be at least 1")
-    need(c.num_reqs >= 1, f"num_reqs={c.num_reqs} must be at least 1")
-    need(0.0 <= c.invalid_ratio <= 1.0, f"invalid_ratio={c.invalid_ratio} must lie in [0, 1]")
-    need(0.0 <= c.out_of_range <= 1.0, f"out_of_range={c.out_of_range} must lie in [0, 1]")
+    need(_is_pow2(c.block_n), lambda: f"block_n={c.block_n} must be a power of two (tl.arange needs one)")
+    need(c.block_size >= 1, lambda: f"block_size={c.block_size} must be positive")
+    need(c.blocks_per_req >= 1, lambda: f"blocks_per_req={c.blocks_per_req} must be at least 1")
+    need(c.num_reqs >= 1, lambda: f"num_reqs={c.num_reqs} must be at least 1")
+    need(0.0 <= c.invalid_ratio <= 1.0, lambda: f"invalid_ratio={c.invalid_ratio} must lie in [0, 1]")
+    need(0.0 <= c.out_of_range <= 1.0, lambda: f"out_of_range={c.out_of_range} must lie in [0, 1]")
     need(
         c.invalid_ratio + c.out_of_range <= 1.0 + 1e-9,
-        f"invalid_ratio + out_of_range = {c.invalid_ratio + c.out_of_range:g} exceeds 1",
+        lambda: f"invalid_ratio + out_of_range = {c.invalid_ratio + c.out_of_range:g} exceeds 1",
     )
-    need(0.0 <= c.prefill_fraction <= 1.0, f"prefill_fraction={c.prefill_fraction} must lie in [0, 1]")
+    need(0.0 <= c.prefill_fraction <= 1.0, lambda: f"prefill_fraction={c.prefill_fraction} must lie in [0, 1]")
     need(
         c.prefill_fraction == 0 or c.mode == "convert",
-        "prefill_fraction > 0 needs mode=convert: the DCP wrapper never uses the prefill workspace",
+        lambda: "prefill_fraction > 0 needs mode=convert: the DCP wrapper never uses the prefill workspace",
     )
-    need(c.dcp_size >= 1, f"dcp_size={c.dcp_size} must be at least 1")
+    need(c.dcp_size >= 1, lambda: f"dcp_size={c.dcp_size} must be at least 1")
     need(
         0 <= c.dcp_rank < c.dcp_size,
-        f"dcp_rank={c.dcp_rank} must satisfy 0 <= dcp_rank < dcp_size={c.dcp_size}",
+        lambda: f"dcp_rank={c.dcp_rank} must satisfy 0 <= dcp_rank < dcp_size={c.dcp_size}",
     )
-    need(c.interleave >= 1, f"interleave={c.interleave} must be at least 1")
+    need(c.interleave >= 1, lambda: f"interleave={c.interleave} must be at least 1")
     need(
         c.block_size % c.interleave == 0,
-        f"interleave={c.interleave} does not divide block_size={c.block_size}; the DCP "
+        lambda: f"interleave={c.interleave} does not divide block_size={c.block_size}; the DCP "
         f"wrapper requires BLOCK_SIZE % cp_kv_cache_interleave_size == 0",
     )
     # The largest in-range global position must stay in int32 (SPEC §2 precondition).
     span = c.blocks_per_req * c.block_size * c.dcp_size
     need(
         span <= INT32_MAX,
-        f"blocks_per_req * block_size * dcp_size = {span:,} overflows int32 (at most {INT32_MAX:,}); "
+        lambda: f"blocks_per_req * block_size * dcp_size = {span:,} overflows int32 (at most {INT32_MAX:,}); "
         f"shrink blocks_per_req or block_size",
     )
     # Lane offsets (row * K + column) are int32 inside the kernels.
     need(
         c.tokens * c.topk <= INT32_MAX,
-        f"tokens * topk = {c.tokens * c.topk:,} lanes overflows the kernels' int32 offsets (at most {INT32_MAX:,})",
+        lambda: f"tokens * topk = {c.tokens * c.topk:,} lanes overflows the kernels' int32 offsets (at most {INT32_MAX:,})",
     )
-    need(c.seed >= 0, f"seed={c.seed} must be non-negative")
-    need(c.backend in BACKENDS, f"backend={c.backend!r} is not one of {', '.join(BACKENDS)}")
+    need(c.seed >= 0, lambda: f"seed={c.seed} must be non-negative")
+    need(c.backend in BACKENDS, lambda: f"backend={c.backend!r} is not one of {', '.join(BACKENDS)}")
     need(0 <= c.graph_padding < c.tokens,
-         f"graph_padding={c.graph_padding} must lie in [0, tokens - 1 = {c.tokens - 1}]: at least one real row")
-    need(c.tokens_per_req >= 0, f"tokens_per_req={c.tokens_per_req} must be 0 (drawn) or at least 1")
+         lambda: f"graph_padding={c.graph_padding} must lie in [0, tokens - 1 = {c.tokens - 1}]: at least one real row")
+    need(c.tokens_per_req >= 0, lambda: f"tokens_per_req={c.tokens_per_req} must be 0 (drawn) or at least 1")
     if c.tokens_per_req:
         requests = -(-c.real_tokens // c.tokens_per_req)
         need(c.num_reqs >= requests,
-             f"num_reqs={c.num_reqs} is fewer than the {requests} requests that {c.real_tokens} real rows at "
+             lambda: f"num_reqs={c.num_reqs} is fewer than the {requests} requests that {c.real_tokens} real rows at "
              f"tokens_per_req={c.tokens_per_req} need; raise num_reqs")
     need(0 <= c.block_stride <= INT32_MAX,
-         f"block_stride={c.block_stride} must be 0 (not passed) or a positive int32 (BLOCK_STRIDE_ROWS)")
-    need(c.prefill_chunk >= 0, f"prefill_chunk={c.prefill_chunk} must be 0 (stacked) or at least 1")
+         lambda: f"block_stride={c.block_stride} must be 0 (not passed) or a positive int32 (BLOCK_STRIDE_ROWS)")
+    need(c.prefill_chunk >= 0, lambda: f"prefill_chunk={c.prefill_chunk} must be 0 (stacked) or at least 1")
     if c.backend != "none":
         patterns, sizes = BACKEND_CALLS[c.backend]
         name = BACKEND_NAMES[c.backend]
         need(c.pattern in patterns,
-             f"backend={c.backend}: {name} makes only call pattern(s) {', '.join(patterns)}, and this case is "
+             lambda: f"backend={c.backend}: {name} makes only call pattern(s) {', '.join(patterns)}, and this case is "
              f"{('pattern ' + c.pattern) if c.pattern else 'no backend call pattern'}")
         need(sizes is None or c.block_size in sizes,
-             f"backend={c.backend}: {name} uses block sizes {', '.join(map(str, sizes or ()))}, not {c.block_size}")
+             lambda: f"backend={c.backend}: {name} uses block sizes {', '.join(map(str, sizes or ()))}, not {c.block_size}")
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(CaseConfig))
