@@ -1,4 +1,5 @@
-"""Timing inside CUDA graphs, the launch floor, and the time budget of a bench run.
+"""Timing inside CUDA graphs (and eager loops beside them, for a call no graph can hold),
+the launch floor, and the time budget of a bench run.
 
 Why a hand-written graph loop rather than ``triton.testing.do_bench_cudagraph``:
 that helper times one callable at a time and hands back only a number. Here every
@@ -107,6 +108,20 @@ def time_graphs(graphs: Mapping[GraphKey, tuple], repeats: int) -> dict[GraphKey
         for name, (graph, calls) in graphs.items():
             times[name].samples.append(replay_us(graph, calls))
     return times
+
+
+class EagerLoop:
+    """``calls`` eager calls of ``fn`` behind a graph's ``replay()``, so ``time_graphs``
+    times a call no CUDA graph can hold (one that synchronises with the host) beside the
+    graphs, interleaved the same way; ``last`` is the last call's result."""
+
+    def __init__(self, fn: Callable[[], object], calls: int):
+        self.fn, self.calls = fn, calls
+        self.last: object = None
+
+    def replay(self) -> None:
+        for _ in range(self.calls):
+            self.last = self.fn()
 
 
 _empty_kernel = None

@@ -35,18 +35,30 @@ interval of B's median over A's above 1.05) is named and fails the run. Exit sta
 every section complete and every check passed; 1 a timing refused or failing its
 post-timing check, a cell the speed gate fails, or a section partial / not run / in
 error; 2 bad input, or only GPU sections asked for without a GPU.
+
+--subject NAME (another subject than the remap): that subject's own shapes
+(remap_ab/subjects/NAME/bench.py), A and B on the same inputs, each shape checked equal
+before and after timing, each side in a CUDA graph where it can be captured and eagerly
+where not; µs per call of A and B, B/A and the speed gate (remap_ab/bench/pairs.py); the
+same three files. It takes --a, --b, --device, --root,
+--report, --budget-s, --calls, --repeats and --fail-slower; the sections' options are the
+remap's. Exit status as above; 2 also without a GPU.
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Optional
 
-from remap_ab import command_line, options, runtime
-from remap_ab.bench import cross_compile, pr_table, width_scan
+from remap_ab import command_line, options, runtime, subjects
+from remap_ab.bench import cross_compile, page, pairs, pr_table, width_scan
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
+from remap_ab.bench.timing import Budget
 from remap_ab.commands.common import environment, int_list
 from remap_ab.errors import NeedsGPUError, UsageError
 from remap_ab.speed import parse_fail_slower
@@ -54,13 +66,19 @@ from remap_ab.subjects.remap import envelope
 
 DEFAULT_SECTIONS = ("pr", "resources")
 SWEEP_PHASES = ("host", "sweep")
+DEFAULT_A, DEFAULT_B = "old", "new"
+# What a bench of another subject than the remap takes (the rest are the remap's sections').
+SUBJECT_OPTIONS = frozenset({"a", "b", "repo", "device", "root", "report", "budget_s", "calls", "repeats",
+                             "fail_slower", "subject"})
 
 
 def add_arguments(p):
     import argparse
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter  # the section list above keeps its layout
-    options.add_implementations(p)
+    options.add_implementations(p, decided_later=(f"{DEFAULT_A}; the subject's own with --subject", f"{DEFAULT_B}; the "
+                                                  "subject's own with --subject"))
+    options.add(p, options.SUBJECT)
     options.add_device(p)
     options.add_root(p, "bench pages (written to ROOT/bench/<stamp>/)")
     what = p.add_argument_group("what to run")
@@ -114,6 +132,8 @@ def add_arguments(p):
     h.add_argument("--sweep-filter", action="append", default=[], metavar="NAME=V",
                    help="sweep section: time only this subset (repeatable)")
     h.add_argument("--no-fresh-process", action="store_true", help="sweep section: skip the end-to-end run as a fresh process")
+    # Each option's default, to tell what a bench of another subject would leave unused.
+    p.set_defaults(_option_defaults={a.dest: a.default for a in p._actions if a.dest != "help"})
 
 
 def _sections(args) -> list:
@@ -189,9 +209,10 @@ def build_options(args, device: str):
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
     repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
-    host_impls = tuple(x for x in (args.host_impls or f"{args.a},{args.b}").split(",") if x)
+    a, b = args.a or DEFAULT_A, args.b or DEFAULT_B
+    host_impls = tuple(x for x in (args.host_impls or f"{a},{b}").split(",") if x)
     return SuiteOptions(
-        sections=sections, device=device, budget_s=args.budget_s, a=args.a, b=args.b, calls=args.calls,
+        sections=sections, device=device, budget_s=args.budget_s, a=a, b=b, calls=args.calls,
         repeats=repeats, seed=args.seed, pr_topk=lists["--topk"], pr_tokens=lists["--tokens"], pr_paths=paths,
         cold_l2=args.cold_l2 or args.all, contention_tokens=lists["--contention-tokens"], model=model,
         decode_batches=lists["--batches"], scan_k=scan_k, scan_warps=scan_warps, scan_tokens=lists["--scan-tokens"],
@@ -204,6 +225,8 @@ def build_options(args, device: str):
 
 
 def main(args) -> int:
+    if args.subject != subjects.DEFAULT:
+        return _subject_main(args)
     device = runtime.select(args.device)
     opts = build_options(args, device)  # every bad option is one line before any work
     folder = _output_folder(args)
@@ -233,3 +256,67 @@ def main(args) -> int:
         for line in suite.slower_cells:
             print(f"  {line}")
     return 1 if incomplete or suite.failed_checks or suite.slower_cells else 0
+
+
+# --------------------------------------------------------------------------- another subject's bench
+
+
+def subject_bench(name: str) -> ModuleType:
+    """The bench module of subject ``name`` (remap_ab/subjects/NAME/bench.py); UsageError
+    for a subject without one."""
+    subject = subjects.get(name)  # an unknown name: its one-line error
+    if name not in subjects.NAMES:
+        raise UsageError(f"--subject {name}: bench times the packaged subjects' shapes only "
+                         f"({', '.join(subjects.NAMES)}); {subject.name} has no bench module")
+    return importlib.import_module(f"remap_ab.subjects.{name}.bench")
+
+
+def _subject_main(args) -> int:
+    bench = subject_bench(args.subject)
+    defaults = getattr(args, "_option_defaults", {})
+    unused = sorted(f"--{dest.replace('_', '-')}" for dest, default in defaults.items()
+                    if dest not in SUBJECT_OPTIONS and getattr(args, dest, default) != default)
+    if unused:
+        raise UsageError(f"{', '.join(unused)}: the remap bench's sections' options; bench --subject "
+                         f"{args.subject} times the shapes of remap_ab/subjects/{args.subject}/bench.py and takes "
+                         f"{', '.join('--' + o.replace('_', '-') for o in sorted(SUBJECT_OPTIONS - {'subject'}))}")
+    fail_slower = parse_fail_slower(args.fail_slower)
+    device = runtime.select(args.device)
+    if device != "cuda":
+        raise NeedsGPUError(f"bench --subject {args.subject} times A and B with CUDA events and needs a CUDA device; "
+                            f"torch sees none (run it on the GPU machine; on the CPU "
+                            f"`{command_line.line('sweep', options=[('--subject', args.subject)])}` checks them, "
+                            f"untimed)")
+    subject = subjects.get(args.subject)
+    return run_subject_bench(bench, args.a or subject.default_a, args.b or subject.default_b, device,
+                             _output_folder(args), calls=args.calls, repeats=args.repeats or 20,
+                             fail_slower=fail_slower, budget_s=args.budget_s)
+
+
+def run_subject_bench(bench: ModuleType, a: str, b: str, device: str, folder: Path, *, calls: int, repeats: int,
+                      fail_slower: Optional[float], budget_s: Optional[float] = None, shapes=None,
+                      say=print) -> int:
+    """Time ``bench``'s shapes (``shapes``: a subset; default all), write the page and
+    its files into ``folder``; the exit status (0 every shape timed, equal before and
+    after and not slower beyond noise; 1 otherwise)."""
+    shapes = bench.shapes() if shapes is None else tuple(shapes)
+    env = environment(device)
+    where = env.get("gpu") or "CPU"
+    say(f"bench --subject {bench.KEY} on {where} (torch {env['torch']}, triton {env['triton']}): {len(shapes)} shapes, "
+        f"A {a}, B {b}; {calls} calls x {repeats} repeats each, {pairs.METHOD}"
+        + (f"; budget {budget_s:.0f} s" if budget_s else "") + f"; writing {folder}")
+    result = pairs.run(shapes, lambda s: bench.pair(s, a, b, device), calls=calls, repeats=repeats,
+                       fail_slower=fail_slower, budget=Budget(budget_s), labels=bench.labels, say=say)
+    section = pairs.section(result, bench.KEY, bench.TITLE, bench.QUESTION, a, b)
+    meta = {**env, "command": command_line.line("bench", *sys.argv[2:]), "subject": bench.KEY, "a": a, "b": b,
+            "calls": calls, "repeats": repeats, "method": pairs.METHOD}
+    files = page.write(folder, [section], meta)
+    for finding in section.findings:
+        say(f"  - {finding}")
+    say("wrote " + ", ".join(str(f) for f in files))
+    if result.not_measured:
+        say(f"INCOMPLETE: {section.note}")
+    if result.failed:
+        say(f"FAIL: {len(result.failed)} of {len(result.rows)} shapes not timed, changed by the timed calls, or B "
+            "slower than A beyond noise (above)")
+    return 1 if result.not_measured or result.failed else 0

@@ -15,19 +15,30 @@ Exit status: 0 when every mutant is killed, or is declared equivalent and shows 
 difference, or is labelled "needs a GPU" on the CPU, or could not be checked here
 ("not run", said plainly); 1 when one survives, has no witness, or a check broke;
 2 on a usage error or a catalogue entry that no longer matches the kernels.
+
+--subject NAME (another subject than the remap): that subject's catalogue
+(remap_ab/subjects/NAME/mutants.toml), each mutant's witness judged in this process by the
+subject's judge with the mutant as B (remap_ab/subjects/NAME/mutants.py), after the real
+kernel passed the same witness; a mutant that needs a GPU is "needs a GPU" on the CPU,
+never killed. It takes --list, -v, --only, --device, --json and --keep; exit status as above.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import asdict
+from pathlib import Path
+from types import ModuleType
 
 from remap_ab import mutants as M
-from remap_ab import options, runtime
-from remap_ab.errors import BackendError, ReportError, UsageError
+from remap_ab import options, runtime, subjects
+from remap_ab.errors import BackendError, MutantError, ReportError, UsageError
 from remap_ab.mutants import Witness
 from remap_ab.status import Outcome
 
@@ -51,6 +62,9 @@ def add_arguments(p):
     p.add_argument("--keep", metavar="DIR", help="generate the mutant packages in DIR and keep them")
     p.add_argument("--side-by-side", nargs="+", metavar="JSON",
                    help="print the verdicts of earlier --json results (e.g. a CPU and a GPU run) side by side, and exit")
+    options.add(p, options.SUBJECT)
+    # Each option's default, to tell what a run of another subject's catalogue would leave unused.
+    p.set_defaults(_option_defaults={a.dest: a.default for a in p._actions if a.dest != "help"})
 
 
 def _selected_ids(only) -> list[str]:
@@ -71,6 +85,8 @@ def _device(choice: str) -> str:
 def main(args) -> int:
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
+    if args.subject != subjects.DEFAULT:
+        return _subject_main(args)
     selected = M.select(_selected_ids(args.only))
     if args.list:
         _list(M, selected, args.verbose)
@@ -279,3 +295,114 @@ def _side_by_side(paths) -> int:
             cells.append(f"{str(m['verdict']).upper()}" + (f" by {'+'.join(killers)}" if killers else ""))
         print(f"{i:<30} " + " ".join(f"{c:<{width}}" for c in cells))
     return 0
+
+
+# --------------------------------------------------------------------------- another subject's catalogue
+
+SUBJECT_OPTIONS = frozenset({"list", "verbose", "only", "device", "json", "keep", "subject", "side_by_side"})
+FAILING = (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)  # as the remap's: exit 1
+
+
+def subject_mutants(name: str) -> ModuleType:
+    """The mutants module of subject ``name`` (remap_ab/subjects/NAME/mutants.py);
+    UsageError for a subject without one."""
+    subject = subjects.get(name)  # an unknown name: its one-line error
+    if name not in subjects.NAMES:
+        raise UsageError(f"--subject {name}: mutants runs the packaged subjects' catalogues only "
+                         f"({', '.join(subjects.NAMES)}); {subject.name} has none")
+    return importlib.import_module(f"remap_ab.subjects.{name}.mutants")
+
+
+def _subject_main(args) -> int:
+    catalogue = subject_mutants(args.subject)
+    defaults = getattr(args, "_option_defaults", {})
+    unused = sorted(f"--{dest.replace('_', '-')}" for dest, default in defaults.items()
+                    if dest not in SUBJECT_OPTIONS and getattr(args, dest, default) != default)
+    if unused:
+        raise UsageError(f"{', '.join(unused)}: the remap catalogue's options; mutants --subject {args.subject} "
+                         "takes --list, -v, --only, --device, --json and --keep")
+    try:
+        selected = catalogue.select(_selected_ids(args.only))
+        for m in selected:  # fail fast, before anything runs, if an edit no longer applies
+            catalogue.mutated_source(m)
+    except ValueError as exc:
+        raise MutantError(str(exc)) from None
+    if args.list:
+        _list_subject(catalogue, selected, args.verbose)
+        return 0
+    json_path = options.checked_output_file(args.json, "--json") if args.json else None
+    keep = options.checked_output_dir(args.keep, "--keep") if args.keep else None
+    device = runtime.select(_device(args.device))
+    gpu_only = sum(1 for m in selected if m.needs_gpu)
+    print(f"{args.subject} mutants on {device}: {len(selected)} mutants ({gpu_only} labelled "
+          f"needs_gpu), each witness judged in this process with the mutant as B", flush=True)
+    folder = keep or Path(tempfile.mkdtemp(prefix=f"remap-ab-{args.subject}-mutants-"))
+    start = time.perf_counter()
+    try:
+        results = catalogue.kill_all(selected, device, folder, progress=lambda k: print(
+            f"  {str(k.verdict):>12}  {k.id:<30} {k.seconds:6.1f} s", flush=True))
+    finally:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    wall = time.perf_counter() - start
+    _print_subject_matrix(results, device, wall, args.verbose)
+    if json_path:
+        payload = {"subject": args.subject, "device": device, "wall_seconds": wall,
+                   "mutants": [asdict(k) | {"verdict": str(k.verdict),
+                                            "checks": {k.check: {"status": str(k.verdict), "detail": k.detail}}}
+                               for k in results]}
+        try:
+            json_path.write_text(json.dumps(payload, indent=2))
+        except OSError as exc:
+            raise UsageError(f"--json {json_path}: cannot write it ({exc.strerror}); the matrix above is complete") from None
+    return 1 if any(k.verdict in FAILING for k in results) else 0
+
+
+def _list_subject(catalogue: ModuleType, selected, verbose: bool) -> None:
+    print(f"{len(selected)} mutants of {catalogue.TARGET.name} ({catalogue.MUTANTS_FILE})")
+    for m in selected:
+        print(f"  {m.id:<30} {m.caught_by:<10} {m.description}" + ("  [needs a GPU]" if m.needs_gpu else ""))
+        if verbose:
+            source = catalogue.TARGET.read_text()
+            diff = difflib.unified_diff(source.splitlines(), catalogue.mutated_source(m).splitlines(),
+                                        catalogue.TARGET.name, f"{m.module_name}.py", n=0, lineterm="")
+            for text in list(diff)[2:]:
+                print("      " + text)
+            if m.needs_gpu:
+                print(f"      needs a GPU: {m.needs_gpu}")
+
+
+def _print_subject_matrix(results, device: str, wall: float, verbose: bool) -> None:
+    print()
+    print(f"kill matrix on {device} (judge: the witness case through the subject's judge, the mutant as B, after "
+          "the real kernel passed it; rejection: the declared rejection call; repeats: a needs_gpu witness the judge "
+          "passed, run again against A on a GPU)")
+    width = max([len(k.witness) for k in results] + [7])
+    head = f"{'mutant':<26} {'caught by':<10} {'witness':<{width}} {'check':<9} {'verdict':<12} detail"
+    print(head)
+    print("-" * len(head))
+    for k in results:
+        print(f"{k.id:<26} {k.caught_by:<10} {k.witness:<{width}} {k.check:<9} {str(k.verdict).upper():<12} "
+              f"{k.detail if verbose or k.verdict != Outcome.NEEDS_GPU else 'see below'}")
+    print("-" * len(head))
+    tally = {o: [k for k in results if k.verdict == o] for o in Outcome}
+    by_check: dict = {}
+    for k in tally[Outcome.KILLED]:
+        by_check[k.check] = by_check.get(k.check, 0) + 1
+    parts = [f"killed {len(tally[Outcome.KILLED])}/{len(results)}"
+             + (f" ({', '.join(f'{c} {n}' for c, n in by_check.items())})" if by_check else "")]
+    if tally[Outcome.NEEDS_GPU]:
+        parts.append(f"{len(tally[Outcome.NEEDS_GPU])} need a GPU (not run, not killed here)")
+    for o in FAILING:
+        if tally[o]:
+            parts.append(f"{len(tally[o])} {o}")
+    parts.append(f"wall {wall:.1f} s")
+    print("; ".join(parts))
+    if tally[Outcome.NEEDS_GPU]:
+        print()
+        print("needs a GPU (not run here, where the catalogue says why the bug cannot show):")
+        for k in tally[Outcome.NEEDS_GPU]:
+            print(f"  {k.id}: {k.needs_gpu}")
+    problems = [k for k in results if k.verdict in FAILING]
+    for k in problems:
+        print(f"SURVIVOR/PROBLEM: {k.id} ({k.verdict}): {k.description}: {k.detail}", file=sys.stderr)
