@@ -9,11 +9,17 @@ loads one by name (``--subject NAME``).
 
 Cases cross process boundaries as dicts (``case_dict`` / ``case_from_dict``), rows as
 dicts keyed by ``columns`` (the run folder's ``results.csv``).
+
+A subject may also be soaked (``remap-ab soak``): its ``soak(settings)`` answers a
+``SoakPlan`` (what it draws, how a batch of draws is judged, a failing case's replay
+line); the driver (``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot
+be soaked, said in one line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import random
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
@@ -83,6 +89,73 @@ class SummaryLines:
     report_file: str = "diff.md"  # the file a person opens in a case's report folder
 
 
+@dataclass
+class SoakSettings:
+    """What ``remap-ab soak`` was asked, as its subject's ``soak`` sees it."""
+
+    device: str  # "cuda" or "cpu" (the interpreter)
+    a: str
+    b: str
+    workers: int
+    gpus: list = field(default_factory=list)  # the visible GPUs, on "cuda"
+    # The command's size and schedule options by their names in ``remap-ab soak``'s
+    # arguments (commands/soak.py); None: not given. Each subject reads those it honours.
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class SoakPlan:
+    """A subject's soak, as the driver runs it.
+
+    ``draws(rng)`` is the endless stream of one seeded ``random.Random`` (the driver's,
+    ``soak_random``): the same rng, the same cases in the same order. Each item drawn
+    has ``config`` (a case ``judge`` takes), ``case_id`` (its results row's),
+    ``extra`` (handed to the judge beside it; None for none) and ``labels()`` (a dict
+    of short strings: the summary counts the draws and the failures under them)."""
+
+    draws: Callable[[random.Random], Iterator[Any]]
+    describe: str  # the header line after "soak A vs B for M min, seed S: "
+    replay: Callable[[Any, dict, str], str]  # (case, its results row, the soak's folder) -> its replay line
+    repeat: list = field(default_factory=list)  # (flag, value) pairs the repeat line adds
+    batch: int = 1  # draws judged together in one process
+    # "module:function": fn(configs, JudgeSettings, times, extras) -> rows, a batch judged
+    # where it runs, in this process or a pool worker; "": the subject's judge.
+    judge: str = ""
+    compile_ahead: int = 0  # processes compiling the coming variants ahead on a GPU (``variant``); 0: none
+    facts: Optional[Callable[[Any], dict]] = None  # a drawn item -> what soak.json keeps of it besides its labels
+    # The records' ``facts`` -> (summary lines after the distribution, soak.json's keys).
+    summary: Optional[Callable[[list], tuple[list, dict]]] = None
+
+
+def soak_random(seed: int, worker: int = 0, generation: int = 0) -> random.Random:
+    """The seeded stream soak ``seed`` draws worker ``worker``'s cases from (a restarted
+    worker's ``generation`` gets one of its own)."""
+    key = f"remap-ab soak {seed} worker {worker}" + (f" restart {generation}" if generation else "")
+    return random.Random(key)
+
+
+class ProcessUnusable(Exception):
+    """Raised by a soak's judge when this process can judge nothing more (a lost CUDA
+    context): the driver records it and stops that worker."""
+
+
+@dataclass
+class PytestHooks:
+    """What the pytest plugin (``pytest --remap-grid``) asks a subject beyond the members
+    below; each is optional, with a default that needs nothing of the subject's own.
+
+    ``grid_file(grid)``: the file a grid run collects (its items' node IDs hold its path);
+    ``implementation(name)``: ``--remap-a``/``--remap-b`` in canonical form, an
+    ImplementationError for one that does not exist; ``replay(case, row, folder, a, b)``:
+    a failing case's replay line ("" none); ``header(selection, points)``: the session
+    header's lines (``selection`` None: no grid run)."""
+
+    grid_file: Optional[Callable[[Optional[str]], Any]] = None
+    implementation: Optional[Callable[[str], str]] = None
+    replay: Optional[Callable[..., str]] = None
+    header: Optional[Callable[[Any, list], list]] = None
+
+
 class Subject(Protocol):
     name: str
     title: str  # a few words: what the pair computes
@@ -127,4 +200,13 @@ class Subject(Protocol):
 
     def summary_lines(self, summary: dict) -> SummaryLines:
         """The subject's lines of the printed summary (``summary``: summarise's dict)."""
+        ...
+
+    def pytest_hooks(self) -> PytestHooks:
+        """The plugin's hooks (optional: without it, every default)."""
+        ...
+
+    def soak(self, settings: SoakSettings) -> SoakPlan:
+        """What ``remap-ab soak`` draws and how (optional: the driver refuses a subject
+        without it); UsageError for an option the subject cannot honour."""
         ...

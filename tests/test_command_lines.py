@@ -109,7 +109,7 @@ SUBCOMMANDS = "|".join(cli.COMMANDS)
 MENTION = re.compile(rf"(?:^|[\s`(:'\"])remap-ab (?:{SUBCOMMANDS})(?: +[A-Z][A-Z0-9_\[\],.=-]*)*(?: +-[^`)]*)? *$")
 FRAGMENT = re.compile(rf"\s*remap-ab(?: (?:{SUBCOMMANDS}) *| +)")
 # Strings that name the program and are no command line, with why.
-NOT_COMMANDS = {("soak/run.py", "remap-ab soak "): "the seed of a soak worker's draws, hashed"}
+NOT_COMMANDS = {("subject.py", "remap-ab soak "): "the seed of a soak worker's draws, hashed"}
 # Modules of another engineer's, still building their own line: each must still do so (so
 # the list shrinks as they move to the builder), and no other may start.
 NOT_YET: set[str] = set()

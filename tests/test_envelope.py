@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from remap_ab import cli, runtime
-from remap_ab.soak import run as soak
-from remap_ab.subjects.remap import envelope, features, grid, registry
+from remap_ab.subjects.remap import envelope, features, grid, registry, soak
 from remap_ab.sweep import summary
 
 REPO = Path(__file__).resolve().parents[1]

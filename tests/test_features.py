@@ -280,7 +280,7 @@ def test_a_graph_replayed_on_the_same_buffers_is_right(broken_impl):
 
 
 def test_the_soak_draws_prefill_steps_rarely_on_the_cpu():
-    from remap_ab.soak import run as soak
+    from remap_ab.subjects.remap import soak
 
     assert 0 < soak.CPU_PREFILL_SHARE < soak.GPU_PREFILL_SHARE
     always = [d.config.tokens for d, _ in zip(soak.draws(1, 0, 16, prefill_share=1.0), range(20))]

@@ -11,7 +11,8 @@ import pytest
 
 from remap_ab import runtime
 from remap_ab.processes import precompile
-from remap_ab.soak import run as soak
+from remap_ab.soak import run as engine
+from remap_ab.subjects.remap import soak
 from remap_ab.subjects.remap.config import CaseConfig
 
 H200 = precompile.Target("cuda", 90, 32)
@@ -143,14 +144,14 @@ class _RecordingJudge:
 
 def _scheduled(ahead, cases: int):
     """``run_ahead`` over ``cases`` draws with ``ahead``: (cases judged, the judge, the first draws)."""
-    plan = soak.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, max_tokens=64, max_topk=1024,
-                           folder="", deadline=float("inf"), max_cases=cases, contend_every=4, batch=8,
-                           fresh_every=4, compile_workers=1)
-    stream = soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0, plan.fresh_every)
+    plan = engine.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, folder="", deadline=float("inf"),
+                             max_cases=cases, batch=8, compile_workers=1)
+    max_tokens, max_topk, contend_every, fresh_every = 64, 1024, 4, 4  # the remap's draws
+    stream = soak.draws(plan.seed, 0, max_tokens, max_topk, contend_every, 0, fresh_every)
     judge = _RecordingJudge(ahead)
-    n = soak.run_ahead(plan, stream, judge, lambda: False, soak.WorkerTimes(), ahead)
-    first = list(itertools.islice(soak.draws(plan.seed, 0, plan.max_tokens, plan.max_topk, plan.contend_every, 0,
-                                             plan.fresh_every), cases))
+    n = engine.run_ahead(plan, stream, judge, lambda: False, engine.WorkerTimes(), ahead)
+    first = list(itertools.islice(soak.draws(plan.seed, 0, max_tokens, max_topk, contend_every, 0,
+                                             fresh_every), cases))
     return n, judge, first
 
 

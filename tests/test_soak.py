@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from remap_ab import cli, runtime
-from remap_ab.soak import run as soak
-from remap_ab.subjects.remap import envelope, registry
+from remap_ab.soak import run as engine
+from remap_ab.subjects.remap import envelope, registry, soak
 from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
 from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 
@@ -228,25 +228,25 @@ def test_worker_processes_and_a_worker_that_dies(tmp_path, capsys, monkeypatch):
 
 
 def test_the_time_line_says_what_was_measured():
-    cpu = soak.WorkerTimes(run_s=12.34, interpreter=True)
+    cpu = engine.WorkerTimes(run_s=12.34, interpreter=True)
     assert cpu.line() == "judging 12.3 s (the Triton interpreter: nothing compiled)"
-    assert "not counted: this Triton has no compilation listener" in soak.WorkerTimes(run_s=1.0).line()
-    gpu = soak.WorkerTimes(run_s=50.0, compile_s=1.25, compiled=3, load_s=2.5, loaded=400, wait_s=4.0, counted=True,
+    assert "not counted: this Triton has no compilation listener" in engine.WorkerTimes(run_s=1.0).line()
+    gpu = engine.WorkerTimes(run_s=50.0, compile_s=1.25, compiled=3, load_s=2.5, loaded=400, wait_s=4.0, counted=True,
                            ahead="compiled ahead by 15 worker(s): 410 kernels compiled")
-    gpu.add(soak.WorkerTimes(run_s=10.0, counted=True))
+    gpu.add(engine.WorkerTimes(run_s=10.0, counted=True))
     assert gpu.line() == ("judging 60.0 s; Triton in the worker: 3 kernels compiled in 1.2 s, 400 loaded from its "
                           "cache in 2.5 s; waiting for the compile-ahead 4.0 s (compiled ahead by 15 worker(s): "
                           "410 kernels compiled)")
 
 
 def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_batch(tmp_path, monkeypatch):
-    """soak.judge_batch (pool.Job.judge): each contended case's A and B are called with
-    the load's context entered (twice per case), the quiet ones without it, all through
-    the batch engine; every case comes back as a results row, in the order given."""
+    """The remap soak's judge (SoakPlan.judge, in a pool worker or in-process): each
+    contended case's A and B are called with the load's context entered (twice per
+    case), the quiet ones without it, all through the batch engine; every case comes
+    back as a results row, in the order given."""
     import contextlib
 
-    from remap_ab.processes.pool import Job
-    from remap_ab.subject import BatchTimes
+    from remap_ab.subject import BatchTimes, JudgeSettings
     from remap_ab.subjects.remap.config import CaseConfig
 
     entered = []
@@ -259,8 +259,8 @@ def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_b
 
     monkeypatch.setattr(soak, "_LOAD", Load())
     configs = [CaseConfig(mode="convert", tokens=2, topk=128, seed=s) for s in range(3)]
-    job = Job("old", "new", runtime.current(), str(tmp_path))
-    rows = soak.judge_batch(configs, job, BatchTimes(), [False, True, False])
+    settings = JudgeSettings("old", "new", runtime.current(), str(tmp_path))
+    rows = soak.judge(configs, settings, BatchTimes(), [False, True, False])
     assert [r["case_id"] for r in rows] == [c.case_id for c in configs]
     assert [str(r["status"]) for r in rows] == ["pass"] * 3
     assert len(entered) == 2

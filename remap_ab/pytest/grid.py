@@ -1,31 +1,36 @@
 """The sweep's grid as pytest items: ``pytest --remap-grid [FILE]`` collects one item per
-grid case (and nothing else), so pytest's own machinery serves sweep cases: ``-k CASEID``,
-``--lf``, ``--junitxml``, and pytest-xdist's distribution (``-n N``, ``--tx``).
+grid case of the subject (``--remap-subject NAME``, default remap), and nothing else, so
+pytest's own machinery serves sweep cases: ``-k CASEID``, ``--lf``, ``--junitxml``, and
+pytest-xdist's distribution (``-n N``, ``--tx``).
+
+The subject is asked only through ``remap_ab.subject.Subject`` (``select`` for the items,
+``judge`` for their rows, ``summary_lines`` for the report file, and its optional
+``pytest_hooks``, ``SubjectExtras`` below).
 
 Items do not run one case each. The first item of a batch judges it, and the batch is
 the items this process will run next (under xdist: the ones the controller has handed
-this worker and it has not run yet), up to ``--remap-grid-batch``, through the sweep's
-own engine (``recording.judge_and_record``: ``batch.run_batch``, then a report for each
-case that did not pass). Deselected items (``-k``, ``--lf``) are never judged.
+this worker and it has not run yet), up to ``--remap-grid-batch``, through the subject's
+``judge``, which writes a report for each failing case the cap allows. Deselected items
+(``-k``, ``--lf``) are never judged.
 
 Registered by ``pytest_plugin`` when ``--remap-grid`` is given.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
-from remap_ab import command_line, options, report_cap, runtime
+from remap_ab import command_line, options, report_cap, runtime, sources, subjects
 from remap_ab.errors import RemapABError
-from remap_ab.processes import precompile
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap.recording import Judge
-from remap_ab.subjects.remap.selection import select
+from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
@@ -35,13 +40,63 @@ GPU_BATCH = 64
 
 def add_options(group) -> None:
     group.addoption("--remap-grid", nargs="?", const="", default=None, metavar="FILE",
-                    help="collect one item per case of the sweep's grid (FILE, default the packaged grid.toml) "
-                         "instead of the test suite")
+                    help="collect one item per case of the sweep's grid (FILE or a shipped grid's name, default the "
+                         "subject's own grid) instead of the test suite")
     options.add_to_pytest(group, options.FILTER, options.MAX_TOKENS,
                           options.BATCH.but(default_text=f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"))
     group.addoption("--remap-grid-reports", default=None, metavar="DIR",
                     help="where reports of failing cases go (default <rootdir>/reports/pytest-grid)")
     options.add_to_pytest(group, options.REPORTS)
+
+
+class SubjectExtras:
+    """A subject's ``PytestHooks``, each with a default for a subject that has none: a
+    subject of one's own (``MODULE:ATTRIBUTE``) needs none of them."""
+
+    def __init__(self, subject: Subject):
+        self.subject = subject
+        hooks = getattr(subject, "pytest_hooks", None)  # optional in the protocol
+        self.hooks = hooks() if hooks is not None else PytestHooks()
+
+    def _own(self, name: str):
+        return getattr(self.hooks, name)
+
+    def grid_file(self, grid: Optional[str]) -> Path:
+        """The file a grid run collects (its items' node IDs hold its path)."""
+        own = self._own("grid_file")
+        if own is not None:
+            return Path(own(grid))
+        return Path(grid) if grid and Path(grid).is_file() else Path(inspect.getfile(type(self.subject)))
+
+    def implementation(self, name: str) -> str:
+        """``name`` in canonical form (a file by its absolute path, a revision pinned);
+        ImplementationError for one that does not exist."""
+        own = self._own("implementation")
+        if own is not None:
+            return str(own(name))
+        if re.fullmatch(r"[A-Za-z_][\w.]*", name):  # a name or a dotted module: the subject's select imports it
+            return name
+        spec = sources.parse(name)
+        return name if spec is None else spec.canonical
+
+    def replay(self, case: Any, row: dict, folder: Path, a: str, b: str) -> str:
+        own = self._own("replay")
+        return str(own(case, row, folder, a, b)) if own is not None else ""
+
+    def header(self, selection: Any, points: list) -> list[str]:
+        own = self._own("header")
+        return list(own(selection, points)) if own is not None else []
+
+
+def defaults_of(config, subject: Subject) -> tuple[str, str]:
+    """--remap-a/--remap-b: the subject's own A and B where the option keeps its declared
+    default (neither flag nor environment variable gave one)."""
+    names = []
+    for declared, own in ((options.A, subject.default_a), (options.B, subject.default_b)):
+        given = config.getoption(str(declared.plugin))
+        keeps_default = given == declared.default and not (declared.env and declared.env in os.environ)
+        names.append(own if keeps_default else given)
+    return names[0], names[1]
 
 
 class GridCaseFailed(Exception):
@@ -94,20 +149,20 @@ class GridCases(pytest.File):
 
 class _Verdicts:
     """This process's grid items' rows: each batch picked from the items it runs next,
-    judged by ``recording.Judge``."""
+    judged by the subject."""
 
-    def __init__(self, config):
+    def __init__(self, config, plugin: GridPlugin):
         self.config = config
-        self.a = config.getoption("--remap-a")
-        self.b = config.getoption("--remap-b")
+        self.plugin = plugin
         self.size = config.getoption("--remap-grid-batch")
         reports = config.getoption("--remap-grid-reports")
         self.folder = Path(reports) if reports else Path(config.rootpath) / "reports" / "pytest-grid"
         self.cap = config.getoption(CAP_OPTION)
         self.rows: dict[str, dict] = {}
         self.batch_of: dict[str, str] = {}  # case ID -> "pid:batch number/size"
-        self._judge_of: Any = None  # the recording.Judge, made where the first case runs
+        self.batches = 0
         self._positions: Optional[dict] = None
+        self._compiling: Any = None  # the compile-ahead, made where the first case runs
         self.device = ""  # chosen where the first case runs (an xdist controller runs none)
         self.batch = 0
 
@@ -140,50 +195,74 @@ class _Verdicts:
         return out
 
     def _judge(self, batch: list) -> None:
-        if self._judge_of is None:
-            # On a GPU, the variants of the items still to come compile ahead on the host's
-            # cores when the first batch finds a cold cache (precompile.py); under xdist
-            # each worker compiles its own at launch (the workers share the cores already).
+        if self._compiling is None:
             session = batch[0].session
-            self._compiling = precompile.InOrder(
-                self.a, self.b, self.device if _xdist_worker(self.config) is None else "",
-                coming=lambda: [x.point.config for x in session.items if isinstance(x, GridCase)
-                                and x.case_id not in self.rows])
-            self.config.add_cleanup(self._compiling.close)
-            # A case that raises alone raises here (the item's error), after the rows of its batch that were judged.
-            self._judge_of = Judge(self.a, self.b, self.device, self.folder, raises=(RemapABError,), on_rows=self._keep,
-                                   reports=self.cap)
+            self._compiling = self._compile_ahead(
+                lambda: [x.point.config for x in session.items if isinstance(x, GridCase) and x.case_id not in self.rows])
         with self._compiling.judging([x.point.config for x in batch]):
-            self._judge_of.judge([x.point.config for x in batch])
+            self._judge_split([x.point.config for x in batch])
 
-    def _keep(self, rows: list) -> None:
-        assert self._judge_of is not None
+    def _compile_ahead(self, coming) -> Any:
+        """On a GPU, for a subject whose cases name the kernels they compile (its
+        ``variant``), the variants of the items still to come compile ahead on the host's
+        cores when the first batch finds a cold cache (precompile.py); under xdist each
+        worker compiles its own at launch (the workers share the cores already)."""
+        first = next(iter(self.plugin.points), None)
+        if self.device != "cuda" or _xdist_worker(self.config) is not None or first is None \
+                or self.plugin.subject.variant(first.config) is None:
+            return _NoCompileAhead()
+        from remap_ab.processes import precompile  # compile-ahead loads where a GPU grid run judges
+
+        ahead = precompile.InOrder(self.plugin.a, self.plugin.b, self.device, coming=coming)
+        self.config.add_cleanup(ahead.close)
+        return ahead
+
+    def _judge_split(self, configs: list) -> None:
+        """Judge ``configs``; a batch that raises is judged again case by case, so one bad
+        case does not hide the others, and a case that raises alone raises (its item's
+        error) after the rows of its batch that were judged. remap-ab's own errors (no
+        case's doing) raise as they come."""
+        settings = JudgeSettings(self.plugin.a, self.plugin.b, self.device, str(self.folder), reports=self.cap)
+        try:
+            rows = self.plugin.subject.judge(configs, settings, BatchTimes())
+        except RemapABError:
+            raise
+        except Exception:
+            if len(configs) == 1:
+                raise
+            for c in configs:
+                self._judge_split([c])
+            return
+        self.batches += 1
         for r in rows:
             self.rows[str(r["case_id"])] = r
-            self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self._judge_of.batches}/{len(rows)}"
+            self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self.batches}/{len(rows)}"
 
     def explain(self, item: GridCase, row: dict) -> str:
-        import json
-
-        lines = [f"{str(row['status']).upper()} {row.get('first_mismatch', '')}"]
+        plugin = self.plugin
+        check, first = str(row.get("check") or ""), str(row.get("first_mismatch") or "")
+        # The failing check names the property or side (a subject whose line names it already keeps it as is).
+        tag = f"[{check}] " if check and f"[{check}]" not in first else ""
+        lines = [f"{str(row['status']).upper()} {tag}{first}"]
         report = str(row.get("report") or "")
         if report:
-            folder = self.folder / report
-            try:
-                replay = json.loads((folder / "verdict.json").read_text())["replay"]
-            except (OSError, ValueError, KeyError):
-                replay = ""
-            lines.append(f"report: {folder / 'diff.md'}")
-            if replay:
-                lines.append(f"replay: {replay}")
+            lines.append(f"report: {self.folder / report / plugin.report_file}")
         else:
             lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION)} got one; "
                          f"the command below writes this case's")
-        sweep = command_line.line("sweep", a=self.a, b=self.b, options=[("--filter", f"case={item.case_id}"),
-                                                                        ("--reports", "all")])
-        lines.append(f"run it alone: pytest --remap-grid --remap-a={self.a} --remap-b={self.b} -k {item.case_id}  "
-                     f"(or: {sweep})")
+        replay = plugin.extras.replay(item.point.config, row, self.folder, plugin.a, plugin.b)
+        if replay:
+            lines.append(f"replay: {replay}")
+        lines.append(f"run it alone: {plugin.alone(item.case_id)}")
         return "\n".join(lines)
+
+
+class _NoCompileAhead:
+    def judging(self, configs: list):
+        return contextlib.nullcontext()
+
+    def close(self) -> None:
+        pass
 
 
 _VERDICTS = pytest.StashKey[_Verdicts]()
@@ -214,23 +293,41 @@ def _queued(torun) -> list:
 
 
 class GridPlugin:
-    def __init__(self, config):
+    def __init__(self, config, subject_name: str, a: str, b: str):
         self.config = config
+        self.subject_name = subject_name
+        self.subject = subjects.get(subject_name)
+        self.extras = SubjectExtras(self.subject)
         self.file = config.getoption("--remap-grid") or None
         try:
-            self.grid = gridmod.load(self.file)
-            self.points = select(self.grid, config.getoption("--remap-grid-filter"),
-                                 config.getoption("--remap-grid-max-tokens"))
+            self.selection = self.subject.select(self.file, config.getoption("--remap-grid-filter"),
+                                                 config.getoption("--remap-grid-max-tokens"), a, b,
+                                                 runtime.current(), None)
         except RemapABError as exc:
             raise pytest.UsageError(f"--remap-grid: {exc}") from None
-        config.stash[_VERDICTS] = _Verdicts(config)
+        # The grid's points only: a sweep's extra calls (the remap's rejection calls) are not grid items.
+        self.points = self.selection.points[:self.selection.grid_points]
+        self.a, self.b = self.selection.a, self.selection.b
+        # The file a person opens in a report folder (the subject's summary lines say which).
+        self.report_file = self.subject.summary_lines({"a": self.a, "b": self.b, "device": runtime.current()}).report_file
+        config.stash[_VERDICTS] = _Verdicts(config, self)
         if not hasattr(config, "workerinput"):
             # A session counts its own report slots (report_cap.py); its xdist workers share them.
             shutil.rmtree(config.stash[_VERDICTS].folder / report_cap.SLOTS_FOLDER, ignore_errors=True)
         # What pytest collects is the grid file, and nothing else: the grid's cases are
         # then ordinary collected items (counted, -k, --lf, xdist's node IDs).
-        self.path = (Path(self.file) if self.file else Path(gridmod.__file__).with_name("grid.toml")).resolve()
+        self.path = self.extras.grid_file(self.file).resolve()
         config.args[:] = [str(self.path)]
+
+    def alone(self, case_id: str) -> str:
+        """The commands that run one case again: this plugin, or a sweep."""
+        grid = f"--remap-grid={self.file}" if self.file else "--remap-grid"
+        subject = f" --remap-subject={self.subject_name}" if self.subject_name != subjects.DEFAULT else ""
+        more = [("--subject", self.subject_name)] if self.subject_name != subjects.DEFAULT else []
+        more += [("--grid", self.file)] if self.file else []
+        sweep = command_line.line("sweep", a=self.a, b=self.b,
+                                  options=[*more, ("--filter", f"case={case_id}"), ("--reports", "all")])
+        return f"pytest {grid}{subject} --remap-a={self.a} --remap-b={self.b} -k {case_id}  (or: {sweep})"
 
     def pytest_collect_file(self, file_path, parent):
         if file_path == self.path:
@@ -255,11 +352,13 @@ class GridPlugin:
                 node.set("message", junitxml.bin_xml_escape(str(report.longrepr)))
 
     def pytest_report_header(self, config):
-        source = self.file or "remap_ab/subjects/remap/grid.toml"
         judge = config.stash[_VERDICTS]
         size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
-        return [f"remap-ab grid: {len(self.points)} cases of {source}, judged in batches of up to {size}; "
-                f"report folders for {report_cap.describe(judge.cap, CAP_OPTION)} "
-                f"under {judge.folder}",
-                # What a PASS covers of the call envelope, and the grids it leaves out.
-                f"remap-ab grid: a PASS covers {gridmod.coverage(self.grid, [p.config for p in self.points])}"]
+        source = self.file or f"{self.subject_name}'s {self.path.name}"
+        lines = [f"remap-ab grid: {len(self.points)} {self.subject_name} cases of {source}, judged in batches of up "
+                 f"to {size}; report folders for {report_cap.describe(judge.cap, CAP_OPTION)} under {judge.folder}"]
+        if self.selection.note:
+            lines.append(f"remap-ab grid: capped: {self.selection.note}")
+        # The subject's lines a sweep prints before it runs (the remap: the points neither side can take), then its own.
+        own = [*self.selection.header, *self.extras.header(self.selection, self.points)]
+        return lines + [f"remap-ab grid: {line.strip()}" for line in own]

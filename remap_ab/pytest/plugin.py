@@ -17,7 +17,8 @@ command line has too are declared once, in remap_ab/options.py, with its help te
   --remap-b / REMAP_AB_B        implementation B (default new)
   --remap-repo / REMAP_AB_REPO  the repository REV:PATH is read from (default: the
                                 current directory)
-  --remap-subject               the kernel pair under test: remap (default), topology
+  --remap-subject               the kernel pair under test: remap (default), topology, or
+                                MODULE:ATTRIBUTE; --remap-a/--remap-b default to its A and B
   --remap-profile / REMAP_AB_PROFILE
                                 the property suite's profile: ci (default), dev,
                                 nightly, gpu, mutants (see remap_ab/properties/profiles.py)
@@ -27,7 +28,7 @@ command line has too are declared once, in remap_ab/options.py, with its help te
                                 test_speed.py: fail a cell where B is slower than A by
                                 more than PCT beyond noise (5%, or 0.05); default off.
                                 GPU only: on the CPU speed is not judged
-  --remap-grid [FILE]           the sweep's grid as one item per case, nothing else
+  --remap-grid [FILE]           the subject's grid as one item per case, nothing else
                                 (remap_ab/pytest/grid.py; --remap-grid-filter,
                                 --remap-grid-max-tokens, --remap-grid-batch,
                                 --remap-grid-reports, --remap-grid-report-cases)
@@ -36,16 +37,16 @@ command line has too are declared once, in remap_ab/options.py, with its help te
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
-from remap_ab import options, runtime, sources
+from remap_ab import options, runtime, sources, subjects
 from remap_ab.errors import ImplementationError, UsageError
 from remap_ab.host import gpus
 from remap_ab.properties import profiles
 from remap_ab.pytest import grid as pytest_grid
 from remap_ab.speed import parse_fail_slower
-from remap_ab.subjects.remap import registry
 
 # pytest -n on several GPUs: pin this worker before CUDA starts (put back at unconfigure).
 _before_pin = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", gpus.PINNED_VAR)}
@@ -70,14 +71,15 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
     _remember_process(config)
-    if config.getoption("--remap-grid") is not None:
-        config.pluginmanager.register(pytest_grid.GridPlugin(config), "remap-ab-grid")
     if not hasattr(config, "workerinput"):
         # The controller publishes the visible GPUs before xdist starts its workers;
         # each worker pins itself to GPU (i mod G) when it imports remap_ab (gpus.py).
 
         gpus.export_gpu_list()
     _resolve_implementations(config)
+    if config.getoption("--remap-grid") is not None:
+        grid = pytest_grid.GridPlugin(config, config._remap_ab_subject_name, *config._remap_ab_impls)
+        config.pluginmanager.register(grid, "remap-ab-grid")
 
     try:
         config._remap_ab_fail_slower = parse_fail_slower(config.getoption("--remap-fail-slower"))
@@ -121,30 +123,36 @@ def pytest_unconfigure(config):
 
 
 def _resolve_implementations(config) -> None:
-    """--remap-a/--remap-b in canonical form (a revision pinned to its commit, a file by
-    its absolute path) for the whole session; the repository exported, so worker
-    processes read the same one. A missing file or revision is a usage error."""
+    """The subject (--remap-subject), and --remap-a/--remap-b in canonical form (a revision
+    pinned to its commit, a file by its absolute path; the subject's own A and B where
+    neither is given) for the whole session; the repository exported, so worker
+    processes read the same one. An unknown subject, a missing file or revision is a
+    usage error."""
 
     os.environ[sources.REPO_VARIABLE] = sources.repo_dir(config.getoption("--remap-repo"))
+    name = config.getoption("--remap-subject")
     try:
-        config._remap_ab_impls = tuple(registry.resolve(config.getoption(o)) for o in ("--remap-a", "--remap-b"))
-    except ImplementationError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        subject = subjects.get(name)
+        extras = pytest_grid.SubjectExtras(subject)
+        config._remap_ab_impls = tuple(extras.implementation(n) for n in pytest_grid.defaults_of(config, subject))
+    except (ImplementationError, UsageError) as exc:
+        raise pytest.UsageError(str(exc).replace("--subject", "--remap-subject")) from None
+    config._remap_ab_subject_name, config._remap_ab_extras = name, extras
 
 
 def pytest_report_header(config):
     a, b = config._remap_ab_impls
-    lines = [f"remap-ab: A={a} B={b}; {profiles.active().describe()}"]
+    subject = config._remap_ab_subject_name
+    lines = [f"remap-ab: {'' if subject == subjects.DEFAULT else f'subject {subject}; '}A={a} B={b}; "
+             f"{profiles.active().describe()}"]
     for role, name in (("A", a), ("B", b)):
-        spec = sources.parse(name) if name not in ("old", "new", "oracle") else None
+        if re.fullmatch(r"[A-Za-z_][\w.]*", name):  # a name or a dotted module: no file or revision to show
+            continue
+        spec = sources.parse(name)
         if spec is not None:
             lines.append(f"remap-ab: {role} loaded: {spec.source.line()}")
     if config.getoption("--remap-grid") is None:
-        # The properties' PASS covers no grid: say so, and name the grids (naming them
-        # costs nothing; what each covers takes expanding it, which a grid run's header does).
-        from remap_ab.subjects.remap import grid as gridmod
-        lines.append(f"remap-ab: no grid run; the grids {', '.join(gridmod.shipped())} run with "
-                     "pytest --remap-grid [FILE] or remap-ab sweep --grid NAME, each header saying what it covers")
+        lines += [f"remap-ab: {line}" for line in config._remap_ab_extras.header(None, [])]
     return lines
 
 

@@ -140,6 +140,7 @@ class Grid:
     _points: Optional[list] = field(default=None, repr=False)
     # The envelope values no point could be made for (no base case takes them), by label.
     uncovered: list = field(default_factory=list, repr=False)
+    content: str = field(default="", repr=False)  # the file's text ("": a grid not read from a file)
 
     @property
     def axes(self) -> list:
@@ -152,8 +153,18 @@ class Grid:
 
     def points(self) -> list[GridPoint]:
         if self._points is None:
+            # The same file's text expands to the same points under the same envelope: a
+            # grid loaded again in this process (another spelling of its name, or after
+            # load's cache was cleared) is not expanded again.
+            env = envelope.load()
+            kept = _EXPANDED.get(self.content) if self.content else None
+            if kept is not None and kept[0] is env:
+                self._points, self.uncovered = kept[1], list(kept[2])
+                return self._points
             points = list(self._expand())
             self._points = self._with_envelope(points) if self.cover else points
+            if self.content:
+                _EXPANDED[self.content] = (env, self._points, list(self.uncovered))
         return self._points
 
     def _envelope_axis(self) -> Axis:
@@ -277,6 +288,11 @@ class Grid:
         for key, allowed in (filters or {}).items():
             pts = [p for p in pts if _point_value(p, key) in allowed]
         return pts
+
+
+# A grid file's text -> (the envelope it was expanded under, its points, its uncovered
+# envelope values): Grid.points' cache for this process.
+_EXPANDED: dict[str, tuple[Any, list, list]] = {}
 
 
 # Tried in turn on each base case when the value's fields alone do not make a valid one:
@@ -519,7 +535,9 @@ def load(path: Optional[str] = None) -> Grid:
                           f"{', '.join(grids)} (or give a TOML file)")
     else:
         file, source = Path(path), str(path)
-    return parse(schema.read_toml(file, what=f"grid file {source}", error=ConfigError), source)
+    g = parse(schema.read_toml(file, what=f"grid file {source}", error=ConfigError), source)
+    g.content = file.read_text(encoding="utf-8")  # read_toml read it: it exists and is text
+    return g
 
 
 def parse_filters(grid: Grid, specs: Iterable[str]) -> dict:
@@ -597,14 +615,16 @@ def shipped_envelope(name: str) -> str:
     return envelope.describe(p.config for p in load(name).points())
 
 
-def coverage(g: Grid, configs: Iterable) -> str:
+def coverage(g: Grid, configs: Iterable, others_described: bool = True) -> str:
     """What a run of ``configs`` (cases of ``g``) covers of the call envelope, and the
     shipped grids it did not run with theirs: "the pr grid (rows 1-1024, dense caches,
-    no caller buffers); not run: --grid callers (rows 1-16384, ...), --grid models (...)"."""
+    no caller buffers); not run: --grid callers (rows 1-16384, ...), --grid models (...)".
+    ``others_described`` False: the other grids by name only (describing one expands it)."""
     name = grid_name(g)
     what = f"the {name} grid" if name else f"grid file {g.source}"
     others = [n for n in shipped() if n != name]
     text = f"{what} ({envelope.describe(configs)})"
     if others:
-        text += "; not run: " + ", ".join(f"--grid {n} ({shipped_envelope(n)})" for n in others)
+        text += "; not run: " + ", ".join(f"--grid {n}" + (f" ({shipped_envelope(n)})" if others_described else "")
+                                          for n in others)
     return text

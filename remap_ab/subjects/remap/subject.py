@@ -100,5 +100,17 @@ class RemapSubject:
     def summary_lines(self, summary: dict) -> Any:
         return remap_summary_lines(summary)
 
+    def pytest_hooks(self) -> Any:
+        from remap_ab.subject import PytestHooks
+        from remap_ab.subjects.remap import pytest_items  # registry and grids load where the plugin runs a grid
+
+        return PytestHooks(grid_file=pytest_items.grid_file, implementation=pytest_items.implementation,
+                           replay=pytest_items.replay, header=pytest_items.header)
+
+    def soak(self, settings: Any) -> Any:
+        from remap_ab.subjects.remap import soak  # the soak's draws and batch engine load where a soak runs, not in `remap-ab report`
+
+        return soak.plan(settings)
+
 
 SUBJECT = RemapSubject()

@@ -1,4 +1,6 @@
-"""The topology subject's grid: grid.toml's blocks expanded into cases."""
+"""The topology subject's grid: grid.toml's blocks expanded into cases; and, as
+``pytest_*`` functions, the subject's part of the pytest grid beyond
+``remap_ab.subject.Subject`` (remap_ab/pytest/grid.py looks them up here)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import tomllib
 import zlib
 from functools import cache
 from pathlib import Path
+from typing import Any, Optional
 
+from remap_ab.subjects.topology import report
 from remap_ab.subjects.topology.config import INT32_MAX, TopologyCase
 
 GRID_FILE = Path(__file__).with_name("grid.toml")
@@ -61,3 +65,13 @@ def load(path: Path) -> tuple[int, tuple[TopologyCase, ...]]:
 def cpu_cases() -> tuple[TopologyCase, ...]:
     """The cases small enough for the interpreter."""
     return tuple(c for c in cases() if c.rows <= CPU_MAX_ROWS)
+
+
+def pytest_grid_file(grid: Optional[str]) -> Path:
+    """The file a grid run collects: ``grid`` itself, or the packaged grid (None, ``pr``)."""
+    return GRID_FILE if grid in (None, "", "pr") else Path(str(grid))
+
+
+def pytest_replay(case: Any, row: dict, folder: Path, a: str, b: str) -> str:
+    """The case's replay line: A, B, the oracle and every property, printed."""
+    return report.replay_command(case, a, b)

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from remap_ab import runtime
 from remap_ab.errors import ConfigError, exception_line
 from remap_ab.status import Status
-from remap_ab.subject import JudgeSettings, Point, Selection, Subject, SummaryLines
+from remap_ab.subject import JudgeSettings, Point, PytestHooks, Selection, SoakPlan, SoakSettings, Subject, SummaryLines
 from remap_ab.subjects.topology import calls, check, report
 from remap_ab.subjects.topology import grid as gridmod
 from remap_ab.subjects.topology.config import TopologyCase
@@ -211,6 +211,14 @@ class TopologySubject:
 
     def summary_lines(self, summary: dict) -> SummaryLines:
         return summary_lines(summary)
+
+    def pytest_hooks(self) -> PytestHooks:
+        return PytestHooks(grid_file=gridmod.pytest_grid_file, replay=gridmod.pytest_replay)
+
+    def soak(self, settings: SoakSettings) -> SoakPlan:
+        from remap_ab.subjects.topology import soak  # its draws load where a soak runs, not in `remap-ab report`
+
+        return soak.plan(settings)
 
 
 def _grid_cases(meta: dict, grid: Any) -> tuple[TopologyCase, ...]:
