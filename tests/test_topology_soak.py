@@ -20,7 +20,7 @@ import pytest
 from remap_ab import cli, runtime
 from remap_ab.soak import run as engine
 from remap_ab.subject import SoakSettings, soak_random
-from remap_ab.subjects.topology import mutants
+from remap_ab.subjects.topology import calls, mutants
 from remap_ab.subjects.topology import soak as topology_soak
 from remap_ab.subjects.topology.config import INT32_MAX, LEARNED_PATTERNS, LENS_PATTERNS
 
@@ -104,6 +104,17 @@ def mutant_folder(tmp_path_factory):
     for m in mutants.mutants():
         (folder / f"{m.module_name}.py").write_text(mutants.mutated_source(m))
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _mutants_from_this_folder():
+    """Another test of this process may have loaded a mutant module of the same name
+    from its own folder: each test here imports them from ``mutant_folder``."""
+    for m in mutants.mutants():
+        calls.forget(m.module_name)
+    yield
+    for m in mutants.mutants():
+        calls.forget(m.module_name)
 
 
 # One mutant through the whole soak (the cheapest to find); every mutant's witness is

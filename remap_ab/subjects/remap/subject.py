@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from remap_ab.subject import JudgeSettings, Selection
+from remap_ab.subject import JudgeSettings, PytestHooks, Selection
 from remap_ab.subjects.remap import api_compat, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig
@@ -100,8 +100,7 @@ class RemapSubject:
     def summary_lines(self, summary: dict) -> Any:
         return remap_summary_lines(summary)
 
-    def pytest_hooks(self) -> Any:
-        from remap_ab.subject import PytestHooks
+    def pytest_hooks(self) -> PytestHooks:
         from remap_ab.subjects.remap import pytest_items  # registry and grids load where the plugin runs a grid
 
         return PytestHooks(grid_file=pytest_items.grid_file, implementation=pytest_items.implementation,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Optional
@@ -109,6 +110,14 @@ def resolve(name: str, role: str) -> Resolved:
         )
     _RESOLVED[key] = Resolved(canonical, mod, source)
     return _RESOLVED[key]
+
+
+def forget(name: str) -> None:
+    """Drop what ``resolve`` loaded for ``name``: a later ``resolve`` imports it again
+    (a module of that name written elsewhere since, as the suite's mutants are)."""
+    for key in [k for k in _RESOLVED if k[0] == name]:
+        del _RESOLVED[key]
+    sys.modules.pop(name, None)
 
 
 def _forced(mod: ModuleType):
