@@ -9,7 +9,6 @@ settings. The command line and the pytest plugin choose the Triton backend up fr
 a library user's first ``run_case`` (or ``registry.get``) chooses it then.
 """
 
-from remap_ab.compare import Mismatch, OrderContract, Output, Reference, Verdict, compare
 from remap_ab.errors import (
     BackendError,
     ConfigError,
@@ -24,6 +23,7 @@ from remap_ab.errors import (
     ResourceError,
     UsageError,
 )
+from remap_ab.subjects.remap.compare import Mismatch, OrderContract, Output, Reference, Verdict, compare
 from remap_ab.subjects.remap.config import CaseConfig, case_id
 from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
 

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import vllm_shim
 from remap_ab.errors import ImplementationError, UnloadableFileError, exception_line
-from remap_ab.subjects.remap import vllm_shim
 
 REPO_VARIABLE = "REMAP_AB_REPO"  # --repo, inherited by worker processes
 _PINNED = re.compile(r"^(?P<label>.+)@(?P<hex>[0-9a-f]{7,40})$")

@@ -9,6 +9,7 @@ seventh spelling."""
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Optional
 
 
 class Status(StrEnum):
@@ -93,3 +94,7 @@ class Repeatability(StrEnum):
     REPORTED = "reported"  # several outputs, allowed (tiled compaction): reported, not failed
     FAIL = "FAIL"  # a promise broken: column order varied, counts varied, raised, or off the SPEC
 
+
+def plural(n: int, word: str, many: Optional[str] = None) -> str:
+    """``"1 lane"``, ``"2 lanes"``, ``"0 rows"``; ``many`` where "s" is not the plural."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"

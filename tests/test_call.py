@@ -1,4 +1,4 @@
-"""The call primitive (remap_ab/call.py) and the layouts (remap_ab/subjects/remap/layouts.py): each
+"""The call primitive (remap_ab/subjects/remap/call.py) and the layouts (remap_ab/subjects/remap/layouts.py): each
 check fed an implementation that breaks it, and the blame on the one that did."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.call import PrivateInputs
 from remap_ab.status import Check
 from remap_ab.subjects.remap import layouts
 from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.call import PrivateInputs
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 from remap_ab.subjects.remap.runner import run_case
@@ -252,7 +252,7 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 
     from triton.runtime import cache
 
-    from remap_ab.call import calling
+    from remap_ab.subjects.remap.call import calling
 
     interval = sys.getswitchinterval()
     cache.triton_key.cache_clear()
@@ -283,7 +283,7 @@ def test_the_switch_interval_is_short_while_any_helper_holds_it_and_restored_by_
 
 
 def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_their_values(monkeypatch):
-    from remap_ab import call as call_module
+    from remap_ab.subjects.remap import call as call_module
     from remap_ab.subjects.remap import inputs as inputs_module
     configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(layouts.LAYOUT_NAMES)]
     want = [generate_inputs(c.replace(seed=c.seed + 1), device=DEVICE) for c in configs]

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.compare import compare
 from remap_ab.errors import ConfigError
 from remap_ab.status import Check, Status
 from remap_ab.subjects.remap import backend_views, grid, registry
 from remap_ab.subjects.remap.backend_views import backend_views as views_of
 from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.compare import compare
 from remap_ab.subjects.remap.config import BACKEND_CALLS, BACKEND_NAMES, CaseConfig, caller_width
 from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
 from remap_ab.subjects.remap.runner import run_case

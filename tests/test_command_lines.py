@@ -16,10 +16,10 @@ import pytest
 from remap_ab import cli, command_line
 from remap_ab.commands import run as run_command_module
 from remap_ab.commands.common import config_from_args
-from remap_ab.report import ImplementationInfo, replay_command, run_command
 from remap_ab.sanitizer import memcheck
 from remap_ab.subjects.remap import rejections
 from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.report import ImplementationInfo, replay_command, run_command
 from remap_ab.sweep.run_folder import resume_command
 
 PACKAGE = Path(command_line.__file__).parent

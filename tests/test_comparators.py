@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.compare import OrderContract, Output, Reference, compare
+from remap_ab.subjects.remap.compare import OrderContract, Output, Reference, compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.runner import run_case
 

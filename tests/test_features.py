@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.call import call
 from remap_ab.errors import ConfigError
 from remap_ab.status import Check
 from remap_ab.subjects.remap import features, grid, oracle, registry
 from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.call import call
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 from remap_ab.subjects.remap.out_layout import CallerBuffers
@@ -271,7 +271,7 @@ def test_old_against_new_skips_what_neither_takes_and_says_so(tmp_path):
 
 @pytest.mark.gpu
 def test_a_graph_replayed_on_the_same_buffers_is_right(broken_impl):
-    from remap_ab.call import _graph_check
+    from remap_ab.subjects.remap.call import _graph_check
 
     for topk in (384, 2048):  # tiled (zeroed by the wrapper) and single tile
         c = CaseConfig(mode="convert", tokens=8, topk=topk, counts=True, out_buffers=True, block_stride=4096)

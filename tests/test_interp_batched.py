@@ -31,10 +31,10 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from remap_ab import mutants  # noqa: E402
-from remap_ab.call import PrivateInputs  # noqa: E402
 from remap_ab.interpreter import batched as ib  # noqa: E402
 from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
 from remap_ab.subjects.remap import registry, runner  # noqa: E402
+from remap_ab.subjects.remap.call import PrivateInputs  # noqa: E402
 from remap_ab.subjects.remap.config import CaseConfig  # noqa: E402
 from remap_ab.subjects.remap.inputs import generate_inputs  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The judge judged: the comparators fed hand-made outputs (plain torch tensors, no
 kernels), each broken in one way, with every field of the mismatch asserted.
 
-These tests are the fast selection that mutation testing of remap_ab/compare.py runs
+These tests are the fast selection that mutation testing of remap_ab/subjects/remap/compare.py runs
 (docs/judge-mutation.md): each one pins a behaviour that a mutant of the judge would
 change."""
 
@@ -15,7 +15,9 @@ import time
 import pytest
 import torch
 
-from remap_ab.compare import (
+from remap_ab.errors import ReportError
+from remap_ab.status import Check, Status
+from remap_ab.subjects.remap.compare import (
     Mismatch,
     OrderContract,
     Output,
@@ -30,8 +32,6 @@ from remap_ab.compare import (
     shape_ok,
     tile_segments,
 )
-from remap_ab.errors import ReportError
-from remap_ab.status import Check, Status
 
 I32 = torch.int32
 TILED2 = OrderContract(False, 2, "tiles of 2")

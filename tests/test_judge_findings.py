@@ -3,7 +3,7 @@ the call findings (inputs written, aliasing, sync, stream, graph), the side the
 device already proved, the oracle's own problem, memcheck reports, the backend-view
 check, the verdicts of lost cases and of rejection calls.
 
-Part of the fast selection that mutation testing of remap_ab/compare.py runs
+Part of the fast selection that mutation testing of remap_ab/subjects/remap/compare.py runs
 (docs/judge-mutation.md): every field and line of each verdict is asserted, so a
 mutant of the judge that changes any of them fails here. The collaborators are the
 real data classes (CallFinding, MemcheckReport, backend_views.Views,
@@ -15,7 +15,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from remap_ab.compare import (
+from remap_ab.sanitizer.memcheck import Finding, MemcheckReport
+from remap_ab.status import Check, Status
+from remap_ab.subjects.remap.backend_views import MODELS, Views, row_evidence
+from remap_ab.subjects.remap.compare import (
     CallFinding,
     Mismatch,
     OrderContract,
@@ -31,9 +34,6 @@ from remap_ab.compare import (
     note_order_differs,
     plural,
 )
-from remap_ab.sanitizer.memcheck import Finding, MemcheckReport
-from remap_ab.status import Check, Status
-from remap_ab.subjects.remap.backend_views import MODELS, Views, row_evidence
 from remap_ab.subjects.remap.rejections import Attempt
 
 I32 = torch.int32

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from remap_ab import runtime, speed
-from remap_ab.call import call
 from remap_ab.errors import UsageError
 from remap_ab.status import Check
 from remap_ab.subjects.remap import batch
 from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.call import call
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 from remap_ab.subjects.remap.out_layout import Expected, caller_buffer, layout_findings, row_major, wrapper_layouts

@@ -152,7 +152,7 @@ def test_a_strided_view_spans_its_elements_only():
 
 
 def test_unchecked_outputs_are_said_so():
-    from remap_ab.compare import OrderContract, Output, Reference, compare
+    from remap_ab.subjects.remap.compare import OrderContract, Output, Reference, compare
 
     t = torch.tensor([[1, 2]], dtype=torch.int32)
     ref = Reference(lanes=t, valid=t >= 0, out=t, counts=torch.tensor([2], dtype=torch.int32))

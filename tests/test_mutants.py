@@ -190,7 +190,7 @@ def test_a_check_result_keeps_the_first_kill_and_lists_every_killer():
 def _fake_memcheck_run_case(failing_impl):
     from types import SimpleNamespace
 
-    from remap_ab.compare import Mismatch
+    from remap_ab.subjects.remap.compare import Mismatch
 
     def run_case(config, a="old", b="new", *, device=None, inputs=None, schedule=None, memcheck=False):
         assert memcheck is True

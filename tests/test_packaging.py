@@ -47,7 +47,7 @@ def test_test_extra_installs_the_ci_tools():
 def test_import_changes_nothing_in_the_environment():
     # On a CPU machine the interpreter used to be switched on by the import itself.
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "REMAP_AB_PINNED_GPU")}
-    code = ("import os; before = dict(os.environ); import remap_ab, remap_ab.subjects.remap.runner, remap_ab.report; "
+    code = ("import os; before = dict(os.environ); import remap_ab, remap_ab.subjects.remap.runner, remap_ab.subjects.remap.report; "
             "assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items()); "
             "assert 'triton' not in __import__('sys').modules")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -251,7 +251,7 @@ def _batch_calls(a: str, b: str, config_dicts: list) -> list[int]:
     the cases' own calls as the batch engine makes them (one batch's inputs, each
     implementation's private copies, the sides that run each case), each case's kernels
     compiled at these launches, i.e. not found in Triton's on-disk cache."""
-    from remap_ab.call import PrivateInputs
+    from remap_ab.subjects.remap.call import PrivateInputs
     from remap_ab.subjects.remap.inputs import generate_inputs_batch
     from remap_ab.subjects.remap.runner import sides
 

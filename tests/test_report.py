@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from remap_ab.compare import OrderContract, Output, compare, proof_of_pass
 from remap_ab.errors import PlotsUnavailable, ReportError
-from remap_ab.report import (
+from remap_ab.status import Status
+from remap_ab.subjects.remap.compare import OrderContract, Output, compare, proof_of_pass
+from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.inputs import generate_inputs, tensor_sha256
+from remap_ab.subjects.remap.report import (
     build_case_report,
     load_report,
     render,
     write_case_report,
     write_crash_report,
 )
-from remap_ab.status import Status
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs, tensor_sha256
 from remap_ab.subjects.remap.runner import CaseResult, reference
 
 CFG = CaseConfig(mode="dcp", tokens=3, topk=512, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)
@@ -236,7 +236,7 @@ def test_passing_result_crash_and_timeout_reports(tmp_path):
 
 
 def test_report_does_not_reach_up_into_the_registry_or_sys_modules():
-    from remap_ab import report
+    from remap_ab.subjects.remap import report
 
     tree = ast.parse(Path(report.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

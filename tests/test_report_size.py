@@ -9,14 +9,14 @@ import textwrap
 import pytest
 import torch
 
-from remap_ab import report as report_mod
 from remap_ab import runtime
 from remap_ab.cli import main as cli_main
-from remap_ab.compare import OrderContract, Output, compare
 from remap_ab.errors import ReportError
-from remap_ab.report import ROWS_BUDGET_BYTES, load_report, write_case_report
+from remap_ab.subjects.remap import report as report_mod
+from remap_ab.subjects.remap.compare import OrderContract, Output, compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, tensor_sha256
+from remap_ab.subjects.remap.report import ROWS_BUDGET_BYTES, load_report, write_case_report
 from remap_ab.subjects.remap.runner import CaseResult, reference
 
 WIDE = CaseConfig(mode="dcp", tokens=16, topk=2048, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)

@@ -83,7 +83,7 @@ REMAP-AB-SANITIZER-DONE 2
 
 def _memcheck_failures(report, replay: str) -> list:
     """The memcheck failures ``compare`` builds from ``report``."""
-    from remap_ab.compare import Output, _memcheck_failures
+    from remap_ab.subjects.remap.compare import Output, _memcheck_failures
 
     failures: list = []
     _memcheck_failures(Output(report.label, None, None, None, memcheck=report), replay, failures)  # type: ignore[arg-type]
@@ -347,8 +347,8 @@ def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypa
     that raised is said "not checked" (never sent to the sanitizer, never clean)."""
     import torch
 
-    from remap_ab.compare import OrderContract, Output, Reference, compare
     from remap_ab.subjects.remap import batch
+    from remap_ab.subjects.remap.compare import OrderContract, Output, Reference, compare
     from remap_ab.subjects.remap.config import CaseConfig
 
     clean_one = "REMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n"

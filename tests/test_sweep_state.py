@@ -511,7 +511,8 @@ def test_report_reads_the_run_without_the_sweep_and_the_batch_writes_no_report(d
         "print(sorted(m for m in ('remap_ab.sweep.run', 'remap_ab.processes.pool', 'remap_ab.subjects.remap.batch',"
         " 'remap_ab.sweep.progress', 'remap_ab.subjects.remap.recording') if m in sys.modules))\n"
         "import remap_ab.subjects.remap.batch\n"
-        "print(sorted(m for m in ('remap_ab.report', 'remap_ab.subjects.remap.recording', 'remap_ab.sweep.run') if m in sys.modules))\n"
+        "print(sorted(m for m in ('remap_ab.subjects.remap.report', 'remap_ab.subjects.remap.recording',"
+        " 'remap_ab.sweep.run') if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

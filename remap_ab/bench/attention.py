@@ -26,9 +26,9 @@ from typing import Optional
 
 import torch
 
-from remap_ab.call import call
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import nondet, registry
+from remap_ab.subjects.remap.call import call
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
 from remap_ab.subjects.remap.nondet import nondet_cases

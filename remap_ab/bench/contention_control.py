@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab.bench.measure import TimedVariant
-from remap_ab.compare import OrderContract
 from remap_ab.errors import InternalError
+from remap_ab.subjects.remap.compare import OrderContract
 from remap_ab.subjects.remap.config import CaseConfig
 
 ATOMIC = "tl.atomic_add(valid_counts_ptr + row, n_valid)"

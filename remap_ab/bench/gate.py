@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from remap_ab.compare import Output, Reference, Verdict, compare, proof_of_pass
 from remap_ab.errors import DisagreementError
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.compare import Output, Reference, Verdict, compare, proof_of_pass
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs
 from remap_ab.subjects.remap.runner import reference, run_implementation

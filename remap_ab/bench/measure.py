@@ -18,10 +18,10 @@ import torch
 from remap_ab.bench import cold_l2
 from remap_ab.bench.gate import judge
 from remap_ab.bench.timing import Timing, capture, floor_fn, time_graphs
-from remap_ab.compare import OrderContract, Output
 from remap_ab.errors import exception_line
 from remap_ab.status import CellStatus
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.compare import OrderContract, Output
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs
 from remap_ab.subjects.remap.runner import poisoned_empty, reference

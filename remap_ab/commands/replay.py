@@ -15,12 +15,12 @@ from pathlib import Path
 from remap_ab import command_line, options, runtime
 from remap_ab.errors import ImplementationError, ReportError, UsageError
 from remap_ab.interpreter.schedule import interpreter_schedule
-from remap_ab.report import find_report, load_report, mismatch_line
 from remap_ab.status import Status
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import registry, rejections
 from remap_ab.subjects.remap.inputs import tensor_sha256
 from remap_ab.subjects.remap.rejections import judged
+from remap_ab.subjects.remap.report import find_report, load_report, mismatch_line
 from remap_ab.subjects.remap.runner import run_case
 
 

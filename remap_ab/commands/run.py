@@ -27,9 +27,9 @@ from remap_ab.options import (
     add_memcheck,
     checked_output_dir,
 )
-from remap_ab.report import run_command, write_case_report, write_rejection_report
 from remap_ab.subjects.remap import api_compat, features, registry, rejections
 from remap_ab.subjects.remap.inputs import CaseInputs
+from remap_ab.subjects.remap.report import run_command, write_case_report, write_rejection_report
 from remap_ab.subjects.remap.runner import run_case
 
 

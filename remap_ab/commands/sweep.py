@@ -16,8 +16,8 @@ from __future__ import annotations
 import sys
 
 from remap_ab import options, runtime, subjects
-from remap_ab.compare import plural
 from remap_ab.errors import UsageError
+from remap_ab.status import plural
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.rejections import sweep_points

@@ -14,10 +14,10 @@ import sys
 import time
 
 from remap_ab import runtime
-from remap_ab.call import PrivateInputs
 from remap_ab.host import tuning
 from remap_ab.sanitizer.compute import CASE_MARK, DONE_MARK, READY, STACK_AFTER_S, STAGE_MARK, TENSOR_MARK
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.call import PrivateInputs
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, in_layout
 from remap_ab.subjects.remap.runner import run_implementation

@@ -42,24 +42,8 @@ from typing import Any, Optional
 from remap_ab import runtime
 from remap_ab.errors import UsageError, exception_line
 from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.config import CaseConfig, variant_key
 from remap_ab.subjects.remap.inputs import generate_inputs
-
-
-def variant_key(config) -> tuple:
-    """What decides which kernel a case compiles in the project's wrappers: the
-    constexprs (K, BLOCK_N, BLOCK_SIZE, W, the DCP size, rank and interleave, the
-    path's flags) and the inputs' layout. Cases with one key share their compiles;
-    an implementation that specialises on more compiles more, which costs time only.
-    One token row or one request is a variant too: ``.contiguous()`` keeps a strided
-    view with a dimension of size 1 as it is, so its row stride reaches the kernel
-    (a different specialisation than a copy's)."""
-    size, rank, interleave = config.effective_dcp
-    return (config.mode, config.counts_returned, config.has_prefill, config.compacts, config.topk, config.block_n,
-            config.block_size, config.blocks_per_req, size, rank, interleave, getattr(config, "layout", ""),
-            config.tokens == 1, config.num_reqs == 1,
-            # BLOCK_STRIDE_ROWS is a constexpr (vLLM main); caller-owned outputs are other buffers.
-            getattr(config, "block_stride", 0), getattr(config, "out_buffers", False))
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab import command_line, subjects
-from remap_ab.compare import plural
 from remap_ab.report_cap import describe
 from remap_ab.sources import Source
-from remap_ab.status import Status
+from remap_ab.status import Status, plural
 from remap_ab.sweep.run_folder import RunLock, read_results, read_run_json, resume_command
 
 

@@ -37,9 +37,6 @@ from typing import Optional
 
 import torch
 
-from remap_ab.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
-from remap_ab.compare import Reference, Verdict, compare, rows_witnessed
-from remap_ab.compare import shape_ok as _shape_ok
 from remap_ab.host import tuning
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.sanitizer.memcheck import replay_command
@@ -47,6 +44,9 @@ from remap_ab.speed import size_bucket
 from remap_ab.subject import BatchTimes
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.backend_views import backend_views
+from remap_ab.subjects.remap.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
+from remap_ab.subjects.remap.compare import Reference, Verdict, compare, rows_witnessed
+from remap_ab.subjects.remap.compare import shape_ok as _shape_ok
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
 from remap_ab.subjects.remap.runner import CaseResult, oracle_problem, reference_batch, run_case, sides

@@ -21,8 +21,8 @@ from typing import Optional
 
 import torch
 
-from remap_ab.compare import CallFinding
 from remap_ab.status import Check
+from remap_ab.subjects.remap.compare import CallFinding
 from remap_ab.subjects.remap.config import CaseConfig
 
 WRAPPER_LAYOUT = "row-major contiguous, as the wrappers allocate it"

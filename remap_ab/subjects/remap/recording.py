@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab import report_cap
-from remap_ab.compare import lost_verdict
-from remap_ab.report import write_case_report, write_crash_report, write_rejection_report
 from remap_ab.status import Check, Status
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.compare import lost_verdict
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 from remap_ab.subjects.remap.rejections import RejectionCase, is_task, judged, replay_command
+from remap_ab.subjects.remap.report import write_case_report, write_crash_report, write_rejection_report
 from remap_ab.subjects.remap.runner import reference
 
 

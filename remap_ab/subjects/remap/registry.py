@@ -25,10 +25,10 @@ from types import ModuleType
 from typing import Optional
 
 from remap_ab import runtime, sources
-from remap_ab.compare import OrderContract
 from remap_ab.errors import ImplementationError, ImplementationOutputError, UnloadableFileError, exception_line
 from remap_ab.sources import Source
 from remap_ab.subjects.remap import features
+from remap_ab.subjects.remap.compare import OrderContract
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.out_layout import caller_buffers
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab import command_line, runtime
-from remap_ab.call import PrivateInputs, calling, synchronize
-from remap_ab.compare import judge_rejection
 from remap_ab.errors import ConfigError
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.call import PrivateInputs, calling, synchronize
+from remap_ab.subjects.remap.compare import judge_rejection
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 

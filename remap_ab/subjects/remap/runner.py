@@ -12,13 +12,13 @@ from typing import Optional
 
 import torch
 
-from remap_ab import call, runtime
-from remap_ab.call import poisoned_empty, synchronize
-from remap_ab.compare import Output, Reference, Verdict, compare
+from remap_ab import runtime
 from remap_ab.errors import ConfigError
 from remap_ab.sanitizer.memcheck import replay_command
-from remap_ab.subjects.remap import features, oracle, registry
+from remap_ab.subjects.remap import call, features, oracle, registry
 from remap_ab.subjects.remap.backend_views import backend_views
+from remap_ab.subjects.remap.call import poisoned_empty, synchronize
+from remap_ab.subjects.remap.compare import Output, Reference, Verdict, compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, check_fits, check_inputs, generate_inputs, host_values, in_layout, ragged_arange
 

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from remap_ab.errors import ConfigError, UsageError, exception_line
-from remap_ab.report import replay_command, run_command
 from remap_ab.status import Status
 from remap_ab.subject import JudgeSettings, ProcessUnusable, SoakPlan, SoakSettings, soak_random
 from remap_ab.subjects.remap import envelope, features, registry
@@ -50,6 +49,7 @@ from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KI
 from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 from remap_ab.subjects.remap.nondet import SideStreamLoad
 from remap_ab.subjects.remap.recording import Judge, lost_case_row
+from remap_ab.subjects.remap.report import replay_command, run_command
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it (the DCP
 # filter proper takes the envelope's sizes above 1: ``_dcp_sizes``).

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from remap_ab.subject import JudgeSettings, PytestHooks, Selection
 from remap_ab.subjects.remap import api_compat, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.config import CaseConfig, variant_key
 from remap_ab.subjects.remap.selection import cap_note, select_with_calls
 from remap_ab.subjects.remap.summary import summarise as summarise_remap
 from remap_ab.subjects.remap.summary import summary_lines as remap_summary_lines
@@ -90,9 +90,7 @@ class RemapSubject:
         return int(getattr(config, "tokens", 1)) * int(getattr(config, "topk", 1))
 
     def variant(self, config: Any) -> Optional[tuple]:
-        from remap_ab.processes import precompile  # compile-ahead loads where a GPU sweep runs
-
-        return precompile.variant_key(config) if isinstance(config, CaseConfig) else None
+        return variant_key(config) if isinstance(config, CaseConfig) else None
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
         return summarise_remap(rows, meta, grid)

@@ -33,7 +33,7 @@ def triton_utils() -> types.ModuleType:
     import triton
     import triton.language as tl
 
-    module = types.ModuleType(SERVED, "remap-ab's stand-in for vllm.triton_utils (remap_ab/subjects/remap/vllm_shim.py)")
+    module = types.ModuleType(SERVED, "remap-ab's stand-in for vllm.triton_utils (remap_ab/vllm_shim.py)")
     module.triton, module.tl, module.HAS_TRITON = triton, tl, True  # type: ignore[attr-defined]
     return module
 

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Optional
 import torch
 
 from remap_ab import runtime
-from remap_ab.compare import CallFinding, Output
 from remap_ab.errors import exception_line
 from remap_ab.interpreter import batched as interp_batched
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.sanitizer import memcheck as memcheck_module
 from remap_ab.status import Check
+from remap_ab.subjects.remap.compare import CallFinding, Output
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
 from remap_ab.subjects.remap.out_layout import CallerBuffers, caller_buffers, layout_findings, wrapper_layouts

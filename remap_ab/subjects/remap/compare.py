@@ -34,7 +34,7 @@ from typing import Any, Optional
 import torch
 
 from remap_ab.errors import ReportError
-from remap_ab.status import Check, Status
+from remap_ab.status import Check, Status, plural
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,6 @@ class Reference:
     valid: torch.Tensor  # [T, K] bool
     out: torch.Tensor  # [T, K] what the wrapper must return (compacted or in place)
     counts: torch.Tensor  # [T] int32
-
-
-def plural(n: int, word: str, many: Optional[str] = None) -> str:
-    """``"1 lane"``, ``"2 lanes"``, ``"0 rows"``; ``many`` where "s" is not the plural."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ than lzma for about the same size, and any machine can unpack it.
 
 One model, ``CaseReport``, is built once (from a ``runner.CaseResult``, a crash or
 timeout, which have no outputs, or a rejection call's verdict) and rendered through the Jinja2 templates in
-``remap_ab/templates/``. What the report needs about implementations (their module and
+``remap_ab/subjects/remap/templates/``. What the report needs about implementations (their module and
 import path) is handed in by the caller; this module never looks it up. Reading a
 report back checks every JSON field against its ``schema.py`` model first.
 """
@@ -58,16 +58,16 @@ from pathlib import Path
 from typing import Any
 
 from remap_ab import command_line
-from remap_ab.compare import Verdict, count_rows, differ, lost_verdict, plural
 from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
-from remap_ab.report_sections import sections
 from remap_ab.sources import Source, pinned_name
-from remap_ab.status import Status
+from remap_ab.status import Status, plural
 from remap_ab.subjects.remap import charts
+from remap_ab.subjects.remap.compare import Verdict, count_rows, differ, lost_verdict
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
 from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, tensor_sha256
 from remap_ab.subjects.remap.rejections import RejectionCase, by_id
 from remap_ab.subjects.remap.rejections import replay_command as call_replay
+from remap_ab.subjects.remap.report_sections import sections
 
 REPORT_FORMAT = 2  # 1: inputs.pt and outputs.pt held the whole tensors
 ROWS_FILE = "rows.pt.gz"
@@ -503,7 +503,7 @@ def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(
-        loader=PackageLoader("remap_ab", "templates"),
+        loader=PackageLoader("remap_ab.subjects.remap", "templates"),
         autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
         undefined=StrictUndefined,  # a misspelt field fails the test suite, not a reader
         trim_blocks=True,
