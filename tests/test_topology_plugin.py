@@ -39,8 +39,9 @@ def fused_topology_witness_merge(learned, context_lens, num_segments, learned_ke
 @pytest.fixture(scope="module", autouse=True)
 def _triton_imported():
     """B's module, and Triton with it, imported before any session: pytester puts
-    sys.modules back after each, and Triton's compiled extension does not import twice."""
-    runtime.select("cpu")
+    sys.modules back after each, and Triton's compiled extension does not import twice.
+    On the session's device: a GPU worker's backend is CUDA already, and fixed."""
+    runtime.select(runtime.current())
     calls.resolve("b", "b")
 
 
