@@ -27,7 +27,7 @@ ROOT = module_graph.ROOT
 LAYOUT_DOC = ROOT / "docs" / "layout.md"
 
 # --- the ratchets: written by `python tests/test_layout.py --write` (a kept line keeps its comment) ---
-KNOWN_UPWARD = [
+KNOWN_UPWARD: list[tuple[str, str, str]] = [
 ]
 
 VOCABULARY_CEILING = {
@@ -400,7 +400,7 @@ def _write() -> None:
     """Rewrite the ratchets from the tree, keeping the comment of each arrow that stays."""
     path = Path(__file__)
     text = path.read_text()
-    start = text.index("KNOWN_UPWARD = [\n")
+    start = text.index("KNOWN_UPWARD: list[tuple[str, str, str]] = [\n")
     end = text.index("# --- end of the ratchets ---")
     comments = dict(re.findall(r'^    (\("[^"]+", "[^"]+", "[^"]+"\)),(  # .*)?$', text[start:end], re.MULTILINE))
     placed, problems = assign(module_graph.modules(), layers())
@@ -411,7 +411,7 @@ def _write() -> None:
             return "  # machinery -> subject: the subject step removes it"
         return f"  # {placed[full(a)].name} -> {placed[full(b)].name}"
 
-    lines = ["KNOWN_UPWARD = ["]
+    lines = ["KNOWN_UPWARD: list[tuple[str, str, str]] = ["]
     for a, b, kind in sorted(upward_arrows(module_graph.arrows(), placed)):
         key = f'("{a}", "{b}", "{kind}")'
         lines.append(f"    {key},{comments.get(key) or why(a, b)}")

@@ -54,8 +54,8 @@ def _run(pytester, *args: str):
 def _failures(pytester) -> dict:
     """case ID -> the failure message of each failing item of the JUnit file."""
     root = ET.parse(pytester.path / "grid.xml").getroot()
-    return {str(c.get("name")).split("[")[0]: c.find("failure").get("message") for c in root.iter("testcase")
-            if c.find("failure") is not None}
+    failures = {str(c.get("name")).split("[")[0]: c.find("failure") for c in root.iter("testcase")}
+    return {case: failure.get("message") for case, failure in failures.items() if failure is not None}
 
 
 def test_the_subset_is_the_witness_and_one_more():
