@@ -134,6 +134,17 @@ def soak_random(seed: int, worker: int = 0, generation: int = 0) -> random.Rando
     return random.Random(key)
 
 
+def bucket(value: int, tops: tuple) -> str:
+    """The range of ``tops`` (ascending upper bounds) that holds ``value``, e.g. "9-64":
+    a soak's label for a drawn size."""
+    low = 1
+    for top in tops:
+        if value <= top:
+            return str(top) if low == top else f"{low}-{top}"
+        low = top + 1
+    return f"> {tops[-1]}"
+
+
 class ProcessUnusable(Exception):
     """Raised by a soak's judge when this process can judge nothing more (a lost CUDA
     context): the driver records it and stops that worker."""

@@ -48,7 +48,6 @@ remap's. Exit status as above; 2 also without a GPU.
 from __future__ import annotations
 
 import datetime
-import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -59,7 +58,7 @@ from remap_ab.bench import cross_compile, page, pairs, pr_table, width_scan
 from remap_ab.bench.decode import DecodeModel
 from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
 from remap_ab.bench.timing import Budget
-from remap_ab.commands.common import environment, int_list
+from remap_ab.commands.common import environment, int_list, options_given, subject_part
 from remap_ab.errors import NeedsGPUError, UsageError
 from remap_ab.speed import parse_fail_slower
 from remap_ab.subjects.remap import envelope
@@ -261,21 +260,9 @@ def main(args) -> int:
 # --------------------------------------------------------------------------- another subject's bench
 
 
-def subject_bench(name: str) -> ModuleType:
-    """The bench module of subject ``name`` (remap_ab/subjects/NAME/bench.py); UsageError
-    for a subject without one."""
-    subject = subjects.get(name)  # an unknown name: its one-line error
-    if name not in subjects.NAMES:
-        raise UsageError(f"--subject {name}: bench times the packaged subjects' shapes only "
-                         f"({', '.join(subjects.NAMES)}); {subject.name} has no bench module")
-    return importlib.import_module(f"remap_ab.subjects.{name}.bench")
-
-
 def _subject_main(args) -> int:
-    bench = subject_bench(args.subject)
-    defaults = getattr(args, "_option_defaults", {})
-    unused = sorted(f"--{dest.replace('_', '-')}" for dest, default in defaults.items()
-                    if dest not in SUBJECT_OPTIONS and getattr(args, dest, default) != default)
+    bench = subject_part(args.subject, "bench", "bench")
+    unused = options_given(args, SUBJECT_OPTIONS)
     if unused:
         raise UsageError(f"{', '.join(unused)}: the remap bench's sections' options; bench --subject "
                          f"{args.subject} times the shapes of remap_ab/subjects/{args.subject}/bench.py and takes "

@@ -5,9 +5,12 @@ costs the measurements (nondet, bench)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import platform
 from dataclasses import fields
+from types import ModuleType
 
+from remap_ab import subjects
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig, field_help
 
@@ -31,6 +34,24 @@ def config_from_args(args: argparse.Namespace, base: CaseConfig | None = None) -
     given = {f.name: getattr(args, f.name) for f in fields(CaseConfig) if getattr(args, f.name, None) is not None}
     merged = {**(base.to_dict() if base else {}), **given}
     return CaseConfig.from_dict(merged)
+
+
+def subject_part(name: str, part: str, command: str) -> ModuleType:
+    """Module ``part`` of packaged subject ``name`` (remap_ab/subjects/NAME/PART.py), which
+    ``command --subject NAME`` runs; UsageError for a subject without one."""
+    subject = subjects.get(name)  # an unknown name: its one-line error
+    if name not in subjects.NAMES:
+        raise UsageError(f"--subject {name}: {command} runs the packaged subjects' {part} modules only "
+                         f"({', '.join(subjects.NAMES)}); {subject.name} has none")
+    return importlib.import_module(f"remap_ab.subjects.{name}.{part}")
+
+
+def options_given(args: argparse.Namespace, allowed: frozenset) -> list[str]:
+    """The options given a value other than their default, outside ``allowed`` (names
+    as argparse keeps them): what a command's ``--subject`` run cannot honour."""
+    defaults = getattr(args, "_option_defaults", {})
+    return sorted(f"--{dest.replace('_', '-')}" for dest, default in defaults.items()
+                  if dest not in allowed and getattr(args, dest, default) != default)
 
 
 def int_list(text: str, option: str) -> list[int]:

@@ -26,7 +26,6 @@ never killed. It takes --list, -v, --only, --device, --json and --keep; exit sta
 from __future__ import annotations
 
 import difflib
-import importlib
 import json
 import shutil
 import sys
@@ -38,6 +37,7 @@ from types import ModuleType
 
 from remap_ab import mutants as M
 from remap_ab import options, runtime, subjects
+from remap_ab.commands.common import options_given, subject_part
 from remap_ab.errors import BackendError, MutantError, ReportError, UsageError
 from remap_ab.mutants import Witness
 from remap_ab.status import Outcome
@@ -303,21 +303,9 @@ SUBJECT_OPTIONS = frozenset({"list", "verbose", "only", "device", "json", "keep"
 FAILING = (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)  # as the remap's: exit 1
 
 
-def subject_mutants(name: str) -> ModuleType:
-    """The mutants module of subject ``name`` (remap_ab/subjects/NAME/mutants.py);
-    UsageError for a subject without one."""
-    subject = subjects.get(name)  # an unknown name: its one-line error
-    if name not in subjects.NAMES:
-        raise UsageError(f"--subject {name}: mutants runs the packaged subjects' catalogues only "
-                         f"({', '.join(subjects.NAMES)}); {subject.name} has none")
-    return importlib.import_module(f"remap_ab.subjects.{name}.mutants")
-
-
 def _subject_main(args) -> int:
-    catalogue = subject_mutants(args.subject)
-    defaults = getattr(args, "_option_defaults", {})
-    unused = sorted(f"--{dest.replace('_', '-')}" for dest, default in defaults.items()
-                    if dest not in SUBJECT_OPTIONS and getattr(args, dest, default) != default)
+    catalogue = subject_part(args.subject, "mutants", "mutants")
+    unused = options_given(args, SUBJECT_OPTIONS)
     if unused:
         raise UsageError(f"{', '.join(unused)}: the remap catalogue's options; mutants --subject {args.subject} "
                          "takes --list, -v, --only, --device, --json and --keep")

@@ -43,7 +43,7 @@ from typing import Any
 
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.status import Status
-from remap_ab.subject import JudgeSettings, ProcessUnusable, SoakPlan, SoakSettings, soak_random
+from remap_ab.subject import JudgeSettings, ProcessUnusable, SoakPlan, SoakSettings, bucket, soak_random
 from remap_ab.subjects.remap import envelope, features, registry
 from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS, CaseConfig
 from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
@@ -152,18 +152,8 @@ class Draw:
         }
 
 
-def _bucket(value: int, tops: tuple) -> str:
-    """The range of ``tops`` (ascending upper bounds) that holds ``value``, e.g. "9-64"."""
-    low = 1
-    for top in tops:
-        if value <= top:
-            return str(top) if low == top else f"{low}-{top}"
-        low = top + 1
-    return f"> {tops[-1]}"
-
-
 def k_bucket(k: int) -> str:
-    return _bucket(k, (128, 512, 1024, 2048, MAX_TOPK))
+    return bucket(k, (128, 512, 1024, 2048, MAX_TOPK))
 
 
 def k_kind(c: CaseConfig) -> str:
@@ -173,7 +163,7 @@ def k_kind(c: CaseConfig) -> str:
 
 
 def tokens_bucket(t: int) -> str:
-    return _bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
+    return bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
 
 
 def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:

@@ -30,7 +30,7 @@ from typing import Optional
 
 from remap_ab import command_line
 from remap_ab.errors import UsageError
-from remap_ab.subject import SoakPlan, SoakSettings
+from remap_ab.subject import SoakPlan, SoakSettings, bucket
 from remap_ab.subjects.topology import calls, grid, report
 from remap_ab.subjects.topology.config import (
     INT32_MAX,
@@ -73,9 +73,9 @@ class Draw:
     def labels(self) -> dict:
         c = self.config
         return {
-            "rows": _bucket(c.rows, (1, 8, 64, 1023, 16384)),
-            "topk": str(c.topk) if c.topk in MODEL_WIDTHS or c.topk == 1 else _bucket(c.topk, (1, 64, 1024, 2176)),
-            "S": str(c.segments) if c.segments in SEGMENT_EDGES else _bucket(c.segments, (1, 30, 62, 64)),
+            "rows": bucket(c.rows, (1, 8, 64, 1023, 16384)),
+            "topk": str(c.topk) if c.topk in MODEL_WIDTHS or c.topk == 1 else bucket(c.topk, (1, 64, 1024, 2176)),
+            "S": str(c.segments) if c.segments in SEGMENT_EDGES else bucket(c.segments, (1, 30, 62, 64)),
             "lens": c.lens,
             "learned": c.learned,
             "keep": self.keep_edge,
@@ -83,16 +83,6 @@ class Draw:
             "budget": "0" if c.budget == 0 else "< S" if c.budget < c.segments else "S" if c.budget == c.segments
             else "> S",
         }
-
-
-def _bucket(value: int, tops: tuple) -> str:
-    """The range of ``tops`` (ascending upper bounds) that holds ``value``, e.g. "9-64"."""
-    low = 1
-    for top in tops:
-        if value <= top:
-            return str(top) if low == top else f"{low}-{top}"
-        low = top + 1
-    return f"> {tops[-1]}"
 
 
 def _log_uniform(rng: random.Random, top: int) -> int:
