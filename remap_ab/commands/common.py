@@ -42,7 +42,7 @@ def subject_part(name: str, part: str, command: str) -> ModuleType:
     subject = subjects.get(name)  # an unknown name: its one-line error
     if name not in subjects.NAMES:
         raise UsageError(f"--subject {name}: {command} runs the packaged subjects' {part} modules only "
-                         f"({', '.join(subjects.NAMES)}); {subject.name} has none")
+                         f"({', '.join(subjects.NAMES)}); {subject.name} has no {part} module")
     return importlib.import_module(f"remap_ab.subjects.{name}.{part}")
 
 
