@@ -177,12 +177,8 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
             report = _write_lost_call_report(config, a, b, message, folder, device, status).name
         except Exception:  # the row matters more than its report
             report = ""
-        return {
-            "case_id": config.case_id, "status": status, "check": Check(status.value),
-            "first_mismatch": f"[{status.value}] {message}; replay: {replay_command(config, a, b, device)}",
-            "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
-            "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report, "max_row_valid": "", "rejection": config.id,
-        }
+        return _lost_row(config, status, f"{message}; replay: {replay_command(config, a, b, device)}", report,
+                         max_row_valid="", rejection=config.id)
     slots = report_cap.slots(folder, reports)
     report = ""
     if slots is None or slots.claim(config, Check(status.value)):
@@ -190,13 +186,17 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
             report = _write_lost_report(config, a, b, message, folder, device, status).name
         except Exception:  # the row matters more than its report
             report = ""
+    return _lost_row(config, status, message, report, max_row_valid=reference_max_row_valid(config),
+                     backend=config.backend, pattern=config.pattern, backend_view="", hazard_rows=0)
+
+
+def _lost_row(config, status: Status, message: str, report: str, **extra) -> dict:
+    """A results row of a case or call with no outcome: nothing compared, nothing timed."""
     return {
         "case_id": config.case_id, "status": status, "check": Check(status.value),
         "first_mismatch": f"[{status.value}] {message}",
         "mismatch_lanes": 0, "mismatch_rows": 0, "order_differs": False, "order_differs_rows": 0,
-        "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report,
-        "max_row_valid": reference_max_row_valid(config),
-        "backend": config.backend, "pattern": config.pattern, "backend_view": "", "hazard_rows": 0,
+        "a_ms": "", "b_ms": "", "inputs_sha256": "", "report": report, **extra,
     }
 
 
