@@ -1,8 +1,9 @@
 """The ``remap-ab`` command line.
 
 Each subcommand lives in ``remap_ab/commands/<name>.py`` and exposes
-``add_arguments(parser)`` and ``main(args) -> int``; this file only dispatches and
-turns exceptions into exit statuses:
+``add_arguments(parser)`` and ``main(args) -> int`` (a command whose options depend on
+the words given, e.g. ``bench --subject NAME``, exposes ``add_arguments_for(parser,
+words)`` instead); this file only dispatches and turns exceptions into exit statuses:
 
 - ``RemapABError`` (the user's input): one line on stderr, exit 2;
 - ``InternalError`` (remap-ab's own bug): one line, exit 3;
@@ -50,10 +51,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, words: list[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser. ``command``: the one subcommand whose module is
     imported and whose options are added (each command's module loads its own
-    machinery: ``report`` must not load the sweep's); None: every one."""
+    machinery: ``report`` must not load the sweep's); None: every one. ``words``: the
+    command line to be parsed, for a command whose options depend on it."""
     parser = _Parser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
@@ -61,7 +63,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if command is None or name == command:
             module = importlib.import_module(f"remap_ab.commands.{name}")
             p.description = (module.__doc__ or help_text).strip()
-            module.add_arguments(p)
+            if hasattr(module, "add_arguments_for"):
+                module.add_arguments_for(p, list(words or ()))
+            else:
+                module.add_arguments(p)
             p.set_defaults(_main=module.main)
     return parser
 
@@ -94,7 +99,7 @@ def main(argv=None) -> int:
 
 def _main(argv) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(next((w for w in words if w in COMMANDS), ""))
+    parser = build_parser(next((w for w in words if w in COMMANDS), ""), words)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

@@ -16,10 +16,12 @@ import pytest
 import torch
 
 from remap_ab import cli, runtime
-from remap_ab.bench import attention, cold_l2, contention, decode, figures, host, page, pr_table, resources, width_scan
+from remap_ab.bench import cold_l2, figures, page
+from remap_ab.bench import host as host_timing
 from remap_ab.bench.timing import Budget, Timing
 from remap_ab.errors import DisagreementError, UsageError
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench import attention, contention, decode, host, pr_table, resources, width_scan
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 
@@ -334,7 +336,7 @@ def test_gate_refuses_a_disagreeing_pair(off_by_one_module):
 
 
 def test_cell_gate_refuses_a_disagreeing_variant_and_passes_tile_widths(off_by_one_module):
-    from remap_ab.bench.measure import gate, wrapper_variant
+    from remap_ab.subjects.remap.bench.measure import gate, wrapper_variant
 
     runtime.select(runtime.default_device())
     config = _small("dcp")
@@ -375,7 +377,7 @@ def test_grid_is_the_pull_requests():
 def test_width_scan_direct_launch_matches_the_oracle_on_the_interpreter():
     """The direct launch's arguments, on the CPU: both the single tile and the tiled
     path must pass the gate (a wrong argument would show here, not on the GPU)."""
-    from remap_ab.bench.measure import gate
+    from remap_ab.subjects.remap.bench.measure import gate
 
     runtime.select(runtime.default_device())
     import kernels_new
@@ -520,7 +522,7 @@ def test_host_overhead_rows_on_the_cpu():
         pytest.skip("times the interpreter's wrappers: a CUDA process has the GPU backend "
                     "(the GPU rows run in test_every_gpu_section_runs_small)")
     calls = []
-    assert len(host.host_us_per_call(lambda: calls.append(1), 5, "cpu", warmup=2, repeats=3)) == 3
+    assert len(host_timing.host_us_per_call(lambda: calls.append(1), 5, "cpu", warmup=2, repeats=3)) == 3
     assert len(calls) == 2 + 5 * 3  # no call skipped or repeated
     what = [(impl, w) for impl, w, _, _ in host.host_callables(["old", "new"], "cpu")]
     assert ("old", "public wrapper") in what and ("new", "raw kernel launch (arguments prepared)") in what
@@ -532,7 +534,7 @@ def test_host_overhead_rows_on_the_cpu():
 def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     """The sweep section through the suite, one case: the phase split comes from the
     run's run.json and the row says what ran."""
-    from remap_ab.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
 
     runtime.select(runtime.default_device())
     opts = SuiteOptions(sections=["sweep"], device=runtime.default_device(), sweep_fresh_process=False,
@@ -562,7 +564,7 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
 
 @needs_no_cuda
 def test_all_on_the_cpu_runs_what_it_can_and_says_what_it_did_not(tmp_path):
-    from remap_ab.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
 
     opts = SuiteOptions(sections=["pr", "contention", "resources", "sweep"], device="cpu")
     sections = Suite(opts, tmp_path, {}, say=lambda line: None).run()
@@ -573,7 +575,7 @@ def test_all_on_the_cpu_runs_what_it_can_and_says_what_it_did_not(tmp_path):
 
 
 def test_a_section_that_raises_is_an_error_and_the_rest_still_run(tmp_path, monkeypatch):
-    from remap_ab.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
 
     def boom(self, section):
         raise RuntimeError("made-up failure")
@@ -586,7 +588,7 @@ def test_a_section_that_raises_is_an_error_and_the_rest_still_run(tmp_path, monk
 
 
 def test_budget_spent_leaves_sections_not_run(tmp_path):
-    from remap_ab.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
 
     opts = SuiteOptions(sections=["determinism", "host"], device="cpu", budget_s=1e-9)
     sections = Suite(opts, tmp_path, {}, say=lambda line: None).run()
@@ -655,7 +657,7 @@ def fake_graph_timing(monkeypatch):
 
 @needs_no_cuda
 def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_timing):
-    from remap_ab.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
 
     runtime.select("cpu")
     opts = SuiteOptions(

@@ -320,8 +320,8 @@ def test_a_bad_fail_slower_is_a_one_line_usage_error(text):
 @pytest.mark.skipif(DEVICE == "cuda", reason="the pr section on the interpreter with the graph timing replaced")
 def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypatch):
     from remap_ab.bench import figures, measure
-    from remap_ab.bench.suite import Suite, SuiteOptions
     from remap_ab.bench.timing import Timing
+    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
 
     cell = {}
 

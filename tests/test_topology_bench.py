@@ -12,7 +12,7 @@ import pytest
 from remap_ab import cli, runtime
 from remap_ab.bench import pairs
 from remap_ab.bench.timing import EagerLoop, Timing
-from remap_ab.commands import bench as command
+from remap_ab.commands.common import environment
 from remap_ab.subjects.topology import bench
 
 needs_no_cuda = pytest.mark.skipif(runtime.cuda_available(), reason="checks the behaviour without a GPU")
@@ -30,10 +30,23 @@ def test_without_a_gpu_it_says_so_in_one_line_exits_2_and_writes_nothing(capsys,
 
 
 def test_the_remap_sections_options_are_refused_with_another_subject(capsys):
-    rc = cli.main(["bench", "--subject", "topology", "--topk", "512", "--cold-l2"])
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert "--cold-l2, --topk: the remap bench's" in err and "--budget-s" in err
+    # --subject is known first: the topology's options are the shared ones alone, and the
+    # remap's are refused by the parser, in one line naming what it takes.
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["bench", "--subject", "topology", "--topk", "512", "--cold-l2"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--cold-l2, --topk: the remap bench's" in err and "--budget-s" in err and "--sections" not in err
+
+
+def test_the_help_shows_the_named_subjects_options(capsys):
+    for words, shown, hidden in ((["bench"], "--scan-warps", None),
+                                 (["bench", "--subject", "topology"], "shared options alone", "--scan-warps")):
+        with pytest.raises(SystemExit):
+            cli.main([*words, "--help"])
+        out = capsys.readouterr().out
+        assert shown in out and "--fail-slower" in out and (hidden is None or hidden not in out)
 
 
 def test_a_subject_without_a_bench_is_refused(capsys):
@@ -86,11 +99,16 @@ def fake_timing(monkeypatch):
     return made_up, timed
 
 
+def _bench_pairs(bench, a, b, device, folder, **kw):
+    return pairs.bench_pairs(bench, a, b, device, folder, environment=environment(device),
+                             command="remap-ab bench --subject topology", **kw)
+
+
 @needs_no_cuda  # the fixture fixes this process on the CPU
 def test_rows_and_b_over_a_come_from_the_measured_numbers(tmp_path, fake_timing):
     made_up, timed = fake_timing
     printed: list[str] = []
-    rc = command.run_subject_bench(bench, "a", "b", "cpu", tmp_path, calls=7, repeats=5, fail_slower=0.05,
+    rc = _bench_pairs(bench, "a", "b", "cpu", tmp_path, calls=7, repeats=5, fail_slower=0.05,
                                    shapes=TINY, say=printed.append)
     assert rc == 0
     assert timed == ["eager", "graph", (("a", "b"), 5)] * len(TINY)
@@ -115,7 +133,7 @@ def test_b_slower_beyond_noise_fails_the_run(tmp_path, fake_timing):
     made_up, _ = fake_timing
     made_up["b"] = [x * 1.5 for x in made_up["a"]]
     printed: list[str] = []
-    rc = command.run_subject_bench(bench, "a", "b", "cpu", tmp_path, calls=2, repeats=5, fail_slower=0.05,
+    rc = _bench_pairs(bench, "a", "b", "cpu", tmp_path, calls=2, repeats=5, fail_slower=0.05,
                                    shapes=TINY[:1], say=printed.append)
     assert rc == 1
     row = json.loads((tmp_path / "results.json").read_text())["sections"][0]["tables"][0]["rows"][0]
@@ -141,7 +159,7 @@ def test_a_b_that_differs_from_a_is_refused_not_timed(tmp_path, fake_timing):
     wrong.write_text(WRONG_B)
     (tmp_path / "page").mkdir()
     printed: list[str] = []
-    rc = command.run_subject_bench(bench, "a", str(wrong), "cpu", tmp_path / "page", calls=2, repeats=5,
+    rc = _bench_pairs(bench, "a", str(wrong), "cpu", tmp_path / "page", calls=2, repeats=5,
                                    fail_slower=0.05, shapes=TINY[:1], say=printed.append)
     assert rc == 1 and timed == []
     row = json.loads((tmp_path / "page" / "results.json").read_text())["sections"][0]["tables"][0]["rows"][0]
@@ -153,7 +171,7 @@ def test_a_b_that_differs_from_a_is_refused_not_timed(tmp_path, fake_timing):
 @needs_no_cuda
 def test_a_spent_budget_leaves_shapes_not_measured_and_says_so(tmp_path, fake_timing):
     printed: list[str] = []
-    rc = command.run_subject_bench(bench, "a", "b", "cpu", tmp_path, calls=2, repeats=5, fail_slower=None,
+    rc = _bench_pairs(bench, "a", "b", "cpu", tmp_path, calls=2, repeats=5, fail_slower=None,
                                    budget_s=1e-9, shapes=TINY, say=printed.append)
     assert rc == 1
     section = json.loads((tmp_path / "results.json").read_text())["sections"][0]

@@ -1,18 +1,19 @@
-"""remap-ab bench: the performance story of the two kernels, measured on a GPU.
+"""remap-ab bench's toolkit, for any subject's bench part (which knows its kernels; this
+package knows none):
 
-One module per question (issue 14):
+  timing.py    CUDA-graph timing interleaved repeat by repeat, eager loops beside them,
+               the empty kernel's launch floor, and the run's time budget
+  cold_l2.py   rotating input copies so that every call misses L2
+  measure.py   one timed cell: variants gated by the subject's judge, captured, timed
+               beside their floors (warm and cold L2), verified after timing
+  host.py      host µs per call, and the sweep timed in this process or a fresh one
+  suite.py     sections run in order within the budget, the page rewritten after each
+  page.py      the HTML page (Jinja2) holding every table and chart, and its files
+               (figures.py: the charts)
+  pairs.py     a subject's A and B timed shape by shape (its shapes and calls as data),
+               judged by the speed gate (remap_ab/speed.py)
+  session.py   what the command line hands a subject's bench part
 
-  pr_table.py     the pull request's table: old vs new inside CUDA graphs (+ cold L2)
-  contention.py   §1 the contention signature: tiles per row x tokens, floor split off
-  resources.py    §2 registers, spills, shared memory, occupancy of each compiled variant
-  width_scan.py   §2 one program per row at K = 256 ... 16384 against the tiled path
-  decode.py       §3 µs per decode step for a model configuration, from measured calls
-  cold_l2.py      §4 rotating input copies so that every call misses L2
-  attention.py    §5 a sparse-attention consumer of the compacted indices: end-to-end determinism
-  host.py         §6 the sweep's phase split and the wrappers' host overhead per call
-  page.py         the HTML page (Jinja2) holding every table and chart, and its files
-  suite.py        runs the sections within a time budget, writing each as it completes
-
-Shared machinery: timing.py (CUDA-graph timing, floors, the budget), gate.py (nothing
-is timed that disagrees with the oracle), measure.py (one gated, timed cell).
+The subjects' parts: remap_ab/subjects/remap/bench/ (the default), remap_ab/subjects/
+topology/bench.py (pairs.py's).
 """

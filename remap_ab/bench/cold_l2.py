@@ -10,20 +10,30 @@ the row then says how much of L2 the rotation really covered (``footprint / L2``
 
 The copies are bitwise clones of the inputs the agreement gate judged, made with one
 allocation per tensor (a stacked copy, each set a view), so the gate covers all of them.
+
+An input set is any subject's: an object whose ``tensors()`` names every tensor the
+kernel reads, and whose type is built back from them by keyword.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import torch
-
-from remap_ab.subjects.remap.inputs import CaseInputs
 
 H200_L2_BYTES = 60 * 1024 * 1024  # what the brief gives for the H200; the device's own figure wins
 FOOTPRINT_OVER_L2 = 2.0  # twice L2: LRU-like replacement has evicted a copy before it is read again
 MAX_SETS = 16384
+
+
+
+class HasTensors(Protocol):
+    def tensors(self) -> dict: ...
+
+
+InputSet = TypeVar("InputSet", bound=HasTensors)
 
 
 def l2_bytes(device=None) -> int:
@@ -35,7 +45,7 @@ def l2_bytes(device=None) -> int:
     return size if size > 0 else H200_L2_BYTES
 
 
-def input_bytes(inputs: CaseInputs) -> int:
+def input_bytes(inputs: HasTensors) -> int:
     """Bytes of one input set (every tensor the kernel reads)."""
     return sum(t.numel() * t.element_size() for t in inputs.tensors().values())
 
@@ -51,13 +61,14 @@ def footprint_over_l2(bytes_per_set: int, sets: int, l2: int) -> float:
     return bytes_per_set * sets / l2
 
 
-def rotating_inputs(inputs: CaseInputs, sets: int) -> list[CaseInputs]:
+def rotating_inputs(inputs: InputSet, sets: int) -> list[InputSet]:
     """``sets`` bitwise copies of ``inputs``, one stacked allocation per tensor."""
     stacked: dict = {name: t.unsqueeze(0).expand(sets, *t.shape).contiguous() for name, t in inputs.tensors().items()}
-    return [CaseInputs(**{name: s[i] for name, s in stacked.items()}) for i in range(sets)]
+    rebuild: Any = type(inputs)
+    return [rebuild(**{name: s[i] for name, s in stacked.items()}) for i in range(sets)]
 
 
-def rotating_call(call: Callable[[CaseInputs], object], copies: list[CaseInputs]) -> Callable[[], object]:
+def rotating_call(call: Callable[[InputSet], object], copies: list[InputSet]) -> Callable[[], object]:
     """A zero-argument callable whose k-th call uses copy k mod len(copies): captured
     into a graph, call k of every replay reads copy k mod n."""
     state = {"k": 0}

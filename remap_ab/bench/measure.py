@@ -1,57 +1,46 @@
-"""One timed cell: several variants of the remap on one case's inputs, gated, captured,
-timed interleaved with the empty-kernel floor of each variant's grid, and verified.
+"""One timed cell, for any subject: several variants of a kernel on one input set,
+gated, captured, timed interleaved with the empty-kernel floor of each variant's grid,
+and verified.
 
-A *variant* is anything that maps the case's inputs to ``(out, counts)``: an
-implementation's public wrapper (old, new, old tiled with another BLOCK_N) or a direct
-launch of a kernel with chosen constexprs and warps (the width scan). Each names the
-grid and warps it launches, for its floor, and its order contract, for the judge.
+A *variant* is anything that maps the input set to its outputs: an implementation's
+public call or a direct launch of a kernel with chosen constexprs and warps. Each
+names the grid and warps it launches, for its floor, and its contract, which only the
+subject's gate reads. The gate (the subject's: ``gate(case, inputs, variants,
+outputs=None)``, None when every variant agrees with the oracle, else the refusal
+line) runs before capture, eagerly, and after timing on the outputs the graphs' last
+calls wrote: nothing wrong is timed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
-
-import torch
+from typing import Any, Optional
 
 from remap_ab.bench import cold_l2
-from remap_ab.bench.gate import judge
 from remap_ab.bench.timing import Timing, capture, floor_fn, time_graphs
 from remap_ab.errors import exception_line
 from remap_ab.status import CellStatus
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.compare import OrderContract, Output
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import CaseInputs
-from remap_ab.subjects.remap.runner import poisoned_empty, reference
 
 
 @dataclass
 class TimedVariant:
     name: str
-    call: Callable[[CaseInputs], tuple]  # inputs -> (out, counts or None)
-    contract: OrderContract
+    call: Callable[[Any], Any]  # inputs -> the variant's outputs
+    contract: Any  # what the subject's gate needs to judge the outputs
     grid: tuple
     warps: int
-    # (out, counts) from what ``call`` returned, applied outside the timed graph (the
-    # contention control sums its per-tile slots after the call); None: as returned.
-    finish: Optional[Callable[[tuple], tuple]] = None
+    # The outputs from what ``call`` returned, applied outside the timed graph (a control
+    # variant sums its per-tile slots after the call); None: as returned.
+    finish: Optional[Callable[[Any], Any]] = None
 
-    def outputs(self, result) -> tuple:
+    def outputs(self, result) -> Any:
         return result if self.finish is None else self.finish(result)
-
-
-def wrapper_variant(impl: registry.Implementation, config: CaseConfig, name: Optional[str] = None) -> TimedVariant:
-    """An implementation's public wrapper on ``config`` (its BLOCK_N is the config's)."""
-    _, _, tiles, warps = impl.tiling(config)
-    return TimedVariant(name or impl.name, lambda x: impl(config, x), impl.order_contract(config),
-                        (config.tokens, tiles), warps)
 
 
 @dataclass
 class CellResult:
-    config: CaseConfig
+    config: Any  # the subject's case
     names: list
     status: CellStatus = CellStatus.TIMED
     why: str = ""
@@ -68,42 +57,16 @@ class CellResult:
         return t.median if t else float("nan")
 
 
-def _run_eager(v: TimedVariant, inputs: CaseInputs) -> Output:
-    try:
-        with poisoned_empty():
-            out, counts = v.outputs(v.call(inputs))
-        torch.cuda.synchronize() if inputs.device.type == "cuda" else None
-    except Exception as exc:  # a variant that raises is refused, not a crash of the bench
-        return Output(v.name, None, None, v.contract, error=exception_line(exc)[:400])
-    return Output(v.name, out, counts, v.contract)
-
-
-def gate(config: CaseConfig, inputs: CaseInputs, variants: Sequence[TimedVariant], outputs=None) -> Optional[str]:
-    """None when every variant's output on ``inputs`` passes the oracle (each judged
-    beside the first), else the refusal line. ``outputs`` (name -> (out, counts)): judge
-    those instead of running eagerly (the graphs' last results)."""
-    ref = reference(config, inputs)
-    outs = []
-    for v in variants:
-        if outputs is None:
-            outs.append(_run_eager(v, inputs))
-        else:
-            out, counts = v.outputs(outputs[v.name])
-            outs.append(Output(v.name, out, counts, v.contract))
-    first = outs[0]
-    for o in outs[1:] or [first]:
-        verdict = judge(config, inputs, first, o, ref)
-        if not verdict.passed:
-            line = verdict.first.line() if verdict.first else verdict.status
-            return f"refusing to time {first.name} vs {o.name} on case {config.case_id} ({config.cli_args()}): {line}"
-    return None
+# (case, inputs, variants, outputs=None) -> None when every variant passes, else the refusal line.
+Gate = Callable[..., Optional[str]]
 
 
 def measure_cell(
-    config: CaseConfig,
-    inputs: CaseInputs,
+    config: Any,
+    inputs: cold_l2.HasTensors,
     variants: Sequence[TimedVariant],
     *,
+    gate: Gate,
     calls: int,
     repeats: int,
     cold: bool = False,
@@ -156,7 +119,7 @@ def measure_cell(
 
 
 def _capture_call(fn, calls):
-    """(graph, calls) and the last call's (out, counts). Not poisoned: the fill kernels
+    """(graph, calls) and the last call's outputs. Not poisoned: the fill kernels
     poisoning adds would be captured and timed; the eager gate ran poisoned."""
     graph, result = capture(fn, calls)
     return (graph, calls), result
@@ -174,4 +137,4 @@ def timing_samples(cell: CellResult) -> dict:
     return out
 
 
-__all__ = ["TimedVariant", "CellResult", "wrapper_variant", "measure_cell", "gate", "above_floor", "timing_samples", "Timing"]
+__all__ = ["TimedVariant", "CellResult", "Gate", "measure_cell", "above_floor", "timing_samples", "Timing"]

@@ -9,6 +9,10 @@ The subject says what a shape is, how to call its sides and what "equal" means
 synchronises with the host (a vectorised torch path that calls ``nonzero`` does) cannot
 be, and is timed as ``calls`` eager calls instead (``timing.EagerLoop``), host overhead
 included. The row says which (``a_method``, ``b_method``).
+
+``main`` is such a subject's whole bench part (``remap-ab bench --subject NAME`` with the
+shared options alone; remap_ab/subjects/topology/bench.py hands itself to it), and
+``bench_pairs`` the run it makes: every shape timed, the page written, the exit status.
 """
 
 from __future__ import annotations
@@ -16,14 +20,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Optional, Protocol
 
 import torch
 
+from remap_ab import command_line, subjects
+from remap_ab.bench import page
 from remap_ab.bench.page import Section, Table
+from remap_ab.bench.session import Session
 from remap_ab.bench.timing import Budget, EagerLoop, capture, time_graphs
-from remap_ab.errors import exception_line
-from remap_ab.speed import judge_speed
+from remap_ab.errors import NeedsGPUError, exception_line
+from remap_ab.speed import judge_speed, parse_fail_slower
 from remap_ab.status import CellStatus, SectionStatus
 
 METHOD = ("µs per call, the median over the repeats of a CUDA graph of the calls (a side that synchronises with the "
@@ -174,3 +183,50 @@ def section(result: PairRun, key: str, title: str, question: str, a: str, b: str
                f"(--budget-s spent); {METHOD}"
     return Section(key, title, question, status=status, note=note, findings=findings,
                    tables=[Table(key, title, result.rows)])
+
+
+# --------------------------------------------------------------------------- a pair-bench's run
+
+
+def main(bench: ModuleType, args, session: Session) -> int:
+    """``remap-ab bench --subject NAME`` for a subject whose bench part declares shapes
+    and their pairs (``shapes()``, ``pair(shape, a, b, device)``, ``labels(shape)``,
+    ``KEY``, ``TITLE``, ``QUESTION``): the shared options only."""
+    fail_slower = parse_fail_slower(args.fail_slower)
+    if session.device != "cuda":
+        raise NeedsGPUError(f"bench --subject {args.subject} times A and B with CUDA events and needs a CUDA device; "
+                            f"torch sees none (run it on the GPU machine; on the CPU "
+                            f"`{command_line.line('sweep', options=[('--subject', args.subject)])}` checks them, "
+                            f"untimed)")
+    subject = subjects.get(args.subject)
+    return bench_pairs(bench, args.a or subject.default_a, args.b or subject.default_b, session.device,
+                       session.output_folder(), environment=session.environment, command=session.command,
+                       calls=args.calls, repeats=args.repeats or 20, fail_slower=fail_slower, budget_s=args.budget_s)
+
+
+def bench_pairs(bench: ModuleType, a: str, b: str, device: str, folder: Path, *, environment: dict, command: str,
+                calls: int, repeats: int, fail_slower: Optional[float], budget_s: Optional[float] = None, shapes=None,
+                say=print) -> int:
+    """Time ``bench``'s shapes (``shapes``: a subset; default all), write the page and
+    its files into ``folder``; the exit status (0 every shape timed, equal before and
+    after and not slower beyond noise; 1 otherwise)."""
+    shapes = bench.shapes() if shapes is None else tuple(shapes)
+    where = environment.get("gpu") or "CPU"
+    say(f"bench --subject {bench.KEY} on {where} (torch {environment['torch']}, triton {environment['triton']}): "
+        f"{len(shapes)} shapes, A {a}, B {b}; {calls} calls x {repeats} repeats each, {METHOD}"
+        + (f"; budget {budget_s:.0f} s" if budget_s else "") + f"; writing {folder}")
+    result = run(shapes, lambda s: bench.pair(s, a, b, device), calls=calls, repeats=repeats,
+                 fail_slower=fail_slower, budget=Budget(budget_s), labels=bench.labels, say=say)
+    done = section(result, bench.KEY, bench.TITLE, bench.QUESTION, a, b)
+    meta = {**environment, "command": command, "subject": bench.KEY, "a": a, "b": b,
+            "calls": calls, "repeats": repeats, "method": METHOD}
+    files = page.write(folder, [done], meta)
+    for finding in done.findings:
+        say(f"  - {finding}")
+    say("wrote " + ", ".join(str(f) for f in files))
+    if result.not_measured:
+        say(f"INCOMPLETE: {done.note}")
+    if result.failed:
+        say(f"FAIL: {len(result.failed)} of {len(result.rows)} shapes not timed, changed by the timed calls, or B "
+            "slower than A beyond noise (above)")
+    return 1 if result.not_measured or result.failed else 0

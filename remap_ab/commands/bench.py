@@ -1,91 +1,79 @@
 """Time the kernels and tell their performance story on one HTML page.
 
-Sections (run in this order; --sections picks any of them, --all runs every one):
-  pr           old vs new inside CUDA graphs on the pull request's grid, beside its GB200
-               figures and the empty-kernel floor of each grid; --cold-l2 adds the same cells
-               with rotating input copies so every call misses L2. Its cells are every path
-               (--paths) at every row count of the call envelope (remap_ab/subjects/remap/envelope.toml:
-               decode batches and prefill steps to 16384), and the speed gate judges each
-  contention   K=2048, the old kernel at 16/8/4/2 tiles and the new single tile, tokens 1..4096,
-               each split into its grid's launch floor and the rest: does the 16-vs-4-tile gap
-               grow with batch? Beside each tile count its control (the atomic replaced by a
-               write to the tile's own slot): atomic - control = the contention cost
-  decode       µs per decode step of a model (default 78 layers, index_topk 2048, DCP 1 and 4)
-               at batch 1..1024, old and new, from measured per-call times
-  width        the single tile at K=256..16384 with 8 and another warp count against the tiled
-               path, on every path it serves (counts, in-place DCP, DCP compaction): registers,
-               spills, occupancy, and where one program per row stops winning
-  determinism  a sparse-attention consumer of the compacted indices run 20 times (GPU: quiet and
-               contended; CPU: permuted interpreter schedules): distinct outputs, largest |Δ|
-  resources    registers, spills, shared memory, warps, occupancy of every variant compiled;
-               and every variant of A and B cross-compiled for each --resource-targets
-               (on the CPU: remap-ab resources)
-  host         host µs per wrapper call (T=1, K=512, counts path, 2000 calls, no sync)
-  sweep        the full sweep in this process (-j 0): phase split, then end to end
-
-Without --all/--sections: the pr and resources sections (the compiled variants' registers,
-spills and shared memory are printed with the table). --sweep-phases: host and sweep.
-
-Output: <root>/bench/<stamp>/ (or --report DIR): index.html (every table and chart),
-results.json and tables.zip (CSV per table, PNG per chart), rewritten after every section so
-a run stopped by --budget-s or killed keeps what was measured. Nothing is timed that
-disagrees with the oracle on the timed inputs. The pr cells pass a speed gate: a cell
-where B is slower than A beyond noise (--fail-slower, default 5%: the whole bootstrap
-interval of B's median over A's above 1.05) is named and fails the run. Exit status: 0
-every section complete and every check passed; 1 a timing refused or failing its
-post-timing check, a cell the speed gate fails, or a section partial / not run / in
-error; 2 bad input, or only GPU sections asked for without a GPU.
-
---subject NAME (another subject than the remap): that subject's own shapes
-(remap_ab/subjects/NAME/bench.py), A and B on the same inputs, each shape checked equal
-before and after timing, each side in a CUDA graph where it can be captured and eagerly
-where not; µs per call of A and B, B/A and the speed gate (remap_ab/bench/pairs.py); the
-same three files. It takes --a, --b, --device, --root,
---report, --budget-s, --calls, --repeats and --fail-slower; the sections' options are the
-remap's. Exit status as above; 2 also without a GPU.
+--subject NAME (another subject than the remap): that subject's bench part
+(remap_ab/subjects/NAME/bench.py or bench/), with its own options after the shared ones
+(--a, --b, --device, --root, --report, --budget-s, --calls, --repeats and --fail-slower);
+`remap-ab bench --subject NAME --help` shows them. Without --subject: the remap's.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Optional
 
 from remap_ab import command_line, options, runtime, subjects
-from remap_ab.bench import cross_compile, page, pairs, pr_table, width_scan
-from remap_ab.bench.decode import DecodeModel
-from remap_ab.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
-from remap_ab.bench.timing import Budget
-from remap_ab.commands.common import environment, int_list, options_given, subject_part
-from remap_ab.errors import NeedsGPUError, UsageError
-from remap_ab.speed import parse_fail_slower
-from remap_ab.subjects.remap import envelope
+from remap_ab.bench.session import Session
+from remap_ab.commands.common import environment, subject_part
+from remap_ab.errors import RemapABError
 
-DEFAULT_SECTIONS = ("pr", "resources")
-SWEEP_PHASES = ("host", "sweep")
-DEFAULT_A, DEFAULT_B = "old", "new"
-# What a bench of another subject than the remap takes (the rest are the remap's sections').
-SUBJECT_OPTIONS = frozenset({"a", "b", "repo", "device", "root", "report", "budget_s", "calls", "repeats",
-                             "fail_slower", "subject"})
+# Each subject's bench part (remap_ab/subjects/NAME/bench.py, or a package bench/) declares
+#   DESCRIPTION                    its part of this command's --help text;
+#   add_arguments(parser, groups)  its options, after the shared ones below (``groups``:
+#                                  the shared argument groups by title, for it to extend);
+#   main(args, session) -> int     its run (session: remap_ab/bench/session.py).
+SHARED_GROUPS = ("what to run", "timing")
 
 
-def add_arguments(p):
-    import argparse
+def add_arguments_for(p, words: list[str]) -> None:
+    """The shared options, then those of the subject the words name with ``--subject``
+    (the default subject's without). Options of the default subject's bench given to
+    another subject's: one line saying whose they are, exit 2."""
+    name = _subject_named(words)
+    _compose(p, name)
+    if name == subjects.DEFAULT:
+        return
+    default = argparse.ArgumentParser(add_help=False)
+    _compose(default, subjects.DEFAULT)
+    theirs = sorted({w.partition("=")[0] for w in words} & (_flags(default) - _flags(p)))
+    if theirs:
+        p.error(f"{', '.join(theirs)}: the {subjects.DEFAULT} bench's options; bench --subject {name} takes "
+                f"{', '.join(sorted(_flags(p) - {'--help', '--subject'}))}")
 
-    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the section list above keeps its layout
-    options.add_implementations(p, decided_later=(f"{DEFAULT_A}; the subject's own with --subject", f"{DEFAULT_B}; the "
-                                                  "subject's own with --subject"))
+
+def _flags(p) -> set:
+    return {flag for action in p._actions for flag in action.option_strings if flag.startswith("--")}
+
+
+def _subject_named(words) -> str:
+    """The subject the words name with --subject (its default without)."""
+    first = argparse.ArgumentParser(add_help=False)
+    options.add(first, options.SUBJECT)
+    known, _ = first.parse_known_args(words)
+    return known.subject
+
+
+def _part(name: str) -> ModuleType | None:
+    """Subject ``name``'s bench part; None where there is none (main says so, in one line)."""
+    try:
+        return subject_part(name, "bench", "bench")
+    except RemapABError:
+        return None
+
+
+def _compose(p, name: str) -> None:
+    part = _part(name)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the subject's section list keeps its layout
+    head, _, tail = (__doc__ or "").strip().partition("\n\n")
+    p.description = "\n\n".join(x for x in (head, getattr(part, "DESCRIPTION", ""), tail) if x)
+    options.add_implementations(p, decided_later=(f"{options.A.default}; the subject's own with --subject",
+                                                  f"{options.B.default}; the subject's own with --subject"))
     options.add(p, options.SUBJECT)
     options.add_device(p)
     options.add_root(p, "bench pages (written to ROOT/bench/<stamp>/)")
     what = p.add_argument_group("what to run")
-    what.add_argument("--all", action="store_true", help="run every section")
-    what.add_argument("--sections", default=None, metavar="LIST",
-                      help="comma-separated sections: pr, contention, decode, width, determinism, resources, host, sweep")
-    what.add_argument("--sweep-phases", action="store_true", help="the host-overhead and sweep-phase sections")
-    what.add_argument("--cold-l2", action="store_true", help="pr section: also time with rotating inputs (every call misses L2)")
     what.add_argument("--budget-s", type=options.positive_float, default=None, metavar="S",
                       help="stop starting new cells after S seconds (what was measured is kept; the page says what was not)")
     what.add_argument("--report", default=None, metavar="DIR",
@@ -95,57 +83,8 @@ def add_arguments(p):
     t.add_argument("--repeats", type=options.positive_int, default=None,
                    help="timed replays per graph (default 20 for pr alone, 10 with --all)")
     options.add(t, options.FAIL_SLOWER)
-    t.add_argument("--seed", type=options.non_negative_int, default=0, help="input seed (default 0)")
-    t.add_argument("--topk", default="512,2048", help="pr: K values (default 512,2048)")
-    t.add_argument("--tokens", default=None,
-                   help="pr: token counts (default: every row count of the call envelope, remap_ab/subjects/remap/envelope.toml: "
-                        "decode batches and prefill steps up to 16384)")
-    t.add_argument("--paths", default=",".join(pr_table.PATHS),
-                   help=f"pr: paths (default all: {','.join(pr_table.PATHS)}; counts = convert with counts, dcp = DCP 4 "
-                        "compaction, convert = without counts, prefill = counts with prefill rows, dcp-inplace = "
-                        "DCP 4 in place)")
-    t.add_argument("--contention-tokens", default="1,8,64,256,1024,4096", help="contention: token counts")
-    d = p.add_argument_group("decode-step model")
-    d.add_argument("--layers", type=options.positive_int, default=78, help="layers per decode step (default 78)")
-    d.add_argument("--decode-topk", type=options.positive_int, default=2048, help="index_topk (default 2048)")
-    d.add_argument("--dcp", default="1,4", help="DCP sizes (default 1,4)")
-    d.add_argument("--batches", default="1,2,4,8,16,32,64,128,256,512,1024", help="batch sizes (requests)")
-    d.add_argument("--tokens-per-request", type=options.positive_int, default=1, help="query tokens per request per step (default 1)")
-    s = p.add_argument_group("width scan")
-    s.add_argument("--scan-k", default="256,512,1024,2048,4096,8192,16384", help="single-tile widths (powers of two >= 128)")
-    s.add_argument("--scan-warps", default="8,16", help="warp counts of the single tile (default 8,16)")
-    s.add_argument("--scan-tokens", default="1,256,1024", help="token counts (default 1,256,1024)")
-    s.add_argument("--scan-paths", default="counts,dcp-inplace,dcp-compact",
-                   help="paths the single tile serves (default all: counts,dcp-inplace,dcp-compact)")
-    r = p.add_argument_group("resources")
-    r.add_argument("--resource-targets", default="sm_80,sm_90,sm_100,sm_120,gfx90a,gfx942,gfx950",
-                   help="targets to cross-compile every variant for (default all)")
-    e = p.add_argument_group("end-to-end determinism")
-    e.add_argument("--det-topk", default="2048,384", help="K values (default 2048,384)")
-    e.add_argument("--det-tokens", default=None, help="token counts (default 1,8,256 on GPU, 1,2 on CPU)")
-    e.add_argument("--det-runs", type=options.positive_int, default=None, help="runs per cell (default 20 on GPU, 8 on CPU)")
-    h = p.add_argument_group("host and sweep")
-    h.add_argument("--host-calls", type=options.positive_int, default=None,
-                   help="calls per host measurement (default 2000 on GPU, 10 on CPU)")
-    h.add_argument("--host-impls", default=None, help="implementations for host overhead (default: --a,--b)")
-    h.add_argument("--sweep-filter", action="append", default=[], metavar="NAME=V",
-                   help="sweep section: time only this subset (repeatable)")
-    h.add_argument("--no-fresh-process", action="store_true", help="sweep section: skip the end-to-end run as a fresh process")
-    # Each option's default, to tell what a bench of another subject would leave unused.
-    p.set_defaults(_option_defaults={a.dest: a.default for a in p._actions if a.dest != "help"})
-
-
-def _sections(args) -> list:
-    chosen = sum(bool(x) for x in (args.all, args.sections, args.sweep_phases))
-    if chosen > 1:
-        raise UsageError("give one of --all, --sections and --sweep-phases")
-    if args.all:
-        return list(SECTIONS)
-    if args.sections:
-        return parse_sections(args.sections)
-    if args.sweep_phases:
-        return list(SWEEP_PHASES)
-    return list(DEFAULT_SECTIONS)
+    if part is not None:
+        part.add_arguments(p, dict(zip(SHARED_GROUPS, (what, t))))
 
 
 def _output_folder(args) -> Path:
@@ -160,150 +99,9 @@ def _output_folder(args) -> Path:
     return options.checked_output_dir(folder, "--root")
 
 
-def build_options(args, device: str):
-    """SuiteOptions from the parsed command line (every list validated here)."""
-    sections = _sections(args)
-    fail_slower = parse_fail_slower(args.fail_slower)
-    on_gpu = device == "cuda"
-    paths = tuple(x for x in args.paths.split(",") if x)
-    bad = [x for x in paths if x not in pr_table.PATHS]
-    if bad or not paths:
-        raise UsageError(f"--paths {args.paths!r}: choose from {','.join(pr_table.PATHS)}")
-    if args.tokens is None:  # the call envelope's rows
-        args.tokens = ",".join(str(t) for t in envelope.load().rows)
-    scan_k, scan_warps = tuple(int_list(args.scan_k, "--scan-k")), tuple(int_list(args.scan_warps, "--scan-warps"))
-    width_scan.check_widths(scan_k)
-    width_scan.check_warps(scan_warps)
-    scan_paths = tuple(x.strip() for x in args.scan_paths.split(",") if x.strip())
-    width_scan.check_paths(scan_paths)
-
-    targets = tuple(x.strip() for x in args.resource_targets.split(",") if x.strip())
-    if not targets or any(t not in cross_compile.TARGETS for t in targets):
-        raise UsageError(f"--resource-targets {args.resource_targets!r}: choose from {', '.join(cross_compile.TARGETS)}")
-    positive = {"--topk": args.topk, "--tokens": args.tokens, "--contention-tokens": args.contention_tokens,
-                "--batches": args.batches, "--scan-tokens": args.scan_tokens, "--det-topk": args.det_topk,
-                "--dcp": args.dcp}
-    lists = {}
-    for flag, text in positive.items():
-        values = int_list(text, flag)
-        if any(v < 1 for v in values):
-            raise UsageError(f"{flag} {text!r}: every value must be at least 1")
-        lists[flag] = tuple(values)
-    det_tokens = None
-    if args.det_tokens:
-        det_tokens = tuple(int_list(args.det_tokens, "--det-tokens"))
-        if any(v < 1 for v in det_tokens):
-            raise UsageError(f"--det-tokens {args.det_tokens!r}: every value must be at least 1")
-    if args.det_runs is not None and args.det_runs < 2:
-        raise UsageError(f"--det-runs {args.det_runs}: comparing runs needs at least 2")
-    if any(k % 128 for k in lists["--det-topk"]):
-        raise UsageError(f"--det-topk {args.det_topk!r}: every K must be a multiple of 128 (BLOCK_N)")
-    if any(k % 128 for k in lists["--topk"]):
-        raise UsageError(f"--topk {args.topk!r}: every K must be a multiple of 128 (BLOCK_N)")
-    model = DecodeModel(layers=args.layers, topk=args.decode_topk, dcp_sizes=lists["--dcp"],
-                        tokens_per_request=args.tokens_per_request)
-    if model.topk % 128:
-        raise UsageError(f"--decode-topk {model.topk}: must be a multiple of 128 (BLOCK_N)")
-    if not on_gpu and all(s in GPU_ONLY for s in sections):
-        raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
-                            "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
-    repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
-    a, b = args.a or DEFAULT_A, args.b or DEFAULT_B
-    host_impls = tuple(x for x in (args.host_impls or f"{a},{b}").split(",") if x)
-    return SuiteOptions(
-        sections=sections, device=device, budget_s=args.budget_s, a=a, b=b, calls=args.calls,
-        repeats=repeats, seed=args.seed, pr_topk=lists["--topk"], pr_tokens=lists["--tokens"], pr_paths=paths,
-        cold_l2=args.cold_l2 or args.all, contention_tokens=lists["--contention-tokens"], model=model,
-        decode_batches=lists["--batches"], scan_k=scan_k, scan_warps=scan_warps, scan_tokens=lists["--scan-tokens"],
-        scan_paths=scan_paths, resource_targets=targets,
-        det_topk=lists["--det-topk"], det_tokens=det_tokens, det_runs=args.det_runs,
-        host_calls=args.host_calls or (2000 if on_gpu else 10), host_impls=host_impls,
-        sweep_filters=tuple(args.sweep_filter), sweep_fresh_process=not args.no_fresh_process,
-        fail_slower=fail_slower,
-    )
-
-
 def main(args) -> int:
-    if args.subject != subjects.DEFAULT:
-        return _subject_main(args)
+    part = subject_part(args.subject, "bench", "bench")
     device = runtime.select(args.device)
-    opts = build_options(args, device)  # every bad option is one line before any work
-    folder = _output_folder(args)
-    env = environment(device)
-    meta = {**env, "command": command_line.line("bench", *sys.argv[2:]),
-            "sections": opts.sections, "calls": opts.calls, "repeats": opts.repeats, "cold_l2": opts.cold_l2}
-    where = env.get("gpu") or "CPU (Triton interpreter)"
-    print(f"bench on {where} (torch {env['torch']}, triton {env['triton']}): sections {', '.join(opts.sections)}"
-          + (f"; budget {opts.budget_s:.0f} s" if opts.budget_s else "") + f"; writing {folder}", flush=True)
-    suite = Suite(opts, folder, meta, say=lambda line: print(line, flush=True))
-    sections = suite.run()
-    files = suite.write()
-    # Every finding once more at the end, so the tail of a long printout holds them all.
-    print("\n=== findings ===")
-    for s in sections:
-        print(f"[{s.key}] {s.status}" + (f" — {s.note}" if s.note else ""))
-        for f in s.findings:
-            print(f"  - {f}")
-    print("wrote " + ", ".join(str(f) for f in files))
-    incomplete = [s for s in sections if s.status != "complete"]
-    for s in incomplete:
-        print(f"INCOMPLETE {s.key}: {s.status}" + (f" — {s.note}" if s.note else ""))
-    if suite.failed_checks:
-        print(f"FAIL: {suite.failed_checks} timing(s) refused or failing their post-timing check (see the page)")
-    if suite.slower_cells:
-        print(f"FAIL: {opts.b} is slower than {opts.a} beyond noise in {len(suite.slower_cells)} cell(s):")
-        for line in suite.slower_cells:
-            print(f"  {line}")
-    return 1 if incomplete or suite.failed_checks or suite.slower_cells else 0
-
-
-# --------------------------------------------------------------------------- another subject's bench
-
-
-def _subject_main(args) -> int:
-    bench = subject_part(args.subject, "bench", "bench")
-    unused = options_given(args, SUBJECT_OPTIONS)
-    if unused:
-        raise UsageError(f"{', '.join(unused)}: the remap bench's sections' options; bench --subject "
-                         f"{args.subject} times the shapes of remap_ab/subjects/{args.subject}/bench.py and takes "
-                         f"{', '.join('--' + o.replace('_', '-') for o in sorted(SUBJECT_OPTIONS - {'subject'}))}")
-    fail_slower = parse_fail_slower(args.fail_slower)
-    device = runtime.select(args.device)
-    if device != "cuda":
-        raise NeedsGPUError(f"bench --subject {args.subject} times A and B with CUDA events and needs a CUDA device; "
-                            f"torch sees none (run it on the GPU machine; on the CPU "
-                            f"`{command_line.line('sweep', options=[('--subject', args.subject)])}` checks them, "
-                            f"untimed)")
-    subject = subjects.get(args.subject)
-    return run_subject_bench(bench, args.a or subject.default_a, args.b or subject.default_b, device,
-                             _output_folder(args), calls=args.calls, repeats=args.repeats or 20,
-                             fail_slower=fail_slower, budget_s=args.budget_s)
-
-
-def run_subject_bench(bench: ModuleType, a: str, b: str, device: str, folder: Path, *, calls: int, repeats: int,
-                      fail_slower: Optional[float], budget_s: Optional[float] = None, shapes=None,
-                      say=print) -> int:
-    """Time ``bench``'s shapes (``shapes``: a subset; default all), write the page and
-    its files into ``folder``; the exit status (0 every shape timed, equal before and
-    after and not slower beyond noise; 1 otherwise)."""
-    shapes = bench.shapes() if shapes is None else tuple(shapes)
-    env = environment(device)
-    where = env.get("gpu") or "CPU"
-    say(f"bench --subject {bench.KEY} on {where} (torch {env['torch']}, triton {env['triton']}): {len(shapes)} shapes, "
-        f"A {a}, B {b}; {calls} calls x {repeats} repeats each, {pairs.METHOD}"
-        + (f"; budget {budget_s:.0f} s" if budget_s else "") + f"; writing {folder}")
-    result = pairs.run(shapes, lambda s: bench.pair(s, a, b, device), calls=calls, repeats=repeats,
-                       fail_slower=fail_slower, budget=Budget(budget_s), labels=bench.labels, say=say)
-    section = pairs.section(result, bench.KEY, bench.TITLE, bench.QUESTION, a, b)
-    meta = {**env, "command": command_line.line("bench", *sys.argv[2:]), "subject": bench.KEY, "a": a, "b": b,
-            "calls": calls, "repeats": repeats, "method": pairs.METHOD}
-    files = page.write(folder, [section], meta)
-    for finding in section.findings:
-        say(f"  - {finding}")
-    say("wrote " + ", ".join(str(f) for f in files))
-    if result.not_measured:
-        say(f"INCOMPLETE: {section.note}")
-    if result.failed:
-        say(f"FAIL: {len(result.failed)} of {len(result.rows)} shapes not timed, changed by the timed calls, or B "
-            "slower than A beyond noise (above)")
-    return 1 if result.not_measured or result.failed else 0
+    session = Session(device, environment(device), command_line.line("bench", *sys.argv[2:]),
+                      lambda: _output_folder(args))
+    return part.main(args, session)

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab.bench.measure import measure_cell, wrapper_variant
-from remap_ab.bench.pr_table import PR_GB200_US
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench.measure import measure_cell, wrapper_variant
+from remap_ab.subjects.remap.bench.pr_table import PR_GB200_US
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-from remap_ab.bench.measure import TimedVariant
 from remap_ab.errors import InternalError
+from remap_ab.subjects.remap.bench.measure import TimedVariant
 from remap_ab.subjects.remap.compare import OrderContract
 from remap_ab.subjects.remap.config import CaseConfig
 
@@ -52,7 +52,7 @@ def control_source(source: str) -> str:
         raise InternalError(
             f"kernels_old/_remap.py no longer has one counting `{ATOMIC}`, one `slot_base = {ATOMIC}` and one "
             f"`valid_counts_ptr,` parameter (found {len(counting)}, {len(allocating)}, {len(params)}): update "
-            "remap_ab/bench/contention_control.py")
+            "remap_ab/subjects/remap/bench/contention_control.py")
     for i in counting:
         indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
         lines[i] = f"{indent}tl.store({SLOT}, n_valid)\n"

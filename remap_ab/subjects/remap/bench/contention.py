@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from remap_ab.bench import contention_control
-from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
-from remap_ab.bench.pr_table import bench_cases, path_of
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench import contention_control
+from remap_ab.subjects.remap.bench.measure import CellResult, measure_cell, wrapper_variant
+from remap_ab.subjects.remap.bench.pr_table import bench_cases, path_of
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 

@@ -34,10 +34,10 @@ from typing import Any, Optional
 
 from remap_ab import runtime
 from remap_ab import runtime as remap_backend
-from remap_ab.bench import resources
 from remap_ab.errors import exception_line
 from remap_ab.processes import pool
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench import resources
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 

@@ -28,12 +28,12 @@ from typing import Any, Optional
 
 import torch
 
-from remap_ab.bench.gate import agreement_gate, judge_on_cpu  # noqa: F401 (public here since the first bench)
-from remap_ab.bench.measure import CellResult, measure_cell, wrapper_variant
 from remap_ab.bench.timing import Timing, capture, empty_kernel, replay_us  # noqa: F401 (re-exported)
 from remap_ab.errors import ConfigError, NeedsGPUError
 from remap_ab.status import CellStatus
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench.gate import agreement_gate, judge_on_cpu  # noqa: F401 (public here since the first bench)
+from remap_ab.subjects.remap.bench.measure import CellResult, measure_cell, wrapper_variant
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
 

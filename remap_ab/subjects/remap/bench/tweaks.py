@@ -1,7 +1,7 @@
 """Each performance tweak (remap_ab/host/tuning.py) against the job it speeds, side by side.
 
-    python -m remap_ab.bench.tweaks --device cuda            # the H200 sweep, in-process (-j 0)
-    python -m remap_ab.bench.tweaks --device cpu --max-tokens 3
+    python -m remap_ab.subjects.remap.bench.tweaks --device cuda            # the H200 sweep, in-process (-j 0)
+    python -m remap_ab.subjects.remap.bench.tweaks --device cpu --max-tokens 3
 
 Every variant is the whole sweep as a user starts it (a fresh ``remap-ab sweep``
 process, its wall time from start to exit): all tweaks on, then each tweak off alone
@@ -37,7 +37,7 @@ KEEP_IF_SAVES = 0.10
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m remap_ab.bench.tweaks", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m remap_ab.subjects.remap.bench.tweaks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=("cpu", "cuda"), required=True)
     p.add_argument("--repeats", type=int, default=3, help="counted runs of each variant (default 3)")
@@ -65,7 +65,7 @@ def run_sweep(device: str, off: str, root: Path, run: str, max_tokens, workers, 
     the sweep's own (``wall_seconds`` in its run.json: without the start-up). A sweep
     that does not pass every case is no timing of the job: it stops the benchmark."""
     env = dict(os.environ)
-    here = str(Path(__file__).resolve().parents[2])  # this checkout's remap_ab, not another installed one
+    here = str(Path(__file__).resolve().parents[4])  # this checkout's remap_ab, not another installed one
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env[OFF_VARIABLE] = off
     env["TRITON_CACHE_DIR"] = str(cache)

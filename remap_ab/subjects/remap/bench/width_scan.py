@@ -23,10 +23,10 @@ from typing import Any, Optional
 
 import torch
 
-from remap_ab.bench.measure import CellResult, TimedVariant, measure_cell
-from remap_ab.bench.resources import compiled_facts, occupancy
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench.measure import CellResult, TimedVariant, measure_cell
+from remap_ab.subjects.remap.bench.resources import compiled_facts, occupancy
 from remap_ab.subjects.remap.compare import OrderContract
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
