@@ -117,6 +117,17 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "0 or more")
 
 
+def int_list(text: str, option: str) -> list[int]:
+    """A comma-separated list of integers given to ``option`` (UsageError otherwise)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"{option} {text!r} must be comma-separated integers, e.g. 1,2,8") from None
+    if not values:
+        raise UsageError(f"{option} is empty; give at least one value")
+    return values
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)

@@ -69,7 +69,7 @@ def shapes(draw, topks: Sequence[int] = TOPKS, min_tiles: int = 1, budget: Optio
     topk = draw(st.sampled_from(fitting))
     block_n = draw(st.sampled_from(_block_ns_for(topk, min_tiles, budget)))
     tiles = topk // block_n
-    tokens = draw(st.integers(1, budget.max_tokens_for(tiles)))
+    tokens = draw(st.integers(1, budget.max_rows_for(tiles)))
     return tokens, topk, block_n
 
 
@@ -185,7 +185,7 @@ def caller_configs(draw, *, calls: Sequence[tuple[str, str]] = CALLS, budget: Op
     backend, pattern = draw(st.sampled_from(tuple(calls)))
     block_size = draw(st.sampled_from(config.BACKEND_CALLS[backend][1] or _XPU_BLOCK_SIZES))
     topk = draw(st.sampled_from(_DCP_TOPKS)) if pattern in ("D", "E") else 2048
-    tokens = draw(st.integers(1, budget.max_tokens_for(topk // 128)))
+    tokens = draw(st.integers(1, budget.max_rows_for(topk // 128)))
     graph_padding = draw(st.integers(0, tokens - 1))
     per_req = draw(st.sampled_from((1, 2, 4)))
     requests = -(-(tokens - graph_padding) // per_req)

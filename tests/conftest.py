@@ -190,7 +190,7 @@ def importable_mutants(root: Path, mutants) -> Iterator[dict[str, str]]:
     """``{mutant id: package name}``: each of ``mutants`` built under ``root``, which is
     on sys.path until the block ends; another build of the same names is forgotten
     before, and this one after."""
-    from remap_ab.mutants.generate import materialize
+    from remap_ab.subjects.remap.mutants.generate import materialize
 
     forget_mutant_packages()
     sys.path.insert(0, str(root))

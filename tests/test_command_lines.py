@@ -16,8 +16,8 @@ import pytest
 from remap_ab import cli, command_line
 from remap_ab.commands import run as run_command_module
 from remap_ab.commands.common import config_from_args
-from remap_ab.sanitizer import memcheck
 from remap_ab.subjects.remap import rejections
+from remap_ab.subjects.remap import runner as remap_runner
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.report import ImplementationInfo, replay_command, run_command
 from remap_ab.sweep.run_folder import resume_command
@@ -71,7 +71,7 @@ def test_rejection_and_memcheck_lines_parse():
     case = rejections.load()[0]
     _, args = parsed(rejections.replay_command(case, "old", AWKWARD, "cpu", memcheck=True))
     assert (args.rejection, args.a, args.b, args.device, args.memcheck) == ([case.id], "old", AWKWARD, "cpu", True)
-    _, args = parsed(memcheck.replay_command(CONFIG, AWKWARD, "new", "cuda"))
+    _, args = parsed(remap_runner.replay_command(CONFIG, AWKWARD, "new", "cuda"))
     assert (args.a, args.b, args.device, args.memcheck) == (AWKWARD, "new", "cuda", True)
     assert config_from_args(args) == CONFIG
 

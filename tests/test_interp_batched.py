@@ -30,18 +30,17 @@ runtime.select("cpu")  # before triton is imported: the imports below are E402 o
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from remap_ab import mutants  # noqa: E402
 from remap_ab.interpreter import batched as ib  # noqa: E402
 from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
-from remap_ab.subjects.remap import registry, runner  # noqa: E402
+from remap_ab.subjects.remap import mutants, registry, runner  # noqa: E402
 from remap_ab.subjects.remap.call import PrivateInputs  # noqa: E402
 from remap_ab.subjects.remap.config import CaseConfig  # noqa: E402
 from remap_ab.subjects.remap.inputs import generate_inputs  # noqa: E402
 
 
 def _catalogue():
-    # The mutant catalogue: mutants.select() (package layout) or mutants.catalogue().
-    return mutants.select() if hasattr(mutants, "select") else mutants.catalogue()
+    # The remap's mutant catalogue (remap_ab/subjects/remap/mutants/).
+    return mutants.select()
 
 
 def _run(impl, config, inputs, mode, policy, seed=7, private=None):
@@ -335,7 +334,7 @@ def test_memcheck_findings_are_the_sequential_ones():
             _over_read_kernel[(4,)](x, y, N=8)
         r = session.report
         findings = [f.describe().split(" at address")[0] for f in r.findings]
-        reports[mode] = (r.launches, r.lanes_checked, r.bad_lanes, sorted(r.bad_rows), findings)
+        reports[mode] = (r.launches, r.elements_checked, r.bad_elements, sorted(r.bad_rows), findings)
     assert reports["batched"] == reports["sequential"]
     assert reports["sequential"][2] == 1  # the check saw the over-read
     # A clean launch stays batched and checks as many lanes.
@@ -346,7 +345,7 @@ def test_memcheck_findings_are_the_sequential_ones():
         before = dict(ib.stats)
         with ib.using(mode), memcheck.watching(inputs.tensors(), "old") as session:
             registry.get("old")(config, inputs)
-        checked[mode] = (session.report.lanes_checked, session.report.bad_lanes, ib.stats["batched"] - before["batched"])
+        checked[mode] = (session.report.elements_checked, session.report.bad_elements, ib.stats["batched"] - before["batched"])
     assert checked["sequential"][:2] == checked["batched"][:2] and checked["batched"][2] == 1
 
 

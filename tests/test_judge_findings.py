@@ -278,7 +278,7 @@ def _finding(kernel="k", kind="load", row=2, col=3, nearest="out", note="") -> F
 
 def _report(label="b", groups=None, rows=None, findings=(), launches=1) -> MemcheckReport:
     groups = groups or {}
-    return MemcheckReport(label, launches=launches, lanes_checked=64, bad_lanes=sum(groups.values()),
+    return MemcheckReport(label, launches=launches, elements_checked=64, bad_elements=sum(groups.values()),
                           bad_rows={r for rs in (rows or {}).values() for r in rs}, bad_by_group=dict(groups),
                           rows_by_group=dict(rows or {}), findings=list(findings))
 

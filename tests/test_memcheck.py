@@ -49,7 +49,7 @@ def test_the_column_of_a_lane_is_its_own(tmp_path, monkeypatch):
     result = _run(config, oob, "new", True)
     assert result.verdict.status == Status.FAIL
     report = result.a.memcheck
-    assert report.bad_lanes > 0 and result.b.memcheck.clean
+    assert report.bad_elements > 0 and result.b.memcheck.clean
     for f in report.findings:
         token = int(result.inputs.token_indices[f.row, f.col])
         assert token // config.block_size == config.blocks_per_req - 1  # the lane whose next block is past the end
@@ -57,7 +57,7 @@ def test_the_column_of_a_lane_is_its_own(tmp_path, monkeypatch):
         assert f.nearest == "block_table" and f.bytes_after_end == 0
     # Every lane whose block is the last one reads past the end (a single request row).
     tok = result.inputs.token_indices
-    assert report.bad_lanes == int(((tok >= 0) & (tok // config.block_size == config.blocks_per_req - 1)).sum())
+    assert report.bad_elements == int(((tok >= 0) & (tok // config.block_size == config.blocks_per_req - 1)).sum())
 
 
 REAL_CASES = [
@@ -76,7 +76,7 @@ def test_real_kernels_are_clean(config):
     assert result.verdict.passed, result.verdict.describe()
     for out in (result.a, result.b):
         assert out.memcheck is not None and out.memcheck.clean and out.memcheck.launches == 1
-        assert out.memcheck.lanes_checked > 0
+        assert out.memcheck.elements_checked > 0
 
 
 @cpu_only
@@ -115,7 +115,7 @@ def test_access_checks_only_active_lanes_and_reports_rows_and_columns():
     ok = s.access("load", addresses, mask, programs, itemsize=4)
     assert ok.tolist() == [[True] * 4, [True, True, False, False]]
     r = s.report
-    assert r.lanes_checked == 7 and r.bad_lanes == 1 and r.bad_rows == {6}
+    assert r.elements_checked == 7 and r.bad_elements == 1 and r.bad_rows == {6}
     (f,) = r.findings
     assert (f.row, f.col, f.nearest, f.bytes_after_end, f.elements_past_last) == (6, 1 * 4 + 3, "t", 8, 3)
 
@@ -157,7 +157,7 @@ def test_unchecked_outputs_are_said_so():
     t = torch.tensor([[1, 2]], dtype=torch.int32)
     ref = Reference(lanes=t, valid=t >= 0, out=t, counts=torch.tensor([2], dtype=torch.int32))
     outs = [Output("a", t.clone(), None, OrderContract(True, 1)), Output("b", t.clone(), None, OrderContract(True, 1))]
-    outs[1].memcheck = memcheck.MemcheckReport("b", launches=1, lanes_checked=10)
+    outs[1].memcheck = memcheck.MemcheckReport("b", launches=1, elements_checked=10)
     v = compare("c", *outs, ref, compacted=False, counts_returned=False, memchecked=True, replay="remap-ab run --memcheck")
     assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active lanes in 1 launch checked)"]
 
@@ -172,7 +172,7 @@ def test_findings_follow_the_program_under_a_permuted_schedule(tmp_path, monkeyp
     plain = run_case(config, oob, "new", device="cpu", memcheck=True).a.memcheck
     result = run_case(config, oob, "new", device="cpu", memcheck=True, schedule=lambda: interpreter_schedule("reversed"))
     flipped = result.a.memcheck
-    assert plain.bad_lanes == flipped.bad_lanes > 0 and plain.bad_rows == flipped.bad_rows == {0, 1}
+    assert plain.bad_elements == flipped.bad_elements > 0 and plain.bad_rows == flipped.bad_rows == {0, 1}
     # Reversed, the last program runs first: the first finding is in the last row.
     assert plain.findings[0].row == 0 and flipped.findings[0].row == 1
     for f in flipped.findings:
@@ -189,7 +189,7 @@ def test_many_bad_lanes_are_all_counted_and_grouped_by_nearest_tensor():
     programs[:, 0] = np.arange(n) % 7
     s.access("store", below_both, np.ones(n, dtype=bool), programs, itemsize=4)
     r = s.report
-    assert r.bad_lanes == n and r.bad_rows == set(range(7)) and len(r.findings) == memcheck.DETAILED_FINDINGS
+    assert r.bad_elements == n and r.bad_rows == set(range(7)) and len(r.findings) == memcheck.DETAILED_FINDINGS
     assert r.bad_by_group == {("store", "k", "t" if t.data_ptr() < u.data_ptr() else "u"): n}
 
 
@@ -197,7 +197,7 @@ def test_a_launch_without_tensors_reports_every_access():
     s = memcheck.Session("impl")
     s.begin_launch("k", {"n": 3})
     s.access("load", np.array([1234]), np.array([True]), np.zeros((1, 3), dtype=np.int64), itemsize=4)
-    assert s.report.bad_lanes == 1 and "no tensor argument" in s.report.findings[0].describe()
+    assert s.report.bad_elements == 1 and "no tensor argument" in s.report.findings[0].describe()
 
 
 @cpu_only
@@ -227,5 +227,5 @@ def test_out_of_bounds_lanes_are_masked_off_before_the_access_runs():
     load(TensorHandle(np.array([past], dtype=np.uint64), pointer), TensorHandle(np.array([True]), tl.int1), None, None, None, False)
     load(TensorHandle(np.array([inside], dtype=np.uint64), pointer), TensorHandle(np.array([True]), tl.int1), None, None, None, False)
     assert builder.seen == [[True, False], [False], [True]]
-    assert s.report.bad_lanes == 2 and s.report.findings[0].program == (2, 1, 0)
+    assert s.report.bad_elements == 2 and s.report.findings[0].program == (2, 1, 0)
     assert s.report.findings[0].col == 1 * 2 + 1  # program_id 1 x width 2 + lane 1

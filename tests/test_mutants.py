@@ -19,12 +19,15 @@ import sys
 import pytest
 from conftest import by_id, importable_mutants
 
-from remap_ab import mutants as M
 from remap_ab import runtime
-from remap_ab.mutants import catalogue as catalogue_module
-from remap_ab.mutants import checks, properties
+from remap_ab.mutants import properties
+from remap_ab.mutants.results import CheckResult
 from remap_ab.mutants.session import MutantResult, plan
 from remap_ab.status import Check, Outcome
+from remap_ab.subjects.remap import mutants as M
+from remap_ab.subjects.remap.mutants import catalogue as catalogue_module
+from remap_ab.subjects.remap.mutants import checks
+from remap_ab.subjects.remap.mutants import properties as remap_properties
 
 CATALOGUE = M.select()
 DEVICE = runtime.current()
@@ -135,7 +138,7 @@ def test_mutant_changes_an_output_on_its_witness_case(m, mutant_root):
 
 def test_witness_inputs_are_made_on_the_device_the_kernels_run_on(monkeypatch):
     # The GPU failure of issue 11: inputs made on the CPU for kernels on CUDA.
-    from remap_ab.mutants import witness
+    from remap_ab.subjects.remap.mutants import witness
 
     seen = []
 
@@ -176,12 +179,12 @@ def test_the_race_check_kills_a_mutant_that_breaks_the_contract(mutant_root):
 
 
 def test_a_check_result_keeps_the_first_kill_and_lists_every_killer():
-    res = checks.CheckResult("race", Outcome.SURVIVED)
+    res = CheckResult("race", Outcome.SURVIVED)
     res.kill("c1", "first", 2, entry="c1:quiet", how="quiet")
     res.kill("c2", "second", 5, how="contended")
     assert (res.status, res.killer, res.detail, res.how, res.examples) == (Outcome.KILLED, "c1", "first", "quiet", 2)
     assert res.killers == ["c1:quiet", "c2"] and res.done(0.0, 9).examples_total == 2 and res.seconds > 0
-    survived = checks.CheckResult("sweep", Outcome.SURVIVED).done(0.0, 9)
+    survived = CheckResult("sweep", Outcome.SURVIVED).done(0.0, 9)
     assert (survived.status, survived.examples_total, survived.killers) == (Outcome.SURVIVED, 9, [])
 
 
@@ -302,22 +305,22 @@ def test_the_rejects_check_kills_a_dropped_precondition_and_passes_the_real_kern
 # --------------------------------------------------------------------------- the property suite
 
 def test_the_property_suite_is_the_installed_package_not_the_checkouts_tests():
-    suite = properties.suite_dir()
-    assert suite.parent.name == "remap_ab" and suite.name == "properties"
-    tests = properties.property_tests()
+    suite = properties.suite_dir(M.SUITE_PACKAGE)
+    assert suite.parent.name == "remap" and suite.name == "properties"
+    tests = properties.property_tests(properties.property_files(M.SUITE_PACKAGE))
     assert len(tests) >= 9 and all("/tests/" not in t for t in tests)
     assert all(t.split("::")[0].startswith(str(suite)) for t in tests)
 
 
 def test_test_order_puts_the_witness_path_first():
     tests = [
-        "/x/remap_ab/properties/test_convert.py::test_convert_wrapper_matches_oracle",
-        "/x/remap_ab/properties/test_dcp.py::test_dcp_in_place_matches_oracle",
-        "/x/remap_ab/properties/test_dcp.py::test_dcp_compacted_matches_oracle",
+        "/x/remap_ab/subjects/remap/properties/test_convert.py::test_convert_wrapper_matches_oracle",
+        "/x/remap_ab/subjects/remap/properties/test_dcp.py::test_dcp_in_place_matches_oracle",
+        "/x/remap_ab/subjects/remap/properties/test_dcp.py::test_dcp_compacted_matches_oracle",
     ]
-    assert properties.order_for(M.get("slot_base_dropped"), tests)[0].endswith("compacted_matches_oracle")
-    assert properties.order_for(M.get("remote_kept"), tests)[0].endswith("in_place_matches_oracle")
-    assert properties.order_for(M.get("blk_le_w"), tests) == tests
+    assert remap_properties.order_for(M.get("slot_base_dropped"), tests)[0].endswith("compacted_matches_oracle")
+    assert remap_properties.order_for(M.get("remote_kept"), tests)[0].endswith("in_place_matches_oracle")
+    assert remap_properties.order_for(M.get("blk_le_w"), tests) == tests
 
 
 def _probe(tmp_path, records):
@@ -359,6 +362,14 @@ def test_probe_summary_failing_regression_example_and_crash(tmp_path):
 
 
 # --------------------------------------------------------------------------- the command line
+
+def test_the_remaps_mutants_are_its_part_reached_as_every_subjects_are():
+    from remap_ab.commands.common import subject_part
+
+    part = subject_part("remap", "mutants", "mutants")
+    assert part is M and part.WORKER  # run in worker processes, by the kill-matrix driver
+    assert not getattr(subject_part("topology", "mutants", "mutants"), "WORKER", False)  # judged in-process
+
 
 def test_list_command(capsys):
     from remap_ab.cli import main
@@ -456,11 +467,12 @@ def test_worker_leaves_out_the_suite_checks_of_a_racy_mutant_once_the_race_check
     from remap_ab.mutants import worker
 
     m = dataclasses.replace(M.get("tiled_count_store"), needs_gpu="stand-in label for this test")
-    monkeypatch.setattr(worker, "get", lambda mutant_id: m)  # where the worker looks its mutant up
+    monkeypatch.setattr(M, "get", lambda mutant_id: m)  # where the worker looks its mutant up
     M.materialize(m, tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     out = tmp_path / "w.json"
-    assert worker.main([m.id, str(tmp_path), str(out), "--device", "cpu", "--checks", "race,sweep,properties"]) == 0
+    assert worker.main([m.id, str(tmp_path), str(out), "--part", M.__name__, "--device", "cpu",
+                        "--checks", "race,sweep,properties"]) == 0
     data = json.loads(out.read_text())
     assert data["phase"] == "done" and data["race"]["status"] == "killed"
     for check in ("sweep", "properties"):

@@ -17,12 +17,12 @@ from conftest import by_id, importable_mutants
 from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import ConfigError
-from remap_ab.mutants.catalogue import get as get_mutant
 from remap_ab.status import Check, Status
 from remap_ab.subjects.remap import registry, rejections
 from remap_ab.subjects.remap.compare import judge_rejection
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.mutants.catalogue import get as get_mutant
 from remap_ab.subjects.remap.rejections import Attempt
 
 CALLS = rejections.load()

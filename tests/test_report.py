@@ -367,7 +367,7 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
         from remap_ab.sanitizer import compute as sanitizer
         from remap_ab.sanitizer import memcheck
 
-        def stand_in(impl_name, config, inputs, timeout_s=0.0):
+        def stand_in(impl_name, config, inputs, *, child, timeout_s=0.0):
             sanitized.append(impl_name)
             return memcheck.MemcheckReport(impl_name, source="compute-sanitizer", detail="stand-in: not run")
 

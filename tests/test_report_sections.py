@@ -367,7 +367,7 @@ def test_a_rejection_section_shows_the_memcheck_finding_of_bs_accepted_call(tmp_
 
     from conftest import importable_mutants
 
-    from remap_ab.mutants.catalogue import get as get_mutant
+    from remap_ab.subjects.remap.mutants.catalogue import get as get_mutant
     from remap_ab.subjects.remap.rejections import by_id, judged
     from remap_ab.subjects.remap.report import write_rejection_report
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from remap_ab import cli
-from remap_ab.bench import cross_compile, resources
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.bench import cross_compile, resources
 
 KERNEL = Path(__file__).resolve().parents[1] / "kernels_new" / "_remap.py"
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from remap_ab import runtime
 from remap_ab.errors import SanitizerError
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.status import Check
+from remap_ab.subjects.remap.call import MEMCHECK_CHILD as CHILD
 
 KERNEL = "_convert_req_index_to_global_index_kernel"
 
@@ -181,6 +183,27 @@ def test_find_sanitizer(tmp_path, monkeypatch):
     assert sanitizer.find_sanitizer() == str(tool)
 
 
+def test_the_remaps_child_function_runs_each_case_and_names_its_allocations():
+    # What processes/memcheck_child.py calls on the GPU, run here on this process's
+    # device: a mark per case, every tensor the kernels touch named, the outputs too.
+    import importlib
+
+    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.inputs import generate_inputs
+
+    module, _, function = CHILD.partition(":")
+    run_cases = getattr(importlib.import_module(module), function)
+    configs = [CaseConfig(mode="convert", tokens=1, topk=128, counts=True, seed=s) for s in range(2)]
+    payload = {"impl": "new", "cases": [(c.to_dict(), {k: t.cpu() for k, t in generate_inputs(c).tensors().items()})
+                                        for c in configs]}
+    marks, named, stages = [], [], []
+    alive = run_cases(payload, runtime.current(), lambda name, t: named.append(name),
+                      lambda k, what: marks.append((k, what)), stages.append)
+    assert marks == [(k, c.case_id) for k, c in enumerate(configs)] and stages == ["case 0 ran", "case 1 ran"]
+    assert len(alive) == 2 and named.count("out") == 2 and named.count("valid_counts") == 2
+    assert set(generate_inputs(configs[0]).tensors()) <= set(named)
+
+
 def test_the_child_runs_without_the_caching_allocator():
     env = sanitizer.child_environment()
     assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and "TRITON_INTERPRET" not in env
@@ -203,6 +226,7 @@ for last in "$@"; do :; done
 exec "$PYTHON" - "$last" <<'PY'
 import os, sys, torch
 d = torch.load(sys.argv[1], weights_only=False)
+assert d["child"] == "remap_ab.subjects.remap.memcheck:run_cases", d["child"]
 assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
 bad = set(os.environ.get("FAKE_OOB_SEEDS", "").split(","))
 lost = late = None
@@ -273,12 +297,12 @@ def _cases(n):
 
 def test_one_child_checks_a_batch_and_places_each_finding_in_its_case(fake_sanitizer, monkeypatch):
     configs, inputs = _cases(5)
-    clean = sanitizer.check_cases("new", configs, inputs)
+    clean = sanitizer.check_cases("new", configs, inputs, child=CHILD)
     assert [r.clean for r in clean] == [True] * 5 and clean[0].detail == "ERROR SUMMARY: 0 errors"
     assert fake_sanitizer() == 1
 
     monkeypatch.setenv("FAKE_OOB_SEEDS", "1,3")  # the "kernel" reads past the table in cases 1 and 3
-    reports = sanitizer.check_cases("new", configs, inputs)
+    reports = sanitizer.check_cases("new", configs, inputs, child=CHILD)
     assert fake_sanitizer() == 2  # one child for the failing batch too
     assert [r.clean for r in reports] == [True, False, True, False, True]
     (f,) = reports[1].findings
@@ -291,7 +315,7 @@ def test_a_finding_printed_late_goes_to_the_case_whose_allocation_it_names(fake_
     configs, inputs = _cases(3)
     monkeypatch.setenv("FAKE_OOB_SEEDS", "0")
     monkeypatch.setenv("FAKE_LATE", "1")  # printed after case 1's mark
-    assert [r.clean for r in sanitizer.check_cases("new", configs, inputs)] == [False, True, True]
+    assert [r.clean for r in sanitizer.check_cases("new", configs, inputs, child=CHILD)] == [False, True, True]
     assert fake_sanitizer() == 1
 
 
@@ -299,7 +323,7 @@ def test_a_lost_context_checks_the_rest_in_a_fresh_child(fake_sanitizer, monkeyp
     configs, inputs = _cases(5)
     monkeypatch.setenv("FAKE_OOB_SEEDS", "1,3")
     monkeypatch.setenv("FAKE_LOSE_CONTEXT", "1")  # cases after a finding raise in that child
-    reports = sanitizer.check_cases("new", configs, inputs)
+    reports = sanitizer.check_cases("new", configs, inputs, child=CHILD)
     assert [r.clean for r in reports] == [True, False, True, False, True]
     assert fake_sanitizer() == 3  # [0..4], then [2, 3, 4], then [4]
 
@@ -308,7 +332,7 @@ def test_a_finding_no_case_claims_makes_each_case_run_alone(fake_sanitizer, monk
     configs, inputs = _cases(3)
     monkeypatch.setenv("FAKE_OOB_SEEDS", "2")
     monkeypatch.setenv("FAKE_FIRST", "1")  # before every mark, with no address: any case's
-    assert [r.clean for r in sanitizer.check_cases("new", configs, inputs)] == [True, True, False]
+    assert [r.clean for r in sanitizer.check_cases("new", configs, inputs, child=CHILD)] == [True, True, False]
     assert fake_sanitizer() == 1 + 3
 
 
@@ -354,7 +378,8 @@ def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypa
     clean_one = "REMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n"
     calls = []
 
-    def check_cases(name, configs, inputs):
+    def check_cases(name, configs, inputs, *, child):
+        assert child == CHILD  # the remap's cases run in the child by its own function
         calls.append((name, [c.case_id for c in configs]))
         reports = [sanitizer.reports_from_output(clean_one, name, 1)[0] for _ in configs]
         if name == "new":
@@ -406,7 +431,7 @@ def test_the_child_gets_an_empty_stdin_not_ours(tmp_path, monkeypatch):
     os.dup2(read_end, 0)
     try:
         (report,) = sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))],
-                                         timeout_s=60).reports
+                                         timeout_s=60, child=CHILD).reports
     finally:
         os.dup2(saved, 0)
         for fd in (saved, read_end, write_end):
@@ -420,7 +445,7 @@ def test_a_child_past_its_time_is_an_error_with_its_last_words(tmp_path, monkeyp
 
     _fake_tool(tmp_path, monkeypatch, "echo 'REMAP-AB-SANITIZER-CASE 0 stuck here'\nexec sleep 30\n")
     with pytest.raises(SanitizerError, match=r"within 1 s \(its last line: REMAP-AB-SANITIZER-CASE 0 stuck here\); nothing was checked"):
-        sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=1)
+        sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=1, child=CHILD)
 
 
 def _alive(pid: int) -> bool:
@@ -445,7 +470,7 @@ def test_a_child_past_its_time_leaves_nothing_running(tmp_path, monkeypatch, how
     start = ("setsid " if how == "own session" else "") + "sleep 600 >/dev/null 2>&1 </dev/null &"
     _fake_tool(tmp_path, monkeypatch, f"{start}\necho $! > {pid_file}\necho 'REMAP-AB-SANITIZER-STAGE 0.1 s: started'\nexec sleep 120\n")
     with pytest.raises(SanitizerError, match=r"its last line: REMAP-AB-SANITIZER-STAGE 0.1 s: started"):
-        sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=2)
+        sanitizer._run_child("old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=2, child=CHILD)
     grandchild = int(pid_file.read_text())
     for _ in range(50):
         if not _alive(grandchild):
@@ -478,7 +503,7 @@ def test_a_start_that_never_gets_cuda_is_restarted_once(tmp_path, monkeypatch, s
     count = tmp_path / "starts"
     _fake_tool(tmp_path, monkeypatch, _STALL_THEN_WORK.format(count=count, stalls=stalls))
     run = lambda: sanitizer._run_child(  # noqa: E731
-        "old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60, start_timeout_s=1).reports
+        "old", [CaseConfig(tokens=1)], [generate_inputs(CaseConfig(tokens=1))], timeout_s=60, start_timeout_s=1, child=CHILD).reports
     if stalls == 0:
         (report,) = run()
         assert report.clean and "restarted" not in report.detail

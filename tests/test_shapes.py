@@ -22,10 +22,10 @@ import pytest
 from conftest import git
 
 from remap_ab import runtime, sources
-from remap_ab.mutants.generate import kernel_source
 from remap_ab.subjects.remap import features, grid, registry
 from remap_ab.subjects.remap.batch import run_batch
 from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.mutants.generate import kernel_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES_DIR = ROOT / "tests" / "impls" / "shapes"

@@ -27,9 +27,9 @@ from conftest import git
 
 from remap_ab import runtime, sources
 from remap_ab.cli import main as cli_main
-from remap_ab.mutants.generate import kernel_source
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.mutants.generate import kernel_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "vllm/v1/attention/backends/mla/sparse_utils.py"
@@ -248,7 +248,7 @@ def _plugin(repo, a: str, b: str, tmp_path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
            "REMAP_AB_EXAMPLES": "3", "REMAP_AB_REPORT_DIR": str(tmp_path)}
     # tests.conftest: remap_ab.pytest.plugin, with remap_ab.strategies bound to this checkout.
-    argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--pyargs", "remap_ab.properties",
+    argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--pyargs", "remap_ab.subjects.remap.properties",
             "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
             "--remap-repo", str(repo), "--remap-a", a, "--remap-b", b]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)

@@ -472,9 +472,9 @@ def test_memcheck_runs_every_case_through_its_device_check(monkeypatch):
     if device == "cuda":
         real_check = sanitizer.check_cases
 
-        def check_spy(name, cases, inputs, *args):
+        def check_spy(name, cases, inputs, *args, **kwargs):
             calls.append((name, [c.case_id for c in cases]))
-            return real_check(name, cases, inputs, *args)
+            return real_check(name, cases, inputs, *args, **kwargs)
 
         monkeypatch.setattr(sanitizer, "check_cases", check_spy)
         want = [(impl, [c.case_id for c in configs]) for impl in ("old", "new")]

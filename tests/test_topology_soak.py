@@ -123,7 +123,7 @@ def _mutants_from_this_folder():
 def test_a_short_soak_finds_a_broken_b_and_prints_its_replay_line(mutant_folder, tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(mutant_folder))
     name = "topology_mutant_int32_shift"
-    assert _soak(tmp_path, "--seed", "3", "--max-cases", "20", "--b", name) == 1
+    assert _soak(tmp_path, "--seed", "3", "--max-cases", "5", "--b", name) == 1
     data = _soak_json(tmp_path)
     assert data["failures_by_check"].get("b-vs-oracle", 0) >= 1, data["failures_by_check"]
     found = [f for f in data["failures"] if f["check"] == "b-vs-oracle"]

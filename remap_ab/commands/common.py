@@ -12,6 +12,7 @@ from types import ModuleType
 
 from remap_ab import subjects
 from remap_ab.errors import UsageError
+from remap_ab.options import int_list  # noqa: F401 (the commands' list parser, defined with the options)
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig, field_help
 
 
@@ -52,16 +53,6 @@ def options_given(args: argparse.Namespace, allowed: frozenset) -> list[str]:
     defaults = getattr(args, "_option_defaults", {})
     return sorted(f"--{dest.replace('_', '-')}" for dest, default in defaults.items()
                   if dest not in allowed and getattr(args, dest, default) != default)
-
-
-def int_list(text: str, option: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"{option} {text!r} must be comma-separated integers, e.g. 1,2,8") from None
-    if not values:
-        raise UsageError(f"{option} is empty; give at least one value")
-    return values
 
 
 def environment(device: str) -> dict:

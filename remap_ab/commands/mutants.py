@@ -1,10 +1,15 @@
-"""Run the seeded-mutant catalogue (remap_ab/mutants/catalogue.toml) against the suite
-and print the kill matrix of the device it ran on.
+"""Run a subject's seeded-mutant catalogue against the suite and print the kill matrix
+of the device it ran on. The subject's mutants are its part (``remap_ab/subjects/NAME/
+mutants``, through ``common.subject_part``): the remap's (catalogue.toml there) runs
+each mutant in a worker process of its own (``remap_ab/mutants/``), the others' in
+this process.
+
+The remap's:
 
 For each mutant: generate it from the real kernel source into a temporary package,
 prove it observable (a witness case where its output differs from the real kernel's),
 then run its kill checks, each stopping at its first kill: the sweep subset and the
-property suite (remap_ab.properties; profile ci on the CPU, gpu on CUDA) with the mutant
+property suite (its SUITE_PACKAGE; profile ci on the CPU, gpu on CUDA) with the mutant
 as implementation A (mutant of old) or B (mutant of new); the race check (repeated
 multi-tile runs: permuted program orders on the CPU, quiet and under a contending side
 stream on a GPU) for mutants labelled needs_gpu; the memory check of the witness case
@@ -36,10 +41,10 @@ from pathlib import Path
 from types import ModuleType
 
 from remap_ab import mutants as M
-from remap_ab import options, runtime, subjects
+from remap_ab import options, runtime
 from remap_ab.commands.common import options_given, subject_part
 from remap_ab.errors import BackendError, MutantError, ReportError, UsageError
-from remap_ab.mutants import Witness
+from remap_ab.mutants.properties import PROFILE_FOR_DEVICE, property_files
 from remap_ab.status import Outcome
 
 
@@ -56,7 +61,7 @@ def add_arguments(p):
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep subset")
     p.add_argument("--race", action="store_true", help="also run the race check on mutants not labelled needs_gpu")
     p.add_argument("--memcheck", action="store_true",
-                   help="also run the memory check (run_case memcheck=True) on every mutant's witness case")
+                   help="also run the memory check (the case run with --memcheck) on every mutant's witness case")
     p.add_argument("--timeout", type=options.positive_float, default=600.0, help="seconds per mutant (default 600)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--keep", metavar="DIR", help="generate the mutant packages in DIR and keep them")
@@ -85,11 +90,12 @@ def _device(choice: str) -> str:
 def main(args) -> int:
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
-    if args.subject != subjects.DEFAULT:
-        return _subject_main(args)
-    selected = M.select(_selected_ids(args.only))
+    part = subject_part(args.subject, "mutants", "mutants")
+    if not getattr(part, "WORKER", False):
+        return _subject_main(args, part)
+    selected = part.select(_selected_ids(args.only))
     if args.list:
-        _list(M, selected, args.verbose)
+        _list(part, selected, args.verbose)
         return 0
     if args.no_props and args.no_sweep:
         raise UsageError("--no-props with --no-sweep leaves none of the suite's checks to run, so no mutant could be "
@@ -100,16 +106,15 @@ def main(args) -> int:
 
     live = [m for m in selected if not m.equivalent]
     equiv = [m for m in selected if m.equivalent]
-    profile = M.properties.PROFILE_FOR_DEVICE[device]
+    profile = PROFILE_FOR_DEVICE[device]
     mode = "full (every check to the end)" if args.full else "fast (each check stops at its first kill)"
     gpu_only = sum(1 for m in live if m.needs_gpu)
-    suite = M.properties
     props_line = "skipped" if args.no_props else \
-        f"{len(suite.property_files())} modules of {suite.SUITE_PACKAGE}, profile {profile}"
+        f"{len(property_files(part.SUITE_PACKAGE))} modules of {part.SUITE_PACKAGE}, profile {profile}"
     print(
         f"remap-ab mutants on {device}: {len(live)} mutants ({gpu_only} labelled needs_gpu) + {len(equiv)} declared "
         f"equivalent, -j {args.jobs}, {mode}\n"
-        f"  properties: {props_line}; sweep subset: {'skipped' if args.no_sweep else f'{len(M.subset.sweep_subset())} cases'}",
+        f"  properties: {props_line}; sweep subset: {'skipped' if args.no_sweep else f'{len(part.subset.sweep_subset())} cases'}",
         flush=True,
     )
     start = time.perf_counter()
@@ -118,11 +123,11 @@ def main(args) -> int:
         print(f"  {str(r.verdict):>12}  {r.id:<30} {r.seconds:6.1f} s", flush=True)
 
     results = M.run_all(
-        selected, device, jobs=args.jobs, full=args.full, props=not args.no_props, sweep=not args.no_sweep,
+        selected, device, part, jobs=args.jobs, full=args.full, props=not args.no_props, sweep=not args.no_sweep,
         race=args.race, memcheck=args.memcheck, timeout=args.timeout, keep=keep, progress=progress,
     )
     wall = time.perf_counter() - start
-    _print_matrix(results, device, wall, args.verbose)
+    _print_worker_matrix(part, results, device, wall, args.verbose)
     if json_path:
         payload = {"device": device, "wall_seconds": wall,
                    "mutants": [asdict(r) | {"verdict": r.verdict, "killed_by": r.killed_by} for r in results]}
@@ -130,11 +135,11 @@ def main(args) -> int:
             json_path.write_text(json.dumps(payload, indent=2))
         except OSError as exc:
             raise UsageError(f"--json {json_path}: cannot write it ({exc.strerror}); the matrix above is complete") from None
-    bad = [r for r in results if r.verdict in M.session.FAILING]
+    bad = [r for r in results if r.verdict in M.FAILING]
     return 1 if bad else 0
 
 
-def _list(M, selected, verbose):
+def _list(part: ModuleType, selected, verbose):
     print(f"{len(selected)} mutants ({sum(1 for m in selected if m.equivalent)} declared equivalent, never counted)")
     for m in selected:
         tag = "  [equivalent]" if m.equivalent else ("  [needs a GPU]" if m.needs_gpu else "")
@@ -142,12 +147,7 @@ def _list(M, selected, verbose):
                 "rejection": "  [rejection calls only]", "speed": "  [speed gate only]"}.get(m.observable, "")
         print(f"  {m.id:<30} {m.target:<4} {m.area:<22} {m.description}{tag}")
         if verbose:
-            src = M.kernel_source(m.target)
-            diff = difflib.unified_diff(
-                src.splitlines(), M.mutated_source(m).splitlines(),
-                f"kernels_{m.target}/_remap.py", f"{m.package}/_remap.py", n=0, lineterm="",
-            )
-            for line in list(diff)[2:]:
+            for line in part.edit_diff(m):
                 print("      " + line)
             for label, text in (("equivalent", m.equivalent), ("needs a GPU", m.needs_gpu)):
                 if text:
@@ -181,48 +181,66 @@ def _cell(check: dict | None) -> str:
 MATRIX = ("properties", "sweep", "race", "call", "memcheck", "rejects", "speed")  # the kill matrix's columns
 
 
-def _print_matrix(results, device, wall, verbose):
+def _print_matrix(device: str, legend: str, columns: list, rows: list, summary: list, needs_gpu: list,
+                  needs_gpu_heading: str) -> None:
+    """The kill matrix of any subject: ``columns`` (title, width) of which the last is
+    left unpadded, a row of cells per mutant, the summary line's parts, and the mutants
+    that need a GPU (id, why) under ``needs_gpu_heading``."""
     print()
-    print(f"kill matrix on {device} (properties: first failing test, its examples up to the kill, time; "
-          "sweep: first failing case; race: first failing case and condition; call, memcheck: the witness case; "
-          "rejects: the first call the mutant accepts or rejects otherwise; speed: the witness cell under bench's "
-          "speed gate, GPU only)")
-    head = (f"{'mutant':<30} {'side':<4} {'witness':<8} {'properties':<56} {'sweep':<36} {'race':<30} "
-            f"{'call':<20} {'memcheck':<20} {'rejects':<28} {'speed':<20} verdict")
+    print(f"kill matrix on {device} ({legend})")
+    head = " ".join([*(f"{title:<{width}}" for title, width in columns[:-1]), columns[-1][0]])
     print(head)
     print("-" * len(head))
+    for cells in rows:
+        print(" ".join([*(f"{cell:<{width}}" for cell, (_, width) in zip(cells[:-1], columns[:-1])), cells[-1]]))
+    print("-" * len(head))
+    print("; ".join(summary))
+    if needs_gpu:
+        print()
+        print(needs_gpu_heading)
+        for mutant_id, why in needs_gpu:
+            print(f"  {mutant_id}: {why}")
+
+
+def _tally(verdicts: list, by_check: dict, needs_gpu: str, tail: str) -> list[str]:
+    """The summary line's parts: the kills (by check, when any check is named), those
+    that need a GPU (``needs_gpu`` says what that meant here), not run and failing
+    verdicts, and ``tail``."""
+    count = {o: verdicts.count(o) for o in Outcome}
+    parts = [f"killed {count[Outcome.KILLED]}/{len(verdicts)}"
+             + (f" ({', '.join(f'{c} {n}' for c, n in by_check.items())})" if by_check else "")]
+    if count[Outcome.NEEDS_GPU]:
+        parts.append(f"{count[Outcome.NEEDS_GPU]} need a GPU ({needs_gpu})")
+    if count[Outcome.NOT_RUN]:
+        parts.append(f"{count[Outcome.NOT_RUN]} not run here")
+    parts += [f"{count[o]} {o}" for o in M.FAILING if count[o]]
+    return parts + [tail]
+
+
+def _print_worker_matrix(part: ModuleType, results, device, wall, verbose):
+    counted = [r for r in results if not r.equivalent]
+    rows = []
     for r in results:
         w = "yes" if r.witness else ("none" if (r.equivalent or r.observable in ("memcheck", "call", "speed") or
                                                (r.needs_gpu and device == "cpu")) else "NONE")
-        cells = [_cell(r.checks.get(c)) for c in MATRIX]
-        print(f"{r.id:<30} {r.target:<4} {w:<8} {cells[0]:<56} {cells[1]:<36} {cells[2]:<30} {cells[3]:<20} "
-              f"{cells[4]:<20} {cells[5]:<28} {cells[6]:<20} {str(r.verdict).upper()}")
-    counted = [r for r in results if not r.equivalent]
-    by = {c: sum(1 for r in counted if r.status_of(c) == Outcome.KILLED)
-          for c in MATRIX}
-    tally = {o: [r for r in counted if r.verdict == o] for o in Outcome}
-    print("-" * len(head))
-    parts = [f"killed {len(tally[Outcome.KILLED])}/{len(counted)} "
-             f"({', '.join(f'{c} {n}' for c, n in by.items())})"]
-    if tally[Outcome.NEEDS_GPU]:
-        parts.append(f"{len(tally[Outcome.NEEDS_GPU])} need a GPU (not killed here)")
-    if tally[Outcome.NOT_RUN]:
-        parts.append(f"{len(tally[Outcome.NOT_RUN])} not run here")
-    for o in (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN):
-        if tally[o]:
-            parts.append(f"{len(tally[o])} {o}")
-    parts.append(f"{len(results) - len(counted)} declared equivalent, not counted; wall {wall:.1f} s")
-    print("; ".join(parts))
-    if tally[Outcome.NEEDS_GPU]:
-        print()
-        print("needs a GPU (not killed on the CPU, where the catalogue says why the bug cannot show; a race check "
-              "ran the permuted program orders where one was planned):")
-        for r in tally[Outcome.NEEDS_GPU]:
-            print(f"  {r.id}: {r.needs_gpu}")
-    if tally[Outcome.NOT_RUN]:
+        rows.append([r.id, r.target, w, *(_cell(r.checks.get(c)) for c in MATRIX), str(r.verdict).upper()])
+    by = {c: sum(1 for r in counted if r.status_of(c) == Outcome.KILLED) for c in MATRIX}
+    summary = _tally([r.verdict for r in counted], by, "not killed here",
+                     f"{len(results) - len(counted)} declared equivalent, not counted; wall {wall:.1f} s")
+    columns = [("mutant", 30), ("side", 4), ("witness", 8), ("properties", 56), ("sweep", 36), ("race", 30),
+               ("call", 20), ("memcheck", 20), ("rejects", 28), ("speed", 20), ("verdict", 0)]
+    _print_matrix(device, "properties: first failing test, its examples up to the kill, time; "
+                          "sweep: first failing case; race: first failing case and condition; call, memcheck: the witness "
+                          "case; rejects: the first call the mutant accepts or rejects otherwise; speed: the witness cell "
+                          "under bench's speed gate, GPU only",
+                  columns, rows, summary, [(r.id, r.needs_gpu) for r in counted if r.verdict == Outcome.NEEDS_GPU],
+                  "needs a GPU (not killed on the CPU, where the catalogue says why the bug cannot show; a race check "
+                  "ran the permuted program orders where one was planned):")
+    not_run_here = [r for r in counted if r.verdict == Outcome.NOT_RUN]
+    if not_run_here:
         print()
         print("not run here (no verdict: neither killed nor survived):")
-        for r in tally[Outcome.NOT_RUN]:
+        for r in not_run_here:
             whys = sorted({c["detail"] for c in r.checks.values() if Outcome(c["status"]) == Outcome.NOT_RUN
                            and "memcheck" in c["check"]}) or sorted({c["detail"] for c in r.checks.values()})
             print(f"  {r.id}: {'; '.join(whys)}")
@@ -231,7 +249,7 @@ def _print_matrix(results, device, wall, verbose):
 
     for r in results:
         if r.witness:
-            print(f"  {r.id}: {Witness(**r.witness).line()}")
+            print(f"  {r.id}: {part.Witness(**r.witness).line()}")
         elif r.equivalent:
             print(f"  {r.id}: no difference on {r.witness_tried} cases (declared equivalent: {r.equivalent})")
         elif r.observable == "memcheck":
@@ -252,7 +270,7 @@ def _print_matrix(results, device, wall, verbose):
         print()
         for rid, n in notes:
             print(f"note: {rid}: {n}")
-    problems = [r for r in results if r.verdict in (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)]
+    problems = [r for r in results if r.verdict in M.FAILING]
     if verbose or problems:
         print()
         print("details:")
@@ -300,11 +318,9 @@ def _side_by_side(paths) -> int:
 # --------------------------------------------------------------------------- another subject's catalogue
 
 SUBJECT_OPTIONS = frozenset({"list", "verbose", "only", "device", "json", "keep", "subject", "side_by_side"})
-FAILING = (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)  # as the remap's: exit 1
 
 
-def _subject_main(args) -> int:
-    catalogue = subject_part(args.subject, "mutants", "mutants")
+def _subject_main(args, catalogue: ModuleType) -> int:
     unused = options_given(args, SUBJECT_OPTIONS)
     if unused:
         raise UsageError(f"{', '.join(unused)}: the remap catalogue's options; mutants --subject {args.subject} "
@@ -343,7 +359,7 @@ def _subject_main(args) -> int:
             json_path.write_text(json.dumps(payload, indent=2))
         except OSError as exc:
             raise UsageError(f"--json {json_path}: cannot write it ({exc.strerror}); the matrix above is complete") from None
-    return 1 if any(k.verdict in FAILING for k in results) else 0
+    return 1 if any(k.verdict in M.FAILING for k in results) else 0
 
 
 def _list_subject(catalogue: ModuleType, selected, verbose: bool) -> None:
@@ -361,36 +377,21 @@ def _list_subject(catalogue: ModuleType, selected, verbose: bool) -> None:
 
 
 def _print_subject_matrix(results, device: str, wall: float, verbose: bool) -> None:
-    print()
-    print(f"kill matrix on {device} (judge: the witness case through the subject's judge, the mutant as B, after "
-          "the real kernel passed it; rejection: the declared rejection call; repeats: a needs_gpu witness the judge "
-          "passed, run again against A on a GPU)")
     width = max([len(k.witness) for k in results] + [7])
-    head = f"{'mutant':<26} {'caught by':<10} {'witness':<{width}} {'check':<9} {'verdict':<12} detail"
-    print(head)
-    print("-" * len(head))
-    for k in results:
-        print(f"{k.id:<26} {k.caught_by:<10} {k.witness:<{width}} {k.check:<9} {str(k.verdict).upper():<12} "
-              f"{k.detail if verbose or k.verdict != Outcome.NEEDS_GPU else 'see below'}")
-    print("-" * len(head))
-    tally = {o: [k for k in results if k.verdict == o] for o in Outcome}
+    columns = [("mutant", 26), ("caught by", 10), ("witness", width), ("check", 9), ("verdict", 12), ("detail", 0)]
+    rows = [[k.id, k.caught_by, k.witness, k.check, str(k.verdict).upper(),
+             k.detail if verbose or k.verdict != Outcome.NEEDS_GPU else "see below"] for k in results]
     by_check: dict = {}
-    for k in tally[Outcome.KILLED]:
-        by_check[k.check] = by_check.get(k.check, 0) + 1
-    parts = [f"killed {len(tally[Outcome.KILLED])}/{len(results)}"
-             + (f" ({', '.join(f'{c} {n}' for c, n in by_check.items())})" if by_check else "")]
-    if tally[Outcome.NEEDS_GPU]:
-        parts.append(f"{len(tally[Outcome.NEEDS_GPU])} need a GPU (not run, not killed here)")
-    for o in FAILING:
-        if tally[o]:
-            parts.append(f"{len(tally[o])} {o}")
-    parts.append(f"wall {wall:.1f} s")
-    print("; ".join(parts))
-    if tally[Outcome.NEEDS_GPU]:
-        print()
-        print("needs a GPU (not run here, where the catalogue says why the bug cannot show):")
-        for k in tally[Outcome.NEEDS_GPU]:
-            print(f"  {k.id}: {k.needs_gpu}")
-    problems = [k for k in results if k.verdict in FAILING]
-    for k in problems:
-        print(f"SURVIVOR/PROBLEM: {k.id} ({k.verdict}): {k.description}: {k.detail}", file=sys.stderr)
+    for k in results:
+        if k.verdict == Outcome.KILLED:
+            by_check[k.check] = by_check.get(k.check, 0) + 1
+    _print_matrix(device, "judge: the witness case through the subject's judge, the mutant as B, after the real kernel "
+                          "passed it; rejection: the declared rejection call; repeats: a needs_gpu witness the judge "
+                          "passed, run again against A on a GPU",
+                  columns, rows, _tally([k.verdict for k in results], by_check, "not run, not killed here",
+                                        f"wall {wall:.1f} s"),
+                  [(k.id, k.needs_gpu) for k in results if k.verdict == Outcome.NEEDS_GPU],
+                  "needs a GPU (not run here, where the catalogue says why the bug cannot show):")
+    for k in results:
+        if k.verdict in M.FAILING:
+            print(f"SURVIVOR/PROBLEM: {k.id} ({k.verdict}): {k.description}: {k.detail}", file=sys.stderr)

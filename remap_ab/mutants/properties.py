@@ -1,6 +1,7 @@
-"""The property-suite kill check: the suite is a package, ``remap_ab.properties``
-(installed with remap-ab; ``tests/`` only collects it), run through pytest with the
-mutant on its side, and the mutant-probe plugin's records turned into a CheckResult.
+"""The property-suite kill check: a subject's suite is a package (the subject's
+mutants part names it, ``SUITE_PACKAGE``; installed with remap-ab, ``tests/`` only
+collects it), run through pytest with the mutant on its side, and the mutant-probe
+plugin's records turned into a CheckResult.
 
 The suite is found where Python imports it from, so the check needs no checkout and
 never reads the repository's ``tests/`` folder.
@@ -15,59 +16,37 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab.errors import MutantError
-from remap_ab.mutants.catalogue import Mutant
-from remap_ab.mutants.checks import CheckResult
+from remap_ab.mutants.results import CheckResult
 from remap_ab.status import Outcome
-from remap_ab.subjects.remap.config import CaseConfig
 
-SUITE_PACKAGE = "remap_ab.properties"
 PROFILE_FOR_DEVICE = {"cpu": "ci", "cuda": "gpu"}
 
 
-def suite_dir() -> Path:
-    spec = importlib.util.find_spec(SUITE_PACKAGE)
+def suite_dir(package: str) -> Path:
+    """The folder of property-suite package ``package``, found without importing it."""
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise MutantError(f"the property suite {SUITE_PACKAGE} is not importable; reinstall remap-ab")
+        raise MutantError(f"the property suite {package} is not importable; reinstall remap-ab")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def property_files() -> list[Path]:
-    return sorted(suite_dir().glob("test_*.py"))
+def property_files(package: str) -> list[Path]:
+    return sorted(suite_dir(package).glob("test_*.py"))
 
 
-def property_tests(files=None) -> list[str]:
-    """Node ids (``/path/test_file.py::test_name``) of the suite's tests, in file order."""
+def property_tests(files: list[Path]) -> list[str]:
+    """Node ids (``/path/test_file.py::test_name``) of the tests in ``files``, in file order."""
     ids: list[str] = []
-    for f in property_files() if files is None else files:
+    for f in files:
         names = re.findall(r"^(?:async\s+)?def (test_\w+)", f.read_text(), re.M)
         ids += [f"{f.as_posix()}::{n}" for n in names] if names else [f.as_posix()]
     return ids
 
 
-def _path_keywords(config: CaseConfig) -> list[str]:
-    """Words naming the SPEC path a case exercises, as property tests name it."""
-    if config.mode == "convert":
-        return ["convert"]
-    if config.dcp_size == 1:
-        return ["size_one", "delegat"]
-    return ["compact"] if config.compact else ["in_place", "inplace"]
-
-
-def order_for(m: Mutant, tests: list[str]) -> list[str]:
-    """The property tests, those named after the mutant's witness path first (a stable
-    sort: the rest keep their order). Only the time to the first kill depends on it."""
-    words = _path_keywords(m.witness_config())
-
-    def rank(nodeid: str) -> int:
-        name = nodeid.rsplit("::", 1)[-1]
-        return 0 if any(w in name for w in words) else 1
-
-    return sorted(tests, key=rank)
-
-
-def pytest_args(m: Mutant, root: Path, full: bool) -> list[str]:
+def pytest_args(tests: list[str], root: Path, full: bool) -> list[str]:
     """pytest's arguments: an empty ini in the mutant folder (no checkout's settings
-    apply), remap-ab's plugin and the probe, and the tests in the order to run."""
+    apply), remap-ab's plugin and the probe, and ``tests`` in the order to run (every
+    one to the end with ``full``, else up to the first failure)."""
     ini = Path(root) / "pytest.ini"
     if not ini.exists():
         ini.write_text("[pytest]\n")
@@ -76,8 +55,7 @@ def pytest_args(m: Mutant, root: Path, full: bool) -> list[str]:
             "-W", "ignore::DeprecationWarning"]
     if not full:
         args.append("-x")
-    tests = property_tests()
-    return args + (tests if full else order_for(m, tests))
+    return args + tests
 
 
 def summarize_probe(probe: Path, returncode: int, output: str) -> CheckResult:

@@ -1,5 +1,7 @@
 """A mutant run: which checks each mutant gets, one worker process per mutant, ``jobs``
-at a time, and each mutant's verdict.
+at a time, and each mutant's verdict. The mutants and their checks are a subject's
+part (``part``: its ``mutants`` package, e.g. ``remap_ab/subjects/remap/mutants/``);
+a mutant here is any value with the fields ``Mutant`` names below.
 
 What runs, by default (``--full`` runs every check on every mutant):
 - every mutant: the witness search, then the suite's checks, the sweep subset and the
@@ -29,15 +31,22 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Optional
 
 from remap_ab.errors import MutantError
 from remap_ab.host import gpus
-from remap_ab.mutants.catalogue import Mutant
-from remap_ab.mutants.checks import CHECKS, CheckResult, not_run
-from remap_ab.mutants.generate import import_roots, materialize, mutated_source
 from remap_ab.mutants.properties import summarize_probe
+from remap_ab.mutants.results import CheckResult, not_run
 from remap_ab.status import Outcome
+
+# The kill matrix's checks, in its columns' order of results.
+CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects", "speed")
+
+
+# A subject's mutant, as the session reads it: ``id``, ``target``, ``area``,
+# ``description``, ``equivalent`` and ``needs_gpu`` (None or why), ``observable``.
+Mutant = Any
 
 # A mutant's verdict: these fail the run (exit 1); every other one does not.
 FAILING = (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)
@@ -153,11 +162,11 @@ class MutantResult:
         return Outcome.SURVIVED
 
 
-def _child_env(root: Path, slot_env: dict) -> dict:
+def _child_env(root: Path, part: ModuleType, slot_env: dict) -> dict:
     import os
 
     env = dict(os.environ)
-    paths = [str(root)] + [str(p) for p in import_roots()]
+    paths = [str(root)] + [str(p) for p in part.import_roots()]
     env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     # -j mutants share the cores: one thread each.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -166,28 +175,29 @@ def _child_env(root: Path, slot_env: dict) -> dict:
     return env
 
 
-def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, *, full: bool = False,
+def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, part: ModuleType, *, full: bool = False,
                timeout: float = 600.0, slot_env: Optional[dict] = None) -> MutantResult:
-    """Generate the mutant and run its worker process; collect the results."""
+    """Generate the mutant (``part.materialize``) and run its worker process; collect the results."""
     start = time.perf_counter()
     res = MutantResult(m.id, m.target, m.area, m.description, m.equivalent, m.needs_gpu, m.observable, device,
                        None, 0, {}, 0.0)
     for check, why in the_plan.skipped.items():
         res.checks[check] = asdict(not_run(check, why))
     try:
-        materialize(m, root)
+        part.materialize(m, root)
     except MutantError as exc:
         res.error = str(exc)
         return res
     out = Path(root) / f"{m.id}.worker.json"
     probe = Path(root) / f"{m.id}.probe.jsonl"
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "remap_ab.mutants.worker", m.id, str(root), str(out), "--device", device,
+    cmd = [sys.executable, "-m", "remap_ab.mutants.worker", m.id, str(root), str(out), "--part", part.__name__,
+           "--device", device,
            "--checks", ",".join(the_plan.run)] + (["--full"] if full else [])
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=root, env=_child_env(root, slot_env or {}), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(cmd, cwd=root, env=_child_env(root, part, slot_env or {}), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout)
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
         rc = None
@@ -236,15 +246,15 @@ def _slot_envs(jobs: int, device: str) -> list[dict]:
     return gpus.worker_environments(jobs, device, visible)
 
 
-def run_all(mutants: list[Mutant], device: str, *, jobs: int = 1, full: bool = False, props: bool = True,
+def run_all(mutants: list, device: str, part: ModuleType, *, jobs: int = 1, full: bool = False, props: bool = True,
             sweep: bool = True, race: bool = False, memcheck: bool = False, timeout: float = 600.0,
             keep: Optional[Path] = None, progress=None) -> list[MutantResult]:
-    """Every mutant, ``jobs`` at a time (each in its own process); results in catalogue order."""
+    """Every mutant of ``part``, ``jobs`` at a time (each in its own process); results in catalogue order."""
     from concurrent.futures import ThreadPoolExecutor
 
     # Fail fast, before any process starts, if an edit no longer applies.
     for m in mutants:
-        mutated_source(m)
+        part.mutated_source(m)
     root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="remap-ab-mutants-"))
     root.mkdir(parents=True, exist_ok=True)
     slots: queue.Queue = queue.Queue()
@@ -255,7 +265,7 @@ def run_all(mutants: list[Mutant], device: str, *, jobs: int = 1, full: bool = F
             env = slots.get()
             try:
                 p = plan(m, device, full=full, props=props, sweep=sweep, race=race, memcheck=memcheck)
-                r = run_mutant(m, root, device, p, full=full, timeout=timeout, slot_env=env)
+                r = run_mutant(m, root, device, p, part, full=full, timeout=timeout, slot_env=env)
             finally:
                 slots.put(env)
             if progress:

@@ -29,6 +29,7 @@ from typing import Any, Optional
 from remap_ab import runtime, subjects
 from remap_ab.errors import InternalError, exception_line
 from remap_ab.host import gpus, tuning
+from remap_ab.processes import start
 from remap_ab.processes.precompile import Loads
 from remap_ab.status import Status
 from remap_ab.subject import BatchTimes, JudgeSettings
@@ -91,8 +92,10 @@ def _judge(job: Job):
     return lambda configs, times, extras: fn(configs, job, times, extras)
 
 
-def _worker_main(wid: int, job: Job, task_q, result_q) -> None:
-    """A worker process: its CUDA_VISIBLE_DEVICES was set by the parent at spawn."""
+def _worker_main(wid: int, job: Job, task_q, result_q, environ: dict) -> None:
+    """A worker process: ``environ`` is its parent's environment with its own
+    CUDA_VISIBLE_DEVICES (start.py)."""
+    start.adopt(environ)
     # The parent decides when to stop (Ctrl-C and a SIGTERM to the process group reach
     # the workers too): it records what finished and stops them itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -168,13 +171,14 @@ class Pool:
         self.envs = envs
         self.case_timeout = case_timeout
         self.on_rows, self.on_lost, self.on_ready = on_rows, on_lost, on_ready
-        self.ctx = mp.get_context("spawn")
+        self.ctx = start.context()
 
     def _start(self, w: _Worker, result_q) -> None:
         if w.task_q is not None:  # a replaced worker's queue
             _close(w.task_q)
         w.task_q = self.ctx.Queue()
-        w.proc = gpus.start_process(self.ctx, w.env, target=_worker_main, args=(w.wid, self.job, w.task_q, result_q),
+        w.proc = gpus.start_process(self.ctx, w.env, target=_worker_main,
+                                    args=(w.wid, self.job, w.task_q, result_q, start.environment(w.env)),
                                     daemon=True, name=f"remap-ab-worker-{w.wid}")
         w.batch = None
         w.ready = False
@@ -325,10 +329,10 @@ def map_tasks(fn: Callable, tasks: list, workers: int) -> Iterator[tuple[Any, An
     InternalError."""
     if not tasks:
         return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn")) as ex:
+    with start.executor(min(workers, len(tasks))) as ex:
         futures = {ex.submit(fn, t): t for t in tasks}
         try:
             for f in as_completed(futures):

@@ -35,12 +35,13 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from remap_ab import runtime
 from remap_ab.errors import UsageError, exception_line
+from remap_ab.processes import start
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
 from remap_ab.subjects.remap.inputs import generate_inputs
@@ -219,12 +220,9 @@ class Ahead:
     ``cached``, ``failed``, ``worker_seconds``, the processes that compiled: ``pids``)."""
 
     def __init__(self, a: str, b: str, target: Target, workers: int):
-        import multiprocessing as mp
-
         self.a, self.b = a, b
         self.workers = workers
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                        initializer=_init_worker, initargs=(target,))
+        self.pool = start.executor(workers, _init_worker, (target,))
         self.pending: dict[tuple, Future] = {}
         self.done: set = set()
         self.compiled = self.cached = self.failed = self.variants = 0

@@ -10,7 +10,7 @@ launches thousands in microseconds, so "full ranges" mean different things there
              run, sized so ``pytest -n auto`` on 2 cores stays well inside 10 minutes.
     dev      random, with the local example database (failures replay first), small.
     nightly  random, many examples; full ranges on a GPU, moderate ones on a CPU.
-    gpu      random, full ranges (up to 1024 tokens, 128 tiles per row); needs CUDA.
+    gpu      random, full ranges (up to 1024 rows, 128 tiles per row); needs CUDA.
     mutants  ci's examples, without shrinking: for kill-rate runs against seeded bugs,
              where a failure is a kill and its minimal form is not needed.
 
@@ -37,27 +37,27 @@ EXAMPLES_ENV_VAR = "REMAP_AB_EXAMPLES"  # overrides the profile's examples per s
 
 @dataclass(frozen=True)
 class SizeBudget:
-    """Upper bounds for a drawn case.
+    """Upper bounds for a drawn case (each subject's strategies read those they need).
 
-    max_tokens    T, query-token rows.
-    max_programs  T x tiles_per_row: the programs the tiled launch runs, which is what
-                  a case costs in the interpreter (the single-tile launch runs T).
-    max_tiles     tiles_per_row = K / BLOCK_N.
+    max_rows      the rows of a case's launch (program_id 0).
+    max_programs  rows x tiles per row: the programs a tiled launch runs, which is what
+                  a case costs in the interpreter (a single-tile launch runs one per row).
+    max_tiles     the tiles (programs) of one row.
     """
 
-    max_tokens: int
+    max_rows: int
     max_programs: int
     max_tiles: int
 
-    def max_tokens_for(self, tiles_per_row: int) -> int:
-        return max(1, min(self.max_tokens, self.max_programs // tiles_per_row))
+    def max_rows_for(self, tiles_per_row: int) -> int:
+        return max(1, min(self.max_rows, self.max_programs // tiles_per_row))
 
 
 # On the interpreter: 64 programs cost ~0.3 s per implementation.
-_CPU_SMALL = SizeBudget(max_tokens=16, max_programs=64, max_tiles=32)
-_CPU_LARGE = SizeBudget(max_tokens=64, max_programs=512, max_tiles=128)
+_CPU_SMALL = SizeBudget(max_rows=16, max_programs=64, max_tiles=32)
+_CPU_LARGE = SizeBudget(max_rows=64, max_programs=512, max_tiles=128)
 # On a GPU the launch is cheap; SPEC-sized batches up to 1024 rows.
-_GPU_FULL = SizeBudget(max_tokens=1024, max_programs=1024 * 128, max_tiles=128)
+_GPU_FULL = SizeBudget(max_rows=1024, max_programs=1024 * 128, max_tiles=128)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Profile:
         order = ("derandomized" if self.derandomize else "random") + ("" if self.shrink else ", no shrinking")
         return (
             f"profile {self.name}: {order}, {self.examples} examples per standard property, "
-            f"cases up to {b.max_tokens} tokens / {b.max_programs} programs / {b.max_tiles} tiles per row "
+            f"cases up to {b.max_rows} rows / {b.max_programs} programs / {b.max_tiles} tiles per row "
             f"(on {_device()})"
         )
 
@@ -121,7 +121,7 @@ def _register(profile: Profile) -> None:
         # findings are our own plumbing. The replay command says more.
         phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if profile.shrink else []),
         # A case's cost is the kernels', not the strategy's; and our draws are large
-        # by design (K up to 2048 lanes are generated from the seed, not drawn).
+        # by design (a case's tensors are generated from its seed, not drawn element by element).
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     )
     if not profile.use_database:
@@ -150,7 +150,7 @@ def load(name: Optional[str] = None, apply_settings: bool = True) -> Profile:
         profile = dataclasses.replace(profile, examples=examples)
     if profile.needs_cuda and _device() != "cuda":
         raise ProfileError(
-            f"profile {name} runs full-size cases (up to {profile.cuda_budget.max_tokens} tokens) and needs a CUDA "
+            f"profile {name} runs full-size cases (up to {profile.cuda_budget.max_rows} rows) and needs a CUDA "
             f"device; on a CPU use nightly for a long run or dev for a quick one"
         )
     for p in PROFILES.values():

@@ -11,7 +11,7 @@ every tensor is its own allocation and the sanitizer's "nearest allocation" is t
 tensor itself; the child prints each tensor's address so that findings can name it.
 
 What the sanitizer cannot give: the column. It reports a thread of a block, and how a
-Triton kernel spreads a row's lanes over threads depends on the compiled layout; the
+Triton kernel spreads a row's elements over threads depends on the compiled layout; the
 row is the block's x index (the kernels' grid is (rows, tiles)), the column is left
 -1 and the thread is quoted.
 
@@ -101,18 +101,21 @@ def child_environment() -> dict:
     return env
 
 
-def check_cases(impl_name: str, configs: list, inputs: list, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[MemcheckReport]:
+def check_cases(impl_name: str, configs: list, inputs: list, *, child: str,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> list[MemcheckReport]:
     """Every case of ``configs`` through ``impl_name`` under the sanitizer: one child
-    for the batch, each finding placed in its case (module docstring). Cases the child
-    could not check (the context was lost after a finding) go to a fresh child with
-    the rest; a finding no case claims makes every case of that child run alone."""
+    for the batch, each finding placed in its case (module docstring). ``child``
+    ("module:function") is the subject's function that runs the cases in the child
+    (``processes/memcheck_child.py``). Cases the child could not check (the context was
+    lost after a finding) go to a fresh child with the rest; a finding no case claims
+    makes every case of that child run alone."""
     reports: list = [None] * len(configs)
     todo = list(range(len(configs)))
     while todo:
-        found = _run_child(impl_name, [configs[i] for i in todo], [inputs[i] for i in todo], timeout_s)
+        found = _run_child(impl_name, [configs[i] for i in todo], [inputs[i] for i in todo], timeout_s, child=child)
         if found.unplaced:
             for i in todo:
-                reports[i] = _run_child(impl_name, [configs[i]], [inputs[i]], timeout_s).reports[0]
+                reports[i] = _run_child(impl_name, [configs[i]], [inputs[i]], timeout_s, child=child).reports[0]
             break
         for j, i in enumerate(todo):
             if j not in found.unchecked:
@@ -125,8 +128,8 @@ def check_cases(impl_name: str, configs: list, inputs: list, timeout_s: float = 
     return reports
 
 
-def check_case(impl_name: str, config, inputs, timeout_s: float = DEFAULT_TIMEOUT_S) -> MemcheckReport:
-    return check_cases(impl_name, [config], [inputs], timeout_s)[0]
+def check_case(impl_name: str, config, inputs, *, child: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> MemcheckReport:
+    return check_cases(impl_name, [config], [inputs], child=child, timeout_s=timeout_s)[0]
 
 
 class _StartStalled(Exception):
@@ -134,7 +137,7 @@ class _StartStalled(Exception):
 
 
 def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float,
-               start_timeout_s: float = START_TIMEOUT_S) -> Localised:
+               start_timeout_s: float = START_TIMEOUT_S, *, child: str) -> Localised:
     import torch
 
     sanitizer = find_sanitizer()
@@ -145,6 +148,7 @@ def _run_child(impl_name: str, configs: list, inputs: list, timeout_s: float,
         torch.save(
             {
                 "impl": impl_name,
+                "child": child,
                 "device_index": device_index,
                 "cases": [(c.to_dict(), {k: t.cpu() for k, t in x.tensors().items()}) for c, x in zip(configs, inputs)],
             },
@@ -461,7 +465,7 @@ def _error_finding(impl_name: str, line: str) -> Finding:
 
 
 def _add(report: MemcheckReport, f: Finding) -> None:
-    report.bad_lanes += 1
+    report.bad_elements += 1
     report.bad_rows.add(f.row)
     key = (f.kind, f.kernel, f.nearest)
     report.bad_by_group[key] = report.bad_by_group.get(key, 0) + 1

@@ -1,19 +1,19 @@
 """Memory checking on the CPU: every load, store and atomic a kernel makes under the
-Triton interpreter, checked lane by lane against the tensors passed to its launch.
+Triton interpreter, checked address by address against the tensors passed to its launch.
 
 Equal outputs cannot show a read that lands outside every tensor and whose value is
 then thrown away; on a GPU such a read can fault or see another request's data. Under
 the interpreter each memory operation arrives as a numpy array of raw byte addresses
-plus a mask, so the check is exact: a masked-in lane whose ``[address, address +
+plus a mask, so the check is exact: a masked-in element whose ``[address, address +
 itemsize)`` does not lie inside the extent of some tensor argument of the running
-launch is a finding. Masked-off lanes are never checked (the kernel does not touch
+launch is a finding. Masked-off elements are never checked (the kernel does not touch
 them).
 
 How it hooks in (Triton 3.7's interpreter, ``triton/runtime/interpreter.py``):
 
 - ``GridExecutor._init_args_hst`` copies a launch's arguments to the host just before
   the programs run; wrapping it gives the tensors whose addresses the kernel sees,
-  named by the kernel's parameters (``block_table_ptr``...). Every launch inside
+  named by the kernel's parameters (``x_ptr``...). Every launch inside
   ``watching`` registers them with the session (``Session.begin_launch``).
 - The module-level ``interpreter_builder`` performs every memory operation through
   ``create_masked_load``, ``create_masked_store``, ``create_atomic_rmw`` and
@@ -21,7 +21,7 @@ How it hooks in (Triton 3.7's interpreter, ``triton/runtime/interpreter.py``):
   masked ones). Instance attributes shadow them, as ``schedule.py`` does for the grid
   index, and report each call to ``Session.access`` before running the original.
 
-Lanes found out of bounds are also masked off before the original runs (a load
+Elements found out of bounds are also masked off before the original runs (a load
 returns its ``other`` value there, a store writes nothing): the finding fails the case
 anyway, and the interpreter would otherwise read garbage or write into the heap, or
 kill the process for an address far away.
@@ -32,12 +32,14 @@ addresses, mask, programs)`` checks them. If it does not call ``_init_args_hst``
 must call ``begin_launch`` itself; an access with no launch registered is an
 ``InternalError``, never a silent pass.
 
-Column of a lane: for these kernels a program owns the columns ``program_id(1) *
-width + lane``, ``width`` being the number of lanes of the access. The check derives the
-column that way for any access whose last axis holds more than one lane of one program;
-an access of one lane per program (``req_id[row]``, an atomic on a row's count) gets
-column -1, "the row as a whole". A kernel that lays its columns out otherwise gets a
-column that is only the lane's position: the address and tensor named are exact.
+Column of an element (of an access's block of addresses): a tiled kernel's program
+owns the columns ``program_id(1) * width + i``, ``width`` being the number of elements
+on the access's last axis and ``i`` the element's place there. The check derives the
+column that way for any access whose last axis holds more than one element of one
+program; an access of one element per program (a per-row scalar: ``x[row]``, an atomic
+on a row's count) gets column -1, "the row as a whole". A kernel that lays its columns
+out otherwise gets a column that is only the element's position: the address and
+tensor named are exact.
 """
 
 from __future__ import annotations
@@ -49,12 +51,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from remap_ab import command_line
 from remap_ab.errors import InternalError
 from remap_ab.status import plural
 
 KINDS = ("load", "store", "atomic")
-DETAILED_FINDINGS = 20  # findings kept in full per session; every lane is still counted
+DETAILED_FINDINGS = 20  # findings kept in full per session; every bad element is still counted
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,13 @@ _NO_TENSOR = Region(("no tensor argument",), 0, 0, 1, 0)
 
 @dataclass(frozen=True)
 class Finding:
-    """One lane that touched memory outside every argument tensor."""
+    """One element of an access that touched memory outside every argument tensor."""
 
     label: str  # the implementation (what watching() was told)
     kernel: str
     kind: str  # load / store / atomic
     row: int  # program_id(0)
-    col: int  # the lane's column, -1 for a one-lane-per-program access
+    col: int  # the element's column, -1 for a one-element-per-program access
     program: tuple  # (x, y, z)
     address: int
     itemsize: int
@@ -133,14 +134,14 @@ class Finding:
 
 @dataclass
 class MemcheckReport:
-    """What one watched run saw: how much was checked and every out-of-bounds lane."""
+    """What one watched run saw: how much was checked and every out-of-bounds element."""
 
     label: str
     launches: int = 0
-    lanes_checked: int = 0
-    bad_lanes: int = 0
+    elements_checked: int = 0
+    bad_elements: int = 0
     bad_rows: set = field(default_factory=set)
-    bad_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> lanes
+    bad_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> bad elements
     rows_by_group: dict = field(default_factory=dict)  # (kind, kernel, nearest) -> set of rows
     findings: list = field(default_factory=list)  # the first DETAILED_FINDINGS, in order, and each group's first
     source: str = "interpreter"  # or "compute-sanitizer" (sanitizer.py)
@@ -148,19 +149,19 @@ class MemcheckReport:
 
     @property
     def clean(self) -> bool:
-        return self.bad_lanes == 0
+        return self.bad_elements == 0
 
     def summary(self) -> str:
         if self.source != "interpreter":
-            state = "clean" if self.clean else f"{self.bad_lanes} invalid accesses in {len(self.bad_rows)} rows"
+            state = "clean" if self.clean else f"{self.bad_elements} invalid accesses in {len(self.bad_rows)} rows"
             return f"memcheck {self.label} ({self.source}): {state} ({self.detail})"
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
-        bad = f"{plural(self.bad_lanes, 'lane')} out of bounds in {plural(len(self.bad_rows), 'row')}"
+        bad = f"{plural(self.bad_elements, 'lane')} out of bounds in {plural(len(self.bad_rows), 'row')}"
         state = "clean" if self.clean else bad
 
         launches = plural(self.launches, "launch", "launches")
-        return f"memcheck {self.label}: {state} ({self.lanes_checked} active lanes in {launches} checked)"
+        return f"memcheck {self.label}: {state} ({self.elements_checked} active lanes in {launches} checked)"
 
 
 class Session:
@@ -178,8 +179,8 @@ class Session:
 
     def begin_launch(self, kernel: str, named_args: dict) -> None:
         """Register the tensor arguments of the launch about to run. A tensor the caller
-        named in ``watching`` (same bytes) keeps the caller's name, e.g. ``block_table``
-        rather than the kernel's ``block_table_ptr``."""
+        named in ``watching`` (same bytes) keeps the caller's name, e.g. ``x`` rather
+        than the kernel's ``x_ptr``."""
         launch = _regions({k: v for k, v in named_args.items() if _is_tensor(v)}, strip_ptr=True)
         by_span = {(r.start, r.end): r for r in launch}
         for r in self._caller_regions:  # names only: the bounds are the launch's
@@ -198,12 +199,12 @@ class Session:
     # -- accesses
 
     def access(self, kind: str, addresses, mask, programs, itemsize: int = 1) -> np.ndarray:
-        """Check the masked-in lanes of one memory operation.
+        """Check the masked-in elements of one memory operation.
 
         ``addresses``: int64 byte addresses (any shape); ``mask``: bool, broadcastable
-        to it; ``programs``: int64 ``addresses.shape + (3,)``, each lane's grid index;
-        ``itemsize``: bytes each lane touches (1 checks the first byte only).
-        Returns the bool array of lanes that are active and in bounds: the lanes a
+        to it; ``programs``: int64 ``addresses.shape + (3,)``, each element's grid index;
+        ``itemsize``: bytes each element touches (1 checks the first byte only).
+        Returns the bool array of elements that are active and in bounds: those a
         caller may let through."""
         if kind not in KINDS:
             raise InternalError(f"memcheck access kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -216,28 +217,28 @@ class Session:
         last = addr + itemsize
         for start, end in zip(self._starts.tolist(), self._ends.tolist()):
             inside |= (addr >= start) & (last <= end)
-        self.report.lanes_checked += int(np.count_nonzero(active))
+        self.report.elements_checked += int(np.count_nonzero(active))
         bad = active & ~inside
         if bad.any():
             self._record(kind, kernel, addr, bad, np.asarray(programs), itemsize)
         return active & inside
 
     def _record(self, kind: str, kernel: str, addr: np.ndarray, bad: np.ndarray, programs: np.ndarray, itemsize: int) -> None:
-        """Count every bad lane (vectorised: a batched launch may bring millions) and
+        """Count every bad element (vectorised: a batched launch may bring millions) and
         keep the first ``DETAILED_FINDINGS`` in full."""
         rep = self.report
         progs = np.broadcast_to(programs, addr.shape + (3,))
         where = np.argwhere(bad) if addr.ndim else np.zeros((1, 0), dtype=np.int64)
-        lanes = tuple(where.T) if addr.ndim else ()
-        bad_addr = addr[lanes].reshape(-1)
-        bad_progs = progs[lanes].reshape(-1, 3)
+        at = tuple(where.T) if addr.ndim else ()
+        bad_addr = addr[at].reshape(-1)
+        bad_progs = progs[at].reshape(-1, 3)
         # Distance of each bad address to each region (0 when it starts inside one and
         # runs over its end); the nearest region names the finding.
         starts, ends = self._starts[None, :], self._ends[None, :]
         a = bad_addr[:, None]
         gap = np.where(a >= ends, a - ends, np.where(a < starts, starts - a, 0))
         nearest = gap.argmin(axis=1)
-        rep.bad_lanes += len(bad_addr)
+        rep.bad_elements += len(bad_addr)
         rep.bad_rows.update(np.unique(bad_progs[:, 0]).tolist())
         for j in np.unique(nearest).tolist():
             key = (kind, kernel, self._regions[j].name)
@@ -246,7 +247,7 @@ class Session:
             rep.rows_by_group.setdefault(key, set()).update(np.unique(bad_progs[hits, 0]).tolist())
 
         room = DETAILED_FINDINGS - len(rep.findings)
-        # Past the room, still the first lane of each group not yet detailed (a store
+        # Past the room, still the first element of each group not yet detailed (a store
         # past ``out`` after twenty loads past ``token_indices`` is named all the same).
         have = {(f.kind, f.kernel, f.nearest) for f in rep.findings}
         firsts = [int(np.argmax(nearest == j)) for j in np.unique(nearest).tolist()
@@ -255,8 +256,8 @@ class Session:
         if not chosen:
             return
         width = addr.shape[-1] if addr.ndim else 1
-        # A last axis of several lanes of one program is a block of columns (module doc).
-        lanes_are_columns = width > 1 and bool((progs == progs[..., :1, :]).all())
+        # A last axis of several elements of one program is a block of columns (module doc).
+        last_axis_is_columns = width > 1 and bool((progs == progs[..., :1, :]).all())
         for n in chosen:
             program = tuple(int(v) for v in bad_progs[n])
             address, region = int(bad_addr[n]), self._regions[int(nearest[n])]
@@ -266,7 +267,7 @@ class Session:
                 after, before = -1, region.start - address
             else:  # starts inside, runs over the end
                 after, before = 0, -1
-            col = program[1] * width + int(where[n][-1]) if lanes_are_columns else -1
+            col = program[1] * width + int(where[n][-1]) if last_axis_is_columns else -1
             rep.findings.append(
                 Finding(rep.label, kernel, kind, program[0], col, program, address, itemsize,
                         region.name, after, before, region.numel, region.itemsize)
@@ -329,7 +330,7 @@ _MISSING = object()
 
 def _builder_hooks(builder, session: Session) -> dict:
     """Replacements for the builder's memory operations that check, then mask off the
-    out-of-bounds lanes and run the original."""
+    out-of-bounds elements and run the original."""
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
 
@@ -345,7 +346,7 @@ def _builder_hooks(builder, session: Session) -> dict:
         return session.access(kind, addr, mask, programs_of(addr.shape), itemsize=size)
 
     def narrowed(ok, mask):
-        # Compare with `is`, never truth: a TensorHandle's bool() is "all lanes true".
+        # Compare with `is`, never truth: a TensorHandle's bool() is "all elements true".
         if np.array_equal(ok, np.broadcast_to(mask.data, ok.shape)):
             return mask
         return TensorHandle(ok, tl.int1)
@@ -366,7 +367,7 @@ def _builder_hooks(builder, session: Session) -> dict:
         ok = check("atomic", ptr, np.ones(ptr.data.shape, dtype=bool))
         if ok.all():
             return cas(ptr, cmp, val, sem, scope)
-        # No mask to narrow: run the in-bounds lanes alone, the others return 0.
+        # No mask to narrow: run the in-bounds elements alone, the others return 0.
         result = np.zeros(np.shape(cmp.data), dtype=cmp.data.dtype)
         if ok.any():
             sub = cas(TensorHandle(ptr.data[ok], ptr.dtype), TensorHandle(cmp.data[ok], cmp.dtype),
@@ -417,11 +418,3 @@ def _extent(t) -> tuple[int, int]:
     low = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s < 0)
     high = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s > 0)
     return base + low * size, base + (high + 1) * size
-
-
-# --------------------------------------------------------------------------- verdicts
-
-
-def replay_command(config, a: str, b: str, device: str) -> str:
-    """The ``remap-ab run`` line that reruns ``config`` under memcheck."""
-    return command_line.line("run", a=a, b=b, case=config.cli_args(), device=device, memcheck=True)

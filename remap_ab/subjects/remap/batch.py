@@ -39,17 +39,24 @@ import torch
 
 from remap_ab.host import tuning
 from remap_ab.sanitizer import compute as sanitizer
-from remap_ab.sanitizer.memcheck import replay_command
 from remap_ab.speed import size_bucket
 from remap_ab.subject import BatchTimes
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.backend_views import backend_views
-from remap_ab.subjects.remap.call import CallClock, PrivateInputs, call, fresh_configs, remember_fresh_inputs, synchronize
+from remap_ab.subjects.remap.call import (
+    MEMCHECK_CHILD,
+    CallClock,
+    PrivateInputs,
+    call,
+    fresh_configs,
+    remember_fresh_inputs,
+    synchronize,
+)
 from remap_ab.subjects.remap.compare import Reference, Verdict, compare, rows_witnessed
 from remap_ab.subjects.remap.compare import shape_ok as _shape_ok
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
-from remap_ab.subjects.remap.runner import CaseResult, oracle_problem, reference_batch, run_case, sides
+from remap_ab.subjects.remap.runner import CaseResult, oracle_problem, reference_batch, replay_command, run_case, sides
 
 
 @dataclass
@@ -219,7 +226,7 @@ def _sanitize(configs: list, inputs: list, outs: list, a: str, b: str) -> None:
         # Nor is a case the oracle ran for this side (it lacks a parameter the case passes: features.py).
         ran = [i for i, case_outs in enumerate(outs)
                if case_outs[side].error is None and (case_outs[side].name != "oracle" or name == "oracle")]
-        reports = sanitizer.check_cases(name, [configs[i] for i in ran], [inputs[i] for i in ran])
+        reports = sanitizer.check_cases(name, [configs[i] for i in ran], [inputs[i] for i in ran], child=MEMCHECK_CHILD)
         for i, report in zip(ran, reports):
             outs[i][side].memcheck = report
 

@@ -250,6 +250,8 @@ class PrivateInputs:
 
 
 WRITES_SHOWN = 8  # changed input elements a finding lists, before and after
+# What the compute-sanitizer's child runs on a GPU (a "module:function": memcheck.py imports this module).
+MEMCHECK_CHILD = "remap_ab.subjects.remap.memcheck:run_cases"
 
 
 def _in_view(view: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
@@ -408,7 +410,7 @@ def call(
                       guard=(private, index), findings=findings)
     report = session.report if session is not None else None
     if memcheck and cuda:
-        report = sanitizer.check_case(impl.name, config, inputs)
+        report = sanitizer.check_case(impl.name, config, inputs, child=MEMCHECK_CHILD)
     findings += aliasing(out, counts, private.storages(index), impl.name)
     if buffers is not None:  # the buffers given must come back: their layout is theirs
         findings += buffers.findings(config, out, counts, impl.name)

@@ -29,7 +29,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -38,6 +38,7 @@ from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.status import Repeatability
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.call import call
+from remap_ab.subjects.remap.charts import bar_chart, pivot
 from remap_ab.subjects.remap.compare import Output, compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
@@ -305,3 +306,80 @@ def summary_table(results: Sequence[Multiplicity]):
     wide = frame.pivot(index=["condition", "class", "impl", "path"], columns="tokens", values="distinct")
     wide.columns = [f"T={t}" for t in wide.columns]
     return wide.reset_index()
+
+
+# ----------------------------------------------------------------- remap-ab nondet
+
+# ``remap-ab nondet --help``'s description (commands/nondet.py prints it).
+COMMAND_DOC = """Count the distinct outputs each implementation produces when a DCP compaction case
+is run many times: on a GPU quiet and with a contending side stream, on the CPU under
+permuted interpreter schedules (each schedule is one run).
+
+Writes nondet.json, nondet.csv and a chart (nondet.png with matplotlib, else
+nondet.svg) into <root>/nondet/<time>-<device>/ (or --out), beside the sweep's runs.
+Exit status: 0 when the failure rule holds (an implementation that promises column
+order — the new kernel as a single tile — gives exactly one output; counts never vary;
+every output meets the SPEC), 1 when it is broken, 2 on bad input. Tiled implementations' multiplicity is reported, never failed.
+"""
+
+CPU_DEFAULT_TOKENS = "1,2,8"  # 256 tokens of the old kernel at K=2048 is ~20 s a run in the interpreter
+GPU_DEFAULT_TOKENS = "1,2,8,256"
+
+# The command's options that say which cases it studies, as data (commands/nondet.py
+# declares them): ``type`` "ints" is a comma-separated list of integers, "positive_int"
+# a count of 1 or more, "float" a number.
+OPTIONS: tuple[dict[str, Any], ...] = (
+    dict(flag="--topk", dest="topk", default="2048,384", type="ints",
+         help="K values: one class each (default 2048,384: single tile vs tiled)"),
+    dict(flag="--tokens", dest="tokens", default=None, type="ints",
+         help=f"token counts (default {GPU_DEFAULT_TOKENS} on GPU, {CPU_DEFAULT_TOKENS} on CPU)"),
+)
+AFTER_CONDITIONS: tuple[dict[str, Any], ...] = (  # declared after --runs and --conditions, as --help lists them
+    dict(flag="--dcp-size", dest="dcp_size", default=4, type="positive_int",
+         help="DCP world size, 2 or more: size 1 has no compaction to study (default 4; rank 0 is run)"),
+    dict(flag="--invalid-ratio", dest="invalid_ratio", default=0.3, type="float", help="fraction of -1 lanes (default 0.3)"),
+)
+
+
+def check_options(values: dict) -> None:
+    """UsageError for a study the options cannot make (before anything else is checked)."""
+    if values["dcp_size"] < 2:
+        raise UsageError(f"--dcp-size {values['dcp_size']}: nondet studies DCP compaction, which needs 2 or more ranks "
+                         f"(size 1 delegates to the plain convert and compacts nothing)")
+
+
+def default_ints(dest: str, on_gpu: bool) -> str:
+    """The device's default of an "ints" option declared without one ("": none)."""
+    return (GPU_DEFAULT_TOKENS if on_gpu else CPU_DEFAULT_TOKENS) if dest == "tokens" else ""
+
+
+def study_cases(values: dict, seed: int) -> list[CaseConfig]:
+    """The cases the options name (``values`` by dest, lists parsed)."""
+    return nondet_cases(values["topk"], values["tokens"], dcp_size=values["dcp_size"],
+                        invalid_ratio=values["invalid_ratio"], seed=seed)
+
+
+def progress_line(m: Multiplicity) -> str:
+    return (f"  {m.condition:>10} {m.topk_class:>15} T={m.config.tokens:<5} {m.impl:>6}: "
+            f"{m.distinct_outputs}/{m.runs} distinct outputs, {m.distinct_counts} distinct counts")
+
+
+def print_summary(results: Sequence[Multiplicity]) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 48):
+        print()
+        print("distinct outputs / runs (DCP compaction, the whole output hashed as ordered bytes):")
+        print(summary_table(results).to_string(index=False))
+
+
+def failure_line(m: Multiplicity) -> str:
+    return f"FAIL {m.condition} {m.topk_class} T={m.config.tokens} {m.impl} (case {m.config.case_id}): {m.judge()[1]}"
+
+
+def chart(out_dir, results: Sequence[Multiplicity], where: str):
+    """nondet.png (or .svg): distinct outputs per case and implementation."""
+    groups, values = pivot(results, lambda m: f"{m.condition} K={m.config.topk} T={m.config.tokens}",
+                           lambda m: m.impl, lambda m: m.distinct_outputs)
+    title = f"distinct outputs per case over {results[0].runs if results else 0} runs — {where}"
+    return bar_chart(out_dir / "nondet", title, groups, values, "distinct outputs")

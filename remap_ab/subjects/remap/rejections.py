@@ -425,7 +425,7 @@ def memcheck_lines(attempts, memcheck: bool) -> list:
         elif memcheck:
             lines.append(report.summary())
         elif not report.clean:
-            lines.append(f"{o.name}'s call touched memory outside its tensors ({report.bad_lanes} lanes, masked "
+            lines.append(f"{o.name}'s call touched memory outside its tensors ({report.bad_elements} lanes, masked "
                          f"so the process lives); --memcheck names them")
     return lines
 

@@ -12,9 +12,8 @@ from typing import Optional
 
 import torch
 
-from remap_ab import runtime
+from remap_ab import command_line, runtime
 from remap_ab.errors import ConfigError
-from remap_ab.sanitizer.memcheck import replay_command
 from remap_ab.subjects.remap import call, features, oracle, registry
 from remap_ab.subjects.remap.backend_views import backend_views
 from remap_ab.subjects.remap.call import poisoned_empty, synchronize
@@ -229,6 +228,11 @@ def oracle_problem(o: Output, ref: Reference) -> Optional[str]:
         return "the oracle's public API disagrees with its reference"
     return None
 
+
+
+def replay_command(config: CaseConfig, a: str, b: str, device: str) -> str:
+    """The ``remap-ab run`` line that reruns ``config`` under memcheck."""
+    return command_line.line("run", a=a, b=b, case=config.cli_args(), device=device, memcheck=True)
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:

@@ -6,18 +6,21 @@ The shapes run from one decode row to a 16384-row prefill step, at the model wid
 topk 2048 and 2176, with S 8, 32 and 64; keep = topk / 2 and max_replacements = S (the
 budget the merge spends), inputs from the grid's patterns ("mixed": every class of
 entry, lengths from zero to 2**31 - 1). The timing, the gate and the page are the
-bench's (remap_ab/bench/pairs.py).
+bench's (remap_ab/bench/pairs.py), and so are the options: the shared ones alone.
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
+from remap_ab.bench import pairs
+from remap_ab.bench.session import Session
 from remap_ab.subjects.topology import calls
 from remap_ab.subjects.topology.config import TopologyCase
 from remap_ab.subjects.topology.inputs import generate
@@ -27,6 +30,17 @@ TOPKS = (2048, 2176)  # the models' index widths
 SEGMENTS = (8, 32, 64)
 LEARNED = "mixed"
 SEED = 1
+
+# remap-ab bench --help's text for this subject.
+DESCRIPTION = """\
+--subject topology: the shapes of remap_ab/subjects/topology/bench.py (rows 1 to 16384,
+topk 2048 and 2176, S 8, 32 and 64), A and B on the same inputs, each shape checked equal
+before and after timing, each side in a CUDA graph where it can be captured and eagerly
+where not; µs per call of A and B, B/A and the speed gate (remap_ab/bench/pairs.py),
+written to <root>/bench/<stamp>/ (or --report DIR): index.html, results.json and
+tables.zip. It takes the shared options alone. Exit status: 0 every shape timed, equal
+before and after and not slower beyond noise; 1 otherwise; 2 bad input, or without a
+GPU."""
 
 KEY = "topology"
 TITLE = "Topology-witness merge: the fused kernel (B) against the torch pair (A)"
@@ -84,3 +98,11 @@ def pair(case: TopologyCase, a: str, b: str, device: str) -> Pair:
     a_mod, b_mod = calls.resolve(a, "a").module, calls.resolve(b, "b").module
     inputs = generate(case, device)
     return Pair(case, lambda: calls.call_module(a_mod, inputs, case), lambda: calls.call_module(b_mod, inputs, case))
+
+
+def add_arguments(parser, groups: dict) -> None:
+    """No options beyond the shared ones (remap_ab/commands/bench.py)."""
+
+
+def main(args, session: Session) -> int:
+    return pairs.main(sys.modules[__name__], args, session)

@@ -1,5 +1,5 @@
 """Hypothesis strategies for topology cases, sized by the active test profile
-(``remap_ab.properties.profiles``: its budget's ``max_tokens`` bounds the rows).
+(``remap_ab.properties.profiles``: its budget's ``max_rows`` bounds the rows).
 
 ``cases()`` draws pattern cases (the grid's axes, any values); ``explicit_cases()``
 draws the rows themselves, so that shrinking a failing property reaches the smallest
@@ -18,7 +18,7 @@ WIDE_ROWS = 2  # rows of a case at a model width, in the interpreter
 
 
 def _max_rows() -> int:
-    return profiles.active().budget.max_tokens
+    return profiles.active().budget.max_rows
 
 
 @st.composite

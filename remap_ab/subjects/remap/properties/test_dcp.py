@@ -4,8 +4,8 @@ interleave, in place and compacted (SPEC §3.3, §5, §7)."""
 from hypothesis import given
 
 from remap_ab.properties import profiles
-from remap_ab.properties.support import assert_verdict_passes, run
 from remap_ab.strategies import case_configs, regressions
+from remap_ab.subjects.remap.properties.support import assert_verdict_passes, run
 
 
 @given(config=case_configs(modes=("dcp",), dcp_sizes=(4, 2), compact=False))

@@ -8,9 +8,9 @@ judged on a GPU only: on the CPU every cell is skipped, saying so.
 import pytest
 import torch
 
-from remap_ab.bench import pr_table
 from remap_ab.speed import judge_speed
 from remap_ab.subjects.remap import envelope, registry
+from remap_ab.subjects.remap.bench import pr_table
 
 # The bench's pr cells: every path at every row count of the call envelope (to 16384).
 CELLS = pr_table.bench_cases((512, 2048), envelope.load().rows)

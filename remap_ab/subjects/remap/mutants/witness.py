@@ -15,14 +15,14 @@ from typing import Optional
 
 from remap_ab import command_line, runtime
 from remap_ab.errors import MutantError
-from remap_ab.mutants.catalogue import Mutant
-from remap_ab.mutants.checks import side_stream_load
-from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.call import call
 from remap_ab.subjects.remap.compare import compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.mutants.catalogue import Mutant
+from remap_ab.subjects.remap.mutants.checks import side_stream_load
+from remap_ab.subjects.remap.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.subjects.remap.nondet import gpu_runs
 from remap_ab.subjects.remap.rejections import by_id, judged
 from remap_ab.subjects.remap.runner import reference, run_implementation

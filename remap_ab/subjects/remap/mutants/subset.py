@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from remap_ab.mutants.catalogue import Mutant
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.mutants.catalogue import Mutant
 
 # The sweep grid's points (remap_ab/subjects/remap/grid.toml) that the mutant check runs: every path
 # (convert, counts, prefill, dcp_size 1, DCP compacted and in place), K = 384 (tiled in

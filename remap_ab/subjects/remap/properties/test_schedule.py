@@ -17,9 +17,9 @@ import torch
 from hypothesis import event, given
 
 from remap_ab.properties import profiles
-from remap_ab.properties.support import assert_verdict_passes, fail, on_interpreter, run
 from remap_ab.strategies import regressions, schedules, single_tile_configs, tiled_compaction_configs
 from remap_ab.subjects.remap.compare import is_segment_permutation, tile_segments
+from remap_ab.subjects.remap.properties.support import assert_verdict_passes, fail, on_interpreter, run
 
 pytestmark = pytest.mark.skipif(not on_interpreter(), reason="program schedules need the Triton interpreter (no CUDA)")
 

@@ -4,8 +4,8 @@ wrapper at dcp_size 1, which must delegate to it."""
 from hypothesis import given
 
 from remap_ab.properties import profiles
-from remap_ab.properties.support import assert_verdict_passes, fail, run
 from remap_ab.strategies import case_configs, regressions
+from remap_ab.subjects.remap.properties.support import assert_verdict_passes, fail, run
 
 
 @given(config=case_configs(modes=("convert",)))

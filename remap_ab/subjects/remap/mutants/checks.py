@@ -1,73 +1,31 @@
-"""The kill checks that run in the worker process itself: the sweep subset, the race
-check, the memory check and the rejection calls. (The property suite runs through pytest:
-``properties.py``.)
+"""The remap's kill checks that run in the worker process itself: the sweep subset,
+the race check, the call checks, the memory check, the rejection calls and the speed
+gate. (The property suite runs through pytest: ``remap_ab/mutants/properties.py``.)
 
-Each returns a ``CheckResult`` whose status is an ``Outcome``: killed, survived, not
-run (with the reason in ``detail``), or broken when the unmutated side fails too (a
-harness or kernel problem, never a kill).
+Each returns a ``remap_ab.mutants.results.CheckResult``; ``run(name, ...)`` is the one
+the worker (``remap_ab/mutants/worker.py``) calls.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
-from typing import Optional
 
-from remap_ab.bench.pr_table import bench_cell
 from remap_ab.errors import RemapABError
-from remap_ab.mutants.catalogue import Mutant
-from remap_ab.mutants.subset import RACE_RUNS, race_cases, sweep_subset
+from remap_ab.mutants.results import CheckResult, not_run
 from remap_ab.speed import DEFAULT_FAIL_SLOWER, judge_speed
 from remap_ab.status import Check, Outcome
 from remap_ab.subjects.remap import nondet, registry, runner
+from remap_ab.subjects.remap.bench.pr_table import bench_cell
 from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.mutants.catalogue import Mutant
+from remap_ab.subjects.remap.mutants.subset import RACE_RUNS, race_cases, sweep_subset
 from remap_ab.subjects.remap.nondet import SideStreamLoad, characterise
 from remap_ab.subjects.remap.rejections import judged, load
 from remap_ab.subjects.remap.runner import run_case
 
-CHECKS = ("sweep", "properties", "race", "memcheck", "call", "rejects", "speed")
-
 # The failures of the call checks (call.py): what the production contract adds to the values.
 CALL_CHECKS = (Check.INPUTS_WRITTEN, Check.ALIASED, Check.LAYOUT, Check.SYNC, Check.STREAM, Check.GRAPH)
-
-
-@dataclass
-class CheckResult:
-    """One check on one mutant."""
-
-    check: str
-    status: Outcome
-    seconds: float = 0.0
-    killer: str = ""  # test node id or case id that failed first
-    detail: str = ""  # first failure line, or why the check did not run
-    examples: Optional[int] = None  # properties: valid examples of the killing test up to the kill; sweep/race: cases
-    examples_total: Optional[int] = None  # examples (cases) run in the whole check up to the kill
-    killers: list = field(default_factory=list)  # every failing test / case (all of them with --full)
-    how: str = ""  # properties: "generated" or "regression @example"; race: the run that showed it
-
-    @property
-    def killed(self) -> bool:
-        return self.status == Outcome.KILLED
-
-    def kill(self, killer: str, detail: str, tried: int, entry: str = "", how: str = "") -> None:
-        """One more failing case (``entry`` in ``killers``, default ``killer``); the
-        first sets the status, ``killer``, ``detail``, ``how`` and the cases ``tried``."""
-        self.killers.append(entry or killer)
-        if self.status != Outcome.KILLED:
-            self.status, self.killer, self.detail, self.how = Outcome.KILLED, killer, detail, how
-            self.examples = self.examples_total = tried
-
-    def done(self, start: float, total: int) -> CheckResult:
-        """This result, timed from ``start``; a check without a kill ran ``total`` cases."""
-        self.seconds = time.perf_counter() - start
-        if self.status != Outcome.KILLED:
-            self.examples_total = total
-        return self
-
-
-def not_run(check: str, why: str) -> CheckResult:
-    return CheckResult(check, Outcome.NOT_RUN, detail=why)
 
 
 def run_sweep(m: Mutant, device: str, full: bool = False) -> CheckResult:
@@ -235,3 +193,18 @@ def run_rejects(m: Mutant, device: str, full: bool = False) -> CheckResult:
         if not full:
             break
     return res.done(start, len(calls))
+
+
+def run(name: str, m: Mutant, device: str, full: bool = False) -> CheckResult:
+    """Check ``name`` (one of ``CHECKS`` but "properties") on mutant ``m``."""
+    if name == "race":
+        return run_race(m, device, full=full)
+    if name == "memcheck":
+        return run_memcheck(m, device)
+    if name == "call":
+        return run_call(m, device)
+    if name == "rejects":
+        return run_rejects(m, device, full=full)
+    if name == "speed":
+        return run_speed(m, device)
+    return run_sweep(m, device, full=full)

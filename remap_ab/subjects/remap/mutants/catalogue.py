@@ -143,7 +143,7 @@ def _witness(spec: Any, bases: dict, where: str) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def load() -> tuple[Mutant, ...]:
-    """The packaged catalogue (``remap_ab/mutants/catalogue.toml``)."""
+    """The packaged catalogue (``remap_ab/subjects/remap/mutants/catalogue.toml``)."""
     from remap_ab import schema  # pydantic is loaded only when a file is read
 
     file = resources.files(__package__).joinpath(CATALOGUE_FILE)

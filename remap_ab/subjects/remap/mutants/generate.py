@@ -8,6 +8,7 @@ installed wheel), never by a path relative to this file.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import re
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab.errors import MutantError
-from remap_ab.mutants.catalogue import TARGETS, Mutant
 from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.mutants.catalogue import TARGETS, Mutant
 
 KERNEL_FILE = "_remap.py"
 
@@ -42,7 +43,7 @@ def import_roots() -> list[Path]:
     """The folders a child process needs on its path to import remap_ab and the kernel
     packages exactly as this process does."""
 
-    roots = [Path(__file__).resolve().parents[2]]
+    roots = [Path(__file__).resolve().parents[4]]
     roots += [kernel_dir(t).resolve().parent for t in TARGETS]
     return list(dict.fromkeys(roots))
 
@@ -60,7 +61,7 @@ def mutated_source(m: Mutant, source: Optional[str] = None) -> str:
             first = old.strip().splitlines()[0] if old.strip() else repr(old)
             raise MutantError(
                 f"mutant {m.id}: edit {i} must match {package_name(m.target)}/{KERNEL_FILE} exactly once but matches "
-                f"{n} times ({first!r}); the kernel changed: update the mutant's edit in remap_ab/mutants/catalogue.toml"
+                f"{n} times ({first!r}); the kernel changed: update the mutant's edit in remap_ab/subjects/remap/mutants/catalogue.toml"
             )
         text = text.replace(old, new)
     try:
@@ -68,6 +69,14 @@ def mutated_source(m: Mutant, source: Optional[str] = None) -> str:
     except SyntaxError as exc:
         raise MutantError(f"mutant {m.id}: the edited kernel does not parse ({exc})") from None
     return text
+
+
+def edit_diff(m: Mutant) -> list[str]:
+    """The mutant's edits as unified-diff lines of its target's kernel file, without the
+    two file-name lines' own header (``--list -v`` prints them)."""
+    diff = difflib.unified_diff(kernel_source(m.target).splitlines(), mutated_source(m).splitlines(),
+                                f"kernels_{m.target}/{KERNEL_FILE}", f"{m.package}/{KERNEL_FILE}", n=0, lineterm="")
+    return list(diff)[2:]
 
 
 def _rename_imports(text: str, src_pkg: str, dst_pkg: str) -> str:

@@ -6,9 +6,9 @@ import torch
 from hypothesis import given
 
 from remap_ab.properties import profiles
-from remap_ab.properties.support import assert_verdict_passes, fail, run
 from remap_ab.strategies import case_configs, regressions, single_tile_configs
 from remap_ab.subjects.remap.compare import tile_segments
+from remap_ab.subjects.remap.properties.support import assert_verdict_passes, fail, run
 
 
 @given(config=single_tile_configs(modes=("dcp",), dcp_sizes=(4, 2), compact=True))

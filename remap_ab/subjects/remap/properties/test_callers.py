@@ -8,8 +8,8 @@ profile's derandomized draws visit every (backend, pattern) class
 from hypothesis import given
 
 from remap_ab.properties import profiles
-from remap_ab.properties.support import assert_verdict_passes, fail, run
 from remap_ab.strategies import CALLS, caller_configs
+from remap_ab.subjects.remap.properties.support import assert_verdict_passes, fail, run
 
 # The backends vLLM main added (issue 32): pattern A's calls split in two properties, so
 # that each property's share of the ci profile's draws still visits each of its backends.
