@@ -92,7 +92,7 @@ def _not_zeroing_source() -> str:
 def _sweep(tmp_path, b: str, grid_name: str, filters: list, max_tokens=None, a: str = "old") -> dict:
     from remap_ab.sweep.run import Sweep, SweepOptions
 
-    sweep = Sweep(SweepOptions(a=a, b=b, device=runtime.current(), filters=filters, max_tokens=max_tokens, workers=0,
+    sweep = Sweep(SweepOptions(a=a, b=b, device=runtime.current(), filters=filters, max_size=max_tokens, workers=0,
                                root=str(tmp_path), grid_file=grid_name, progress=False))
     sweep.prepare()
     return sweep.run()
@@ -235,13 +235,13 @@ def test_a_stride_ignored_by_one_wrapper_is_caught_by_the_callers_sweep(broken_i
 
 def test_b_rows_past_1024_left_unconverted_are_caught_by_callers_and_models(broken_impl, tmp_path):
     b = broken_impl(FIRST_1024_ROWS)
-    s = _sweep(tmp_path / "callers", b, "callers", ["batch=prefill-2048", "call=fa3-A-b64,flashmla-bf16-A-b64-s64"])
-    assert not s["passed"] and s["counts"]["fail"] == 2
-    # Each verdict names the first row the variant left alone.
+    s = _sweep(tmp_path / "callers", b, "callers", ["batch=prefill-2048", "call=flashmla-bf16-A-b64-s64"])
+    assert not s["passed"] and s["counts"]["fail"] == 1
+    # The verdict names the first row the variant left alone.
     assert all(" row 1024" in f["first_mismatch"] for f in s["failures"]), s["failures"]
-    m = _sweep(tmp_path / "models", b, "models", ["tokens=2048", "k=1024/128", "path=convert,convert-counts"],
+    m = _sweep(tmp_path / "models", b, "models", ["tokens=2048", "k=1024/128", "path=convert-counts"],
                max_tokens=2048)
-    assert not m["passed"] and m["counts"]["fail"] == 2
+    assert not m["passed"] and m["counts"]["fail"] == 1
     # Below 1024 rows the variant is main itself.
     assert _sweep(tmp_path / "decode", b, "callers", ["batch=decode-8", "call=fa3-A-b64"])["passed"]
 
