@@ -1,0 +1,41 @@
+"""How remap-ab starts its workers (remap_ab/processes/start.py): from the fork server in
+a process of its own, with the parent's environment of the moment; spawned in a guest and
+with the switch off."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from remap_ab.host import tuning
+from remap_ab.processes import start
+
+
+def _what_the_worker_sees(_task=None) -> dict:
+    return {"variable": os.environ.get("REMAP_AB_TEST_START"), "parent": os.getppid(),
+            "torch_loaded": "torch" in sys.modules}
+
+
+def _one_task(monkeypatch, owned: bool) -> tuple[str, dict]:
+    monkeypatch.setattr(tuning, "_owned", owned)
+    monkeypatch.setenv("REMAP_AB_TEST_START", "before")
+    method = start.context().get_start_method()  # a fork server starts here, if any
+    monkeypatch.setenv("REMAP_AB_TEST_START", "after")  # after the server took its environment
+    with start.executor(1) as pool:
+        return method, pool.submit(_what_the_worker_sees).result(timeout=120)
+
+
+def test_an_own_process_starts_workers_from_the_fork_server_with_its_environment_of_now(monkeypatch):
+    method, seen = _one_task(monkeypatch, owned=True)
+    assert method == "forkserver"
+    assert seen["parent"] != os.getpid()  # forked by the server, not started by this process
+    assert seen["variable"] == "after" and seen["torch_loaded"]
+
+
+@pytest.mark.parametrize("owned, off", [(False, ""), (True, "fork_server")], ids=["guest", "switched-off"])
+def test_a_guest_or_the_switch_spawns(monkeypatch, owned, off):
+    monkeypatch.setenv(tuning.OFF_VARIABLE, off)
+    method, seen = _one_task(monkeypatch, owned=owned)
+    assert method == "spawn" and seen["parent"] == os.getpid() and seen["variable"] == "after"
