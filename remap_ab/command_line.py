@@ -34,7 +34,7 @@ def line(subcommand: str, *what: str, a: Optional[str] = None, b: Optional[str] 
          inputs: Optional[str] = None, memcheck: bool = False, options: Sequence[tuple[str, Optional[str]]] = (),
          path_entries: Iterable[str] = ()) -> str:
     """The command line of ``remap-ab SUBCOMMAND``. ``what``: its target words (each
-    quoted); ``case``: a case's options as ``CaseConfig.cli_args()`` words them (flags
+    quoted); ``case``: a case's options as its subject's case ``cli_args()`` words them (flags
     and plain values, no quoting needed); ``options``: further ``(flag, value)`` pairs
     in order, ``value`` None for a flag alone; ``path_entries``: folders for PYTHONPATH."""
     words = [PROGRAM, subcommand, *(shlex.quote(w) for w in what)]

@@ -26,7 +26,7 @@ class RemapABError(Exception):
 
 
 class ConfigError(RemapABError):
-    """A case configuration that makes no sense (e.g. DCP rank >= DCP size)."""
+    """A case configuration that makes no sense (e.g. a rank outside the group size it names)."""
 
 
 class InputError(RemapABError):
@@ -50,7 +50,7 @@ class UnloadableFileError(ImplementationError):
 
 class ImplementationOutputError(Exception):
     """An implementation returned something other than the SPEC §1 result: a tensor,
-    or an ``(out, valid_counts)`` pair of tensors on the inputs' device.
+    or a tuple of tensors, as the subject's contract says, on the inputs' device.
 
     Not a user error and not remap-ab's: the implementation under test is broken, so
     the runner records it as that implementation's ``error`` verdict (exit 1), with
@@ -60,7 +60,7 @@ class ImplementationOutputError(Exception):
 class ResourceError(RemapABError):
     """A case too large for this machine: its tensors need more memory than is
     available (host RAM for the CPU backend, free GPU memory for cuda). Remedy: the
-    message names the limit hit; shrink tokens, topk, num_reqs or blocks_per_req."""
+    message names the limit hit; shrink the case's size fields it names."""
 
 
 class BackendError(RemapABError):

@@ -4,7 +4,8 @@ own shared ones, each declared once as data (``Option``).
 ``add`` turns a declaration into an argparse option (a command's ``add_arguments``);
 ``add_to_pytest`` into the plugin's ``parser.addoption`` under its ``--remap-`` name.
 Flag, default, environment variable, metavar, help, type (the validator) and choices
-live only here; a surface whose default differs (a resumed sweep's, the plugin's batch)
+live only here (the default subject's words in them, such as the size cap's flag, are its
+``shared_options`` module's); a surface whose default differs (a resumed sweep's, the plugin's batch)
 passes that one field, ``OPTION.but(default=...)``. The ``checked_*`` helpers validate a
 value once parsed and raise ``UsageError`` (one line, exit 2) naming the option.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import os
 import re
 from collections.abc import Callable
@@ -47,6 +49,7 @@ class Option:
     env: Optional[str] = None
     plugin: Optional[str] = None
     short: Optional[str] = None  # a one-letter alias on the command line (-j)
+    dest: Optional[str] = None  # the command line's attribute, where not the flag's own (a subject's word)
 
     def but(self, **changes) -> Option:
         """This option with some fields changed for one surface (a default, its wording)."""
@@ -72,7 +75,8 @@ class Option:
 def add(p, *declared: Option) -> None:
     """Each option on an argparse parser (or argument group)."""
     for o in declared:
-        p.add_argument(*([o.short] if o.short else []), o.flag, **o.keywords(o.default))
+        p.add_argument(*([o.short] if o.short else []), o.flag, **o.keywords(o.default),
+                       **({"dest": o.dest} if o.dest else {}))
 
 
 def add_to_pytest(group, *declared: Option) -> None:
@@ -151,17 +155,16 @@ REPO = Option("--repo", "the git repository REV:PATH implementations are read fr
 SUBJECT = Option("--subject", f"the kernel pair under test: {', '.join(subjects.NAMES)}, or MODULE:ATTRIBUTE for "
                  "one of your own (docs/subjects.md; default {default})", default=subjects.DEFAULT, metavar="NAME",
                  plugin="--remap-subject")
+# The default subject's words in the shared options (its shared_options module).
+_WORDS = importlib.import_module(f"remap_ab.subjects.{subjects.DEFAULT}.shared_options")
 FILTER = Option(
-    "--filter", "keep configurations whose grid dimension (path, k, tokens, invalid, oor, dcp, rank, flags, layout, "
-    "table, negatives, requests) or config field has one of the values, or whose case ID is listed "
-    "(case=ID[,ID...], as results.csv shows them); repeatable (all must hold)",
+    "--filter", f"keep configurations whose grid dimension ({_WORDS.FILTER_DIMENSIONS}) or config field has one of "
+    "the values, or whose case ID is listed (case=ID[,ID...], as results.csv shows them); repeatable (all must hold)",
     default=(), metavar="NAME=V[,V...]", action="append", plugin="--remap-grid-filter")
-MAX_TOKENS = Option("--max-tokens", "skip grid points with more than N token rows (default: {default})",
-                    default_text="none; 3 keeps 576 of 1728", type=positive_int, metavar="N",
-                    plugin="--remap-grid-max-tokens")
+MAX_SIZE = Option(**_WORDS.SIZE_CAP, type=positive_int, metavar="N", dest="max_size")  # the grid's size cap
 BATCH = Option("--batch", "cases per batch (default {default})", default_text="64 on cuda, 1 on cpu",
                type=positive_int, metavar="N", plugin="--remap-grid-batch")
-REPORTS = Option("--reports", "full report folders (inputs, outputs, lane picture, diff) for the first N failing "
+REPORTS = Option("--reports", f"full report folders ({_WORDS.REPORT_FOLDER}) for the first N failing "
                  "cases of each failure class (the verdict's first check x the wrapper path); all: every failing case "
                  "(default {default}). Every case is judged and has its row either way; the summary says how to get "
                  "any other case's report", default=DEFAULT_REPORTS, type=report_count, metavar="N|all",
@@ -171,7 +174,7 @@ FAIL_SLOWER = Option("--fail-slower", "pr: fail a cell where B is slower than A 
                      "repeats); a percentage (5%%) or a fraction (0.05), or off (default {default})",
                      default="5%", default_text="5%%", metavar="PCT", env="REMAP_AB_FAIL_SLOWER",
                      plugin="--remap-fail-slower")
-SHARED = (A, B, REPO, SUBJECT, FILTER, MAX_TOKENS, BATCH, REPORTS, FAIL_SLOWER)  # the plugin has each
+SHARED = (A, B, REPO, SUBJECT, FILTER, MAX_SIZE, BATCH, REPORTS, FAIL_SLOWER)  # the plugin has each
 
 # --------------------------------------------------------------------------- the command line's own
 

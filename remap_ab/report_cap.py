@@ -1,10 +1,11 @@
 """Which failing cases of a run get a full report folder.
 
-Writing a report (inputs.pt, outputs.pt, the lane picture, Markdown and HTML) costs far
+Writing a report (inputs.pt, outputs.pt, pictures, Markdown and HTML) costs far
 more than judging a case, so a broken B that fails every case would spend its run
 writing hundreds of near-identical folders. Every case is still judged and has its row;
 a full report folder goes to the first N failing cases of each *failure class* (the
-verdict's first check × the wrapper path), ``--reports all`` to every one. Any other
+subject's: the remap's is the verdict's first check × the wrapper path, the topology's
+the check alone), ``--reports all`` to every one. Any other
 case's report is one command away (the summary says which).
 
 The count is kept in the run folder itself (``.report-slots/``: one file per report
@@ -16,30 +17,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 DEFAULT_REPORTS = 3
 ALL = "all"
 SLOTS_FOLDER = ".report-slots"
 
 Cap = Union[int, str]  # N >= 0, or ALL
-
-
-def path_name(config) -> str:
-    """The wrapper path a case takes, as the soak names it (``convert-prefill-counts``,
-    ``dcp1``, ``dcp-compact-counts``...): the grid's path label where the grid has one."""
-    if config.mode == "convert":
-        name = "convert-prefill" if config.has_prefill else "convert"
-    elif not config.is_dcp:
-        name = "dcp1"
-    else:
-        name = "dcp-compact" if config.compact else "dcp-inplace"
-    return name + ("-counts" if config.counts_returned else "")
-
-
-def failure_class(config, check) -> str:
-    """``check × path``: the cases a report of one stands for."""
-    return f"{check} × {path_name(config)}"
 
 
 def parse_cap(text: str) -> Cap:
@@ -52,26 +36,25 @@ def parse_cap(text: str) -> Cap:
     return n
 
 
-def describe(cap: Cap, option: str = "--reports") -> str:
+def describe(cap: Cap, option: str = "--reports", subject: Any = None) -> str:
     """The policy in words, for the summaries; ``option``: the setting's name where the
-    words are read (the pytest grid's own)."""
+    words are read (the pytest grid's own); ``subject``: whose failure classes, named by
+    its ``failure_classes`` (optional in the protocol: without it, not named)."""
     if cap == ALL:
         return f"every failing case ({option} all)"
-    return f"the first {cap} failing cases of each failure class (check × path)"
+    classes = getattr(subject, "failure_classes", "")
+    return f"the first {cap} failing cases of each failure class" + (f" ({classes})" if classes else "")
 
 
 class ReportSlots:
-    """``claim(config, check)``: whether this failing case gets a report folder, at most
-    ``cap`` per failure class across every process writing into ``folder``."""
+    """``claim_key(key, case_id)``: whether this failing case gets a report folder, at
+    most ``cap`` per failure class (``key``, the subject's) across every process
+    writing into ``folder``."""
 
     def __init__(self, folder, cap: Cap):
         self.folder = Path(folder)
         self.cap = cap
         self._full: set = set()  # classes this process found full: no more file system calls for them
-
-    def claim(self, config, check) -> bool:
-        """The remap's failure class: the check and the wrapper path (``path_name``)."""
-        return self.claim_key(f"{check}.{path_name(config)}", config.case_id)
 
     def claim_key(self, key: str, case_id: str) -> bool:
         """Whether case ``case_id`` of failure class ``key`` (a file-name-safe word) gets

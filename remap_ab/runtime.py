@@ -4,7 +4,7 @@ The interpreter is chosen by ``TRITON_INTERPRET=1`` at the moment a ``@triton.ji
 function is *decorated*, i.e. when the kernel module is imported. So the choice is
 made once per process, here, before the registry imports any kernel; the user never
 sets the variable by hand. Who chooses: the command line and the pytest plugin, up
-front (``choose_early``); a library user's first ``run_case``/``registry.get``
+front (``choose_early``); a library user's first case or implementation load
 (``select``). Importing remap_ab chooses nothing.
 """
 

@@ -30,10 +30,10 @@ class Status(StrEnum):
 class Check(StrEnum):
     """Which check a failure comes from (``Mismatch.check``)."""
 
-    OUT = "out"  # an in-place output lane differs from the oracle's
+    OUT = "out"  # an output element differs from the oracle's
     COUNTS = "counts"  # a row's valid count differs
     PREFIX_SET = "prefix_set"  # a compacted prefix holds other values
-    TAIL = "tail"  # a lane past the count is not -1
+    TAIL = "tail"  # an element past the count is not -1
     ORDER = "order"  # the prefix order breaks the implementation's order contract
     SHAPE = "shape"  # wrong shape, dtype, device or type of what came back
     ERROR = "error"  # the implementation raised
@@ -43,12 +43,12 @@ class Check(StrEnum):
     # The production contract beyond the values (SPEC §6 and how vLLM calls it).
     INPUTS_WRITTEN = "inputs_written"  # the call changed a byte of an input it was given
     ALIASED = "aliased"  # an output shares storage with an input
-    LAYOUT = "layout"  # out or valid_counts comes back with other strides than A's layout (row-major contiguous)
+    LAYOUT = "layout"  # an output comes back with other strides than A's layout (row-major contiguous)
     REJECTS = "rejects"  # A rejects a call (a SPEC §6 precondition) that B accepts, or with another exception type
     GRAPH = "graph"  # the call cannot be captured in a CUDA graph, or its replay differs from an eager call
     SYNC = "sync"  # the call synchronises with the host (torch.cuda.set_sync_debug_mode "error")
     STREAM = "stream"  # outputs read on the caller's stream are not ready: work left on another stream
-    BUFFERS = "buffers"  # a caller-owned output (out= / valid_counts_out=) not returned, or written around
+    BUFFERS = "buffers"  # a caller-owned output buffer not returned, or written around
     BACKEND_VIEW = "backend_view"  # an attention backend would read different KV rows from A's and B's outputs
 
 
@@ -96,5 +96,5 @@ class Repeatability(StrEnum):
 
 
 def plural(n: int, word: str, many: Optional[str] = None) -> str:
-    """``"1 lane"``, ``"2 lanes"``, ``"0 rows"``; ``many`` where "s" is not the plural."""
+    """``"1 row"``, ``"2 rows"``, ``"0 rows"``; ``many`` where "s" is not the plural."""
     return f"{n} {word if n == 1 else (many or word + 's')}"

@@ -173,6 +173,9 @@ class Subject(Protocol):
     default_a: str
     default_b: str
     columns: Sequence[str]  # results.csv's columns after ``index``, ``case_id`` and the axes
+    # Optional: what one failure class gathers, in words ("check"), for report_cap.describe;
+    # without it the summaries do not name the class.
+    failure_classes: str
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
@@ -199,6 +202,13 @@ class Subject(Protocol):
 
     def variant(self, config: Any) -> Optional[Hashable]:
         """What decides the kernels a case compiles (None: compiled at launch, never ahead)."""
+        ...
+
+    def warm_up(self, a: str, b: str, config: Any) -> list[str]:
+        """Call A's and B's implementations on a case of ``config``'s variant, its inputs
+        made on the CPU, in a compile-ahead worker (``processes/precompile.py``) where
+        every Triton launch compiles and launches nothing; the errors, one line each
+        (optional: needed only by a subject whose ``variant`` is ever not None)."""
         ...
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:

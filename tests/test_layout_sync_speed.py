@@ -13,7 +13,7 @@ import torch
 from remap_ab import runtime, speed
 from remap_ab.errors import UsageError
 from remap_ab.status import Check
-from remap_ab.subjects.remap import batch
+from remap_ab.subjects.remap import batch, speed_table
 from remap_ab.subjects.remap.batch import run_batch
 from remap_ab.subjects.remap.call import call
 from remap_ab.subjects.remap.config import CaseConfig
@@ -228,12 +228,12 @@ def _records(pairs, path="convert-counts"):
 
 def test_the_sweeps_speed_ratio_is_the_median_per_path_k_and_bucket_and_says_it_is_indicative():
     configs = {f"c{i}": CONVERT.replace(tokens=t, seed=i) for i, t in enumerate([1, 1, 1, 300, 400])}
-    rows = speed.speed_rows(_records([(1.0, 2.0), (1.0, 3.0), (2.0, 2.0), (1.0, 0.5), ("", 1.0)]), configs)
+    rows = speed_table.speed_rows(_records([(1.0, 2.0), (1.0, 3.0), (2.0, 2.0), (1.0, 0.5), ("", 1.0)]), configs)
     assert [(r["tokens"], r["cases"], r["b_over_a"]) for r in rows] == [("1", 3, 2.0), ("256-511", 1, 0.5)]
-    lines = speed.speed_lines(rows, "cuda", "old", "new")
+    lines = speed_table.speed_lines(rows, "cuda", "old", "new")
     assert "indicative only, never a verdict" in lines[0]
     assert lines[1].split() == ["convert-counts", "K=256", "T", "1", "2.00x", "(3),", "T", "256-511", "0.50x", "(1)"]
-    assert speed.speed_lines(rows, "cpu") == ["  " + speed.NOT_ON_CPU]
+    assert speed_table.speed_lines(rows, "cpu") == ["  " + speed.NOT_ON_CPU]
     assert "not judged on the CPU" in speed.NOT_ON_CPU
 
 

@@ -159,7 +159,7 @@ def test_unchecked_outputs_are_said_so():
     outs = [Output("a", t.clone(), None, OrderContract(True, 1)), Output("b", t.clone(), None, OrderContract(True, 1))]
     outs[1].memcheck = memcheck.MemcheckReport("b", launches=1, elements_checked=10)
     v = compare("c", *outs, ref, compacted=False, counts_returned=False, memchecked=True, replay="remap-ab run --memcheck")
-    assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active lanes in 1 launch checked)"]
+    assert v.passed and v.info == ["memcheck a: not checked", "memcheck b: clean (10 active elements in 1 launch checked)"]
 
 
 @cpu_only

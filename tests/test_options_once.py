@@ -28,8 +28,9 @@ PLUGIN_DEFAULT = {"--fail-slower": "off"}  # the property suite's speed gate is 
 # ... and how its help words the default (from the declaration where it can).
 CLI_TEXT = {"--reports": lambda o: f"{o.default}; with --resume, the run's own"}
 PLUGIN_TEXT = {"--fail-slower": lambda o: "off", "--batch": lambda o: "64 on cuda, 16 on cpu"}  # the grid's batch
-# Same flag, another meaning: soak draws up to --max-tokens and batches its quiet GPU cases.
-OTHER_MEANING = {("soak.py", "--max-tokens"), ("soak.py", "--batch")}
+# Same flag, another meaning: soak batches its quiet GPU cases (its --max-tokens, the
+# largest drawn, is the remap subject's soak part's: subjects/remap/soak_command.py).
+OTHER_MEANING = {("soak.py", "--batch")}
 
 
 def cli_actions(command: str) -> dict[str, argparse.Action]:

@@ -13,7 +13,7 @@ from remap_ab import runtime
 from remap_ab.processes import precompile
 from remap_ab.soak import run as engine
 from remap_ab.subjects.remap import soak
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.config import CaseConfig, variant_key
 
 H200 = precompile.Target("cuda", 90, 32)
 
@@ -32,7 +32,7 @@ def test_workers_cross_compile_each_variant_once_into_the_on_disk_cache(tmp_path
     one = CaseConfig(mode="convert", tokens=3, topk=384, counts=True)
     same_variant = one.replace(tokens=7, seed=5, invalid_ratio=0.9)  # other data, same kernels
     other = CaseConfig(mode="dcp", tokens=2, topk=256, dcp_size=2, dcp_rank=1)
-    assert precompile.variant_key(one) == precompile.variant_key(same_variant) != precompile.variant_key(other)
+    assert variant_key(one) == variant_key(same_variant) != variant_key(other)
 
     # One worker: several at once is test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_processes.
     ahead = precompile.Ahead("old", "new", H200, workers=1)
@@ -68,7 +68,7 @@ def test_one_token_row_or_one_request_is_a_variant_of_its_own(tmp_path, monkeypa
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     rows = CaseConfig(mode="dcp", tokens=5, num_reqs=3, topk=256, dcp_size=2, dcp_rank=1, layout="mixed")
     variants = [rows, rows.replace(tokens=1), rows.replace(num_reqs=1)]
-    assert len({precompile.variant_key(c) for c in variants}) == 3
+    assert len({variant_key(c) for c in variants}) == 3
     compiled = []
     ahead = precompile.Ahead("old", "new", H200, workers=1)
     try:
@@ -112,7 +112,7 @@ class _FakeAhead:
         self.submitted: list[tuple] = []
 
     def submit(self, config):
-        key = precompile.variant_key(config)
+        key = variant_key(config)
         if key not in self.polls:
             self.polls[key] = 0
             self.submitted.append(key)
@@ -120,7 +120,7 @@ class _FakeAhead:
         self.any_ready = False
 
     def ready(self, config):
-        key = precompile.variant_key(config)
+        key = variant_key(config)
         self.polls[key] += 1
         self.any_ready = self.any_ready or self.polls[key] > self.delay
         return self.polls[key] > self.delay
@@ -164,10 +164,10 @@ def test_the_schedule_judges_exactly_the_first_draws_with_same_variants_together
     assert sum(d.contended for d in judged) == 50
     assert all(len(b) <= 8 for _, b, _ in judge.batches)
     # One draw in four is a fresh variant: about 50 compiles for 200 cases, not 200.
-    assert len(ahead.submitted) == len({precompile.variant_key(d.config) for d in first}) <= 60
+    assert len(ahead.submitted) == len({variant_key(d.config) for d in first}) <= 60
     # A batch holds its variants together: sorted by variant, so runs of one key.
     for _, b, _ in judge.batches:
-        keys = [precompile.variant_key(d.config) for d in b]
+        keys = [variant_key(d.config) for d in b]
         assert keys == sorted(keys)
 
 
@@ -198,13 +198,13 @@ def test_while_the_compile_workers_start_one_variant_at_a_time_is_judged_not_wai
     rounds: dict = {}  # variant -> its draws judged before any variant was ready (contended ones apart)
     for _, b, was_ready in judge.batches:
         if not was_ready:
-            assert len({precompile.variant_key(d.config) for d in b}) == 1
-            rounds.setdefault(precompile.variant_key(b[0].config), []).extend(b)
+            assert len({variant_key(d.config) for d in b}) == 1
+            rounds.setdefault(variant_key(b[0].config), []).extend(b)
     assert len(rounds) == 2  # two rounds, one variant each
     judged: set = set()
     for key, drawn in rounds.items():
         assert len(drawn) <= 8
-        waiting = [precompile.variant_key(d.config) for d in first if d.config.case_id not in judged]
+        waiting = [variant_key(d.config) for d in first if d.config.case_id not in judged]
         assert waiting.count(key) == max(waiting.count(k) for k in waiting)
         judged |= {d.config.case_id for d in drawn}
 
@@ -212,7 +212,7 @@ def test_while_the_compile_workers_start_one_variant_at_a_time_is_judged_not_wai
 @pytest.mark.parametrize("fresh_every", [1, 4])
 def test_fresh_every_reuses_recent_variants_with_fresh_data(fresh_every):
     drawn = list(itertools.islice(soak.draws(11, 0, 512, fresh_every=fresh_every), 400))
-    keys = [precompile.variant_key(d.config) for d in drawn]
+    keys = [variant_key(d.config) for d in drawn]
     assert len({d.config.case_id for d in drawn}) == 400  # every case is new
     new = sum(1 for i, k in enumerate(keys) if k not in keys[:i])
     if fresh_every == 1:
@@ -280,7 +280,7 @@ def test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_process
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     a, b = "new", "main"
     points = _sweep_points()
-    keys = {precompile.variant_key(p.config) for p in points}
+    keys = {variant_key(p.config) for p in points}
     assert len(keys) == len(points) >= 9
 
     workers = min(2, precompile.host_cores())
@@ -333,7 +333,7 @@ class _Workers:
         self.up = False
 
     def submit(self, config):
-        self.submitted.append(precompile.variant_key(config))
+        self.submitted.append(variant_key(config))
 
     def collect(self):
         done, self.finished = self.finished, []
@@ -343,7 +343,7 @@ class _Workers:
         return self.up
 
     def take(self, config):
-        key = precompile.variant_key(config)
+        key = variant_key(config)
         if key in self.running:
             return False
         self.taken.append(key)
@@ -370,10 +370,10 @@ def test_the_sweeps_schedule_judges_compiled_variants_first_and_compiles_itself_
     handed += first
     schedule.judged([x.case_id for x in first], compiled=2)  # it compiled: the cache is cold
     # The workers start with every other variant, once each, in the points' order.
-    assert schedule.ahead is workers and workers.submitted == [precompile.variant_key(x.config) for x in items[3::3]][:5]
+    assert schedule.ahead is workers and workers.submitted == [variant_key(x.config) for x in items[3::3]][:5]
     # Workers up, variants 2 and 3 compiled: those first, across variants up to the batch size.
     workers.up = True
-    workers.finished = [precompile.variant_key(items[3].config), precompile.variant_key(items[6].config)]
+    workers.finished = [variant_key(items[3].config), variant_key(items[6].config)]
     batch = schedule.next(4)
     assert [_variant(x) for x in batch] == [2, 2, 2, 3]
     handed += batch
@@ -382,9 +382,9 @@ def test_the_sweeps_schedule_judges_compiled_variants_first_and_compiles_itself_
     assert [_variant(x) for x in batch] == [3, 3]  # the rest of variant 3 (nothing else compiled yet)
     handed += batch
     # Nothing compiled, variant 6 (the back) is free: the device takes it, one variant, a batch at most.
-    workers.running = {precompile.variant_key(items[9].config)}  # variant 4 is in a worker's hands
+    workers.running = {variant_key(items[9].config)}  # variant 4 is in a worker's hands
     batch = schedule.next(4)
-    assert [_variant(x) for x in batch] == [6, 6, 6, 6] and workers.taken[-1] == precompile.variant_key(items[-1].config)
+    assert [_variant(x) for x in batch] == [6, 6, 6, 6] and workers.taken[-1] == variant_key(items[-1].config)
     handed += batch
     batch = schedule.next(4)  # the last of variant 6, taken already
     assert [_variant(x) for x in batch] == [6]
@@ -395,7 +395,7 @@ def test_the_sweeps_schedule_judges_compiled_variants_first_and_compiles_itself_
     handed += batch
     schedule.judged([x.case_id for x in batch], compiled=2)
     assert schedule.next(4) == []  # only variant 4 is left, in a worker: wait for it
-    workers.finished = [precompile.variant_key(items[9].config)]
+    workers.finished = [variant_key(items[9].config)]
     batch = schedule.next(4)
     assert [_variant(x) for x in batch] == [4, 4, 4]
     handed += batch
@@ -432,7 +432,7 @@ def test_compile_workers_default_to_the_host_cores_less_the_device_processes(mon
 
 def test_block_stride_and_caller_owned_outputs_are_variants_of_their_own():
     base = CaseConfig(mode="convert", tokens=3, topk=256, counts=True)
-    keys = {precompile.variant_key(c) for c in (base, base.replace(block_stride=64), base.replace(block_stride=4096),
+    keys = {variant_key(c) for c in (base, base.replace(block_stride=64), base.replace(block_stride=4096),
                                                 base.replace(out_buffers=True))}
     assert len(keys) == 4
 
@@ -446,7 +446,7 @@ def test_a_cpu_sweep_starts_no_compile_process(tmp_path, monkeypatch):
         raise AssertionError("a compile-ahead pool was started for the CPU")
 
     monkeypatch.setattr(precompile, "Ahead", refused)
-    sweep = Sweep(SweepOptions(device="cpu", workers=0, max_tokens=1, filters=["path=convert", "k=128"],
+    sweep = Sweep(SweepOptions(device="cpu", workers=0, max_size=1, filters=["path=convert", "k=128"],
                                root=str(tmp_path), progress=False))
     sweep.prepare()
     summary = sweep.run()
@@ -472,11 +472,11 @@ class _FakeLoads:
 class _SlowAhead:
     """Every submitted variant is compiled after one wait."""
 
-    def __init__(self, a, b, target, workers):
+    def __init__(self, a, b, target, workers, subject="remap"):
         self.pending, self.submitted, self.waits = {}, [], 0
 
     def submit(self, config):
-        key = precompile.variant_key(config)
+        key = variant_key(config)
         if key not in self.pending:
             self.pending[key] = config
             self.submitted.append(key)
@@ -509,7 +509,7 @@ def test_the_pytest_grid_compiles_what_comes_next_only_after_a_cold_first_batch(
     if not compiled:
         assert order.ahead is None
         return
-    assert order.ahead is not None and order.ahead.submitted == [precompile.variant_key(items[i].config) for i in (2, 4)]
+    assert order.ahead is not None and order.ahead.submitted == [variant_key(items[i].config) for i in (2, 4)]
     assert order.ahead.waits == 1  # the second batch waited for its variant
 
 
@@ -537,3 +537,18 @@ def test_compile_workers_that_cannot_start_leave_every_variant_to_the_device():
         schedule.judged([x.case_id for x in batch], compiled=2)
     assert sorted(x.case_id for x in handed) == sorted(x.case_id for x in items)
     assert schedule.ahead is None and "no room for another process" in schedule.start_error
+
+
+def test_the_schedule_asks_the_subject_which_items_compile():
+    """Which items compile, and which variant, is the subject's ``variant``: under a
+    subject whose cases compile nothing ahead (the topology's) every item is handed out
+    at once and no worker starts; under the remap's, each variant is a group."""
+    items = [x for v in (1, 2, 3) for x in _Group(v, 2).items]
+
+    def never():
+        raise AssertionError("no compile worker may start")
+
+    topology = precompile.Schedule(items, never, subject="topology")
+    assert not topology.groups and topology.next(10) == items
+    remap = precompile.Schedule(items, never)
+    assert set(remap.groups) == {variant_key(x.config) for x in items} and len(remap.groups) == 3

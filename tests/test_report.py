@@ -355,9 +355,9 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
         seen.update(kwargs)
         return real(*args, **kwargs)
 
-    from remap_ab.commands import replay
+    from remap_ab.subjects.remap import replay_command
 
-    monkeypatch.setattr(replay, "run_case", spy)  # what the replay command calls
+    monkeypatch.setattr(replay_command, "run_case", spy)  # what the remap's replay calls
     device = runtime.current()  # the session's: a process's Triton backend is fixed (cpu is refused after cuda)
     sanitized = []
     if device == "cuda":

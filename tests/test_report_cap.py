@@ -10,12 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remap_ab import runtime
+from remap_ab import runtime, subjects
 from remap_ab.cli import main as cli_main
-from remap_ab.report_cap import ReportSlots, failure_class, path_name
+from remap_ab.report_cap import ReportSlots, describe
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import rejections
 from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.failure_class import failure_class, path_name, slot_key
 from remap_ab.subjects.remap.selection import select_with_calls
 
 DEVICE = runtime.current()  # a process's Triton backend is fixed: the session's
@@ -29,16 +30,27 @@ SIXTEEN = ["--filter", "path=convert,convert-counts", "--filter", "k=128", "--fi
 # ------------------------------------------------------------------ the cap itself
 
 
+def _claim(slots: ReportSlots, config: CaseConfig, check: str) -> bool:
+    return slots.claim_key(slot_key(config, check), config.case_id)
+
+
 def test_slots_give_n_per_class_across_processes(tmp_path):
     convert, counts = CaseConfig(mode="convert", counts=False), CaseConfig(mode="convert", counts=True)
     first, second = ReportSlots(tmp_path, 2), ReportSlots(tmp_path, 2)  # two workers of one run
-    assert [first.claim(convert, "out"), second.claim(convert, "out"), first.claim(convert, "out"),
-            second.claim(convert, "out")] == [True, True, False, False]
-    assert second.claim(counts, "out") and second.claim(convert, "counts")  # other classes: their own slots
-    assert not ReportSlots(tmp_path, 2).claim(convert, "out")  # a resumed run keeps counting
-    assert ReportSlots(tmp_path, 3).claim(convert, "out")  # a larger cap has room again
-    assert not ReportSlots(tmp_path / "other", 0).claim(convert, "out")
-    assert all(ReportSlots(tmp_path, "all").claim(convert, "out") for _ in range(5))
+    assert [_claim(first, convert, "out"), _claim(second, convert, "out"), _claim(first, convert, "out"),
+            _claim(second, convert, "out")] == [True, True, False, False]
+    assert _claim(second, counts, "out") and _claim(second, convert, "counts")  # other classes: their own slots
+    assert not _claim(ReportSlots(tmp_path, 2), convert, "out")  # a resumed run keeps counting
+    assert _claim(ReportSlots(tmp_path, 3), convert, "out")  # a larger cap has room again
+    assert not _claim(ReportSlots(tmp_path / "other", 0), convert, "out")
+    assert all(_claim(ReportSlots(tmp_path, "all"), convert, "out") for _ in range(5))
+
+
+def test_the_policy_names_each_subjects_own_failure_class():
+    assert describe(3, subject=subjects.get("remap")) == "the first 3 failing cases of each failure class (check × path)"
+    assert describe(3, subject=subjects.get("topology")) == "the first 3 failing cases of each failure class (check)"
+    assert describe(3, subject=object()) == "the first 3 failing cases of each failure class"  # none declared
+    assert describe("all", "--remap-grid-reports", subjects.get("topology")) == "every failing case (--remap-grid-reports all)"
 
 
 def test_failure_classes_name_the_check_and_the_wrapper_path():

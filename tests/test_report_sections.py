@@ -380,5 +380,5 @@ def test_a_rejection_section_shows_the_memcheck_finding_of_bs_accepted_call(tmp_
         v = judged(case, registry.get("old"), registry.get("mutant_sizes_grid"), "cpu")[0]
         md = (write_rejection_report(case, v, "old", "mutant_sizes_grid", tmp_path / "r") / "diff.md").read_text()
     section = _section(md, "Rejection")
-    assert re.search(r"Memcheck of B's call: \d+ lanes out of bounds", section)
+    assert re.search(r"Memcheck of B's call: \d+ elements out of bounds", section)
     assert "store of 4 bytes outside every argument tensor" in section and "past the last element of out" in section

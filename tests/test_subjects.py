@@ -69,7 +69,7 @@ def test_a_failing_case_is_reported_counted_by_dimension_and_resumed(tmp_path, m
 
 
 def test_the_subjects_filters_and_cap_reach_the_run(tmp_path):
-    s, summary = sweep(tmp_path, 0, filters=["step=2"], max_tokens=7)
+    s, summary = sweep(tmp_path, 0, filters=["step=2"], max_size=7)
     assert summary["cases"] == 4 and summary["cap_note"] == "n <= 7" and summary["grid_total"] == 12
 
 

@@ -16,7 +16,7 @@ from types import ModuleType
 
 from remap_ab import command_line, options, runtime, subjects
 from remap_ab.bench.session import Session
-from remap_ab.commands.common import environment, subject_part
+from remap_ab.commands.common import environment, subject_named, subject_part
 from remap_ab.errors import RemapABError
 
 # Each subject's bench part (remap_ab/subjects/NAME/bench.py, or a package bench/) declares
@@ -31,7 +31,7 @@ def add_arguments_for(p, words: list[str]) -> None:
     """The shared options, then those of the subject the words name with ``--subject``
     (the default subject's without). Options of the default subject's bench given to
     another subject's: one line saying whose they are, exit 2."""
-    name = _subject_named(words)
+    name = subject_named(words)
     _compose(p, name)
     if name == subjects.DEFAULT:
         return
@@ -45,14 +45,6 @@ def add_arguments_for(p, words: list[str]) -> None:
 
 def _flags(p) -> set:
     return {flag for action in p._actions for flag in action.option_strings if flag.startswith("--")}
-
-
-def _subject_named(words) -> str:
-    """The subject the words name with --subject (its default without)."""
-    first = argparse.ArgumentParser(add_help=False)
-    options.add(first, options.SUBJECT)
-    known, _ = first.parse_known_args(words)
-    return known.subject
 
 
 def _part(name: str) -> ModuleType | None:

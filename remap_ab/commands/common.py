@@ -1,40 +1,18 @@
-"""Helpers the commands share: the case-configuration options (run), option parsing,
-the environment record written beside every artifact, and chart drawing that never
-costs the measurements (nondet, bench)."""
+"""Helpers the commands share: a subject's part of a command (its options and run),
+option parsing, the environment record written beside every artifact, and chart
+drawing that never costs the measurements (nondet, bench)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import platform
-from dataclasses import fields
 from types import ModuleType
 
-from remap_ab import subjects
-from remap_ab.errors import UsageError
+from remap_ab import options, subjects
+from remap_ab.errors import RemapABError, UsageError
 from remap_ab.options import int_list  # noqa: F401 (the commands' list parser, defined with the options)
-from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig, field_help
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One option per CaseConfig field (booleans get --x / --no-x); each option's help
-    is the field's own documentation, so meaning, default and choices live in config.py."""
-    group = parser.add_argument_group("case configuration")
-    for f in fields(CaseConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if FIELD_TYPES[f.name] is bool:
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                               help=field_help(f.name))
-        else:
-            group.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(), type=str,
-                               help=field_help(f.name))
-
-
-def config_from_args(args: argparse.Namespace, base: CaseConfig | None = None) -> CaseConfig:
-    """The CaseConfig the options name (over ``base``'s values when given)."""
-    given = {f.name: getattr(args, f.name) for f in fields(CaseConfig) if getattr(args, f.name, None) is not None}
-    merged = {**(base.to_dict() if base else {}), **given}
-    return CaseConfig.from_dict(merged)
 
 
 def subject_part(name: str, part: str, command: str) -> ModuleType:
@@ -44,7 +22,35 @@ def subject_part(name: str, part: str, command: str) -> ModuleType:
     if name not in subjects.NAMES:
         raise UsageError(f"--subject {name}: {command} runs the packaged subjects' {part} modules only "
                          f"({', '.join(subjects.NAMES)}); {subject.name} has no {part} module")
-    return importlib.import_module(f"remap_ab.subjects.{name}.{part}")
+    module = f"remap_ab.subjects.{name}.{part}"
+    if importlib.util.find_spec(module) is None:
+        having = [n for n in subjects.NAMES if importlib.util.find_spec(f"remap_ab.subjects.{n}.{part}") is not None]
+        raise UsageError(f"--subject {name}: {command} has no part for this subject (no remap_ab/subjects/{name}/"
+                         f"{part}.py); {command} takes --subject {', '.join(having) or 'none'}")
+    return importlib.import_module(module)
+
+
+def subject_named(words: list[str]) -> str:
+    """The subject the command line's words name with ``--subject`` (the default without)."""
+    first = argparse.ArgumentParser(add_help=False)
+    options.add(first, options.SUBJECT)
+    known, _ = first.parse_known_args(words)
+    return known.subject
+
+
+def compose_subject_part(p: argparse.ArgumentParser, words: list[str], part: str, command: str,
+                         doc: str) -> ModuleType | None:
+    """The part ``part`` of the subject the words name (None where it has none: the
+    command's main says so in one line), its DESCRIPTION set between the first paragraph
+    of the command's ``doc`` and the rest, as ``p``'s --help description."""
+    try:
+        module: ModuleType | None = subject_part(subject_named(words), part, command)
+    except RemapABError:
+        module = None
+    head, _, tail = doc.strip().partition("\n\n")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.description = "\n\n".join(x for x in (head, getattr(module, "DESCRIPTION", ""), tail) if x)
+    return module
 
 
 def options_given(args: argparse.Namespace, allowed: frozenset) -> list[str]:

@@ -1,24 +1,9 @@
 """Run fresh random configurations — beyond the grid — through A, B and the oracle
 until the deadline (--minutes), --max-cases per worker, or Ctrl-C. --subject picks the
 kernel pair (docs/subjects.md): what is drawn is the subject's (``Subject.soak``), the
-rest is remap_ab/soak/'s.
-
-The remap (the default subject): every draw is new: K any multiple of BLOCK_N up to --max-topk (4096), T up to
---max-tokens, every wrapper path, DCP sizes 2/4/8 with any rank and interleave, every
-block-table kind, row layout and kind of negative id; the call envelope's block sizes,
-strides and caller buffers (remap_ab/subjects/remap/envelope.toml) on every wrapper that may take them,
-counted per parameter x wrapper in the summary. Draws are seeded (--seed; printed
-when drawn at random), so the same seed draws the same cases in the same order.
-
-GPU: one worker per visible GPU (or --workers; several run as pool.py's worker
-processes, fed by this process's draws, a dead one replaced), every --contend-every-th case
-under a contending side stream, the others in batches. A new variant (K, BLOCK_N, W,
-DCP rank...) is a new Triton compile: one draw in --fresh-every brings one, the others
-re-draw the data of a recent one, and --compile-workers processes compile the coming
-variants ahead on the host's cores while the GPU judges the compiled ones. The summary
-says where the time went (judging, compiling and loading in the worker, waiting for the
-compile-ahead). CPU (the Triton interpreter, batched, which compiles nothing): one
-worker, every draw fresh, T capped at 512 unless --max-tokens says otherwise.
+rest is remap_ab/soak/'s; the subject's soak part (remap_ab/subjects/NAME/soak_command.py)
+adds its paragraph below and its size options (a subject without one takes the default
+subject's).
 
 The topology subject (docs/soak-bench-resources.md): rows up to the prefill sizes on a
 GPU (capped at 64 rows on the CPU, where --max-tokens raises the cap), topk from 1 to
@@ -40,6 +25,7 @@ import os
 import random
 
 from remap_ab import runtime, subjects
+from remap_ab.commands.common import compose_subject_part
 from remap_ab.errors import UsageError
 from remap_ab.host import gpus
 from remap_ab.options import (
@@ -58,21 +44,27 @@ from remap_ab.processes.precompile import default_workers
 from remap_ab.report_cap import DEFAULT_REPORTS
 from remap_ab.soak import session
 from remap_ab.subject import SoakSettings
-from remap_ab.subjects.remap.soak import CPU_MAX_TOKENS, GPU_MAX_TOKENS
 from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
+# A subject's soak part (remap_ab/subjects/NAME/soak_command.py) declares
+#   DESCRIPTION       its paragraph of this command's --help;
+#   add_arguments(p)  its size options, whose values reach its soak as SoakSettings.options.
 
-def add_arguments(p):
+
+def add_arguments_for(p, words: list[str]) -> None:
+    """The soak's options, with the size options of the subject the words name (the
+    default subject's where it has no soak part)."""
     p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
     add(p, SUBJECT)
-    p.add_argument("--max-tokens", type=positive_int, default=None,
-                   help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU); "
-                        "topology: the most rows (default the prefill sizes on GPU, 64 on CPU)")
-    p.add_argument("--max-topk", type=positive_int, default=None,
-                   help="largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default 4096); "
-                        "topology: the largest topk (default 2176)")
+    part = compose_subject_part(p, words, "soak_command", "soak", __doc__ or "")
+    if part is None:
+        part = compose_subject_part(p, ["--subject", subjects.DEFAULT], "soak_command", "soak", __doc__ or "")
+    before = {a.dest for a in p._actions}
+    if part is not None:
+        part.add_arguments(p)
+    p.set_defaults(_subject_options=tuple(a.dest for a in p._actions if a.dest not in before))
     p.add_argument("--max-cases", type=positive_int, default=None,
                    help="stop after this many cases per worker (the first ones drawn)")
     p.add_argument("--workers", type=positive_int, default=None,
@@ -110,8 +102,9 @@ def main(args) -> int:
         compile_workers = default_workers(workers)
     settings = SoakSettings(
         device=device, a=args.a or subject.default_a, b=args.b or subject.default_b, workers=workers, gpus=gpu_list,
-        options=dict(max_tokens=args.max_tokens, max_topk=args.max_topk, contend_every=args.contend_every,
-                     batch=args.batch, fresh_every=args.fresh_every, compile_workers=compile_workers))
+        options={**{dest: getattr(args, dest) for dest in args._subject_options},
+                 **dict(contend_every=args.contend_every, batch=args.batch, fresh_every=args.fresh_every,
+                        compile_workers=compile_workers)})
     root = checked_output_dir(args.root, "--root")
     return session.run(session.Soak(args.subject, settings, args.minutes, seed, root, args.max_cases,
                                     args.reports if args.reports is not None else DEFAULT_REPORTS,

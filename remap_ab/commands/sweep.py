@@ -3,8 +3,8 @@ and the oracle, one row per case in <root>/<run>/results.csv and a report folder
 the first failing cases of each failure class (--reports).
 
 Every device runs the whole grid by default: on 2 CPU cores (the Triton interpreter,
-batched) about 3 minutes (docs/performance.md); --max-tokens 3 keeps the 576 points with at most 3 token
-rows (under a minute).
+batched) about 3 minutes (docs/performance.md); the size cap at 3 (its option below) keeps a third of
+the points (under a minute).
 Ctrl-C (SIGINT) or SIGTERM stops the run: the cases in flight are dropped, and the
 summary of what ran and failed so far ends with the exact --resume command.
 Exit status: 0 every case passed, 1 some case did not (or the run is incomplete),
@@ -29,12 +29,12 @@ from remap_ab.sweep.summary import format_summary
 
 def add_arguments(p):
     p.add_argument("--list", action="store_true",
-                   help="print the configurations this sweep would run on this device (token cap applied; "
+                   help="print the configurations this sweep would run on this device (size cap applied; "
                         "a note on stderr says what was left out), one per line with its case ID")
     options.add_implementations(p, decided_later=("the subject's: old for the remap, a for topology; with --resume, "
                                                   "the run's own", "the subject's: new, or b; with --resume, the run's own"))
     options.add_device(p)
-    options.add(p, options.SUBJECT, options.FILTER, options.MAX_TOKENS)
+    options.add(p, options.SUBJECT, options.FILTER, options.MAX_SIZE)
     p.add_argument("-j", "--workers", type=options.non_negative_int, default=None, metavar="N",
                    help="worker processes (default: one per GPU on cuda, one per core on cpu; 0: in this process, "
                         "without crash isolation or --case-timeout). Worker i runs on GPU i mod G, honouring "
@@ -67,7 +67,7 @@ def _list(args) -> int:
         return _list_points(args)
     g = gridmod.load(args.grid)
     device = runtime.default_device() if args.device == "auto" else args.device
-    pts, calls = select_with_calls(g, args.filter, args.max_tokens, sweep_points(len(g.points()), grid=g))
+    pts, calls = select_with_calls(g, args.filter, args.max_size, sweep_points(len(g.points()), grid=g))
     # Points passing a parameter neither side's wrapper takes are not run (features.py): not listed either.
     a, b = args.a or "old", args.b or "new"
     plan = registry.feature_plan(registry.resolve(a), registry.resolve(b))
@@ -77,7 +77,7 @@ def _list(args) -> int:
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
     for p in [*pts, *calls]:
         sys.stdout.write(p.line() + "\n")
-    note = cap_note(g, args.filter, args.max_tokens)
+    note = cap_note(g, args.filter, args.max_size)
     everything = len(g.select(gridmod.parse_filters(g, args.filter)))
     listed, rejections = plural(len(pts), "configuration"), plural(len(calls), "rejection call")
     if unrunnable:
@@ -97,7 +97,7 @@ def _list_points(args) -> int:
     """The points a sweep of a subject other than the remap would run, one per line."""
     subject = subjects.get(args.subject)
     device = runtime.select(args.device)
-    sel = subject.select(args.grid, args.filter, args.max_tokens, args.a or subject.default_a,
+    sel = subject.select(args.grid, args.filter, args.max_size, args.a or subject.default_a,
                          args.b or subject.default_b, device, None)
     for p in sel.points:
         sys.stdout.write(f"{p.case_id} " + " ".join(f"{k}={v}" for k, v in p.labels) + "\n")
@@ -109,17 +109,17 @@ def _list_points(args) -> int:
 def main(args) -> int:
     if args.list:
         return _list(args)
-    if args.resume and (args.a or args.b or args.filter or args.max_tokens is not None or args.grid or args.memcheck
+    if args.resume and (args.a or args.b or args.filter or args.max_size is not None or args.grid or args.memcheck
                         or args.device != "auto" or args.reports is not None or args.subject != subjects.DEFAULT):
         raise UsageError("--resume continues a run with its own settings; "
-                         "drop --a/--b/--subject/--device/--filter/--max-tokens/--grid/--memcheck/--reports")
+                         f"drop --a/--b/--subject/--device/--filter/{options.MAX_SIZE.flag}/--grid/--memcheck/--reports")
     opts = SweepOptions(
         a=args.a,  # None: the subject's own A
         b=args.b,
         subject=args.subject,
         device=args.device,
         filters=args.filter,
-        max_tokens=args.max_tokens,
+        max_size=args.max_size,
         workers=args.workers,
         batch=args.batch,
         root=args.root,

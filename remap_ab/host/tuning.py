@@ -1,7 +1,7 @@
 """What a process remap-ab started itself may change about itself, and the switches.
 
-remap-ab is a guest in a process it did not start (the pytest plugin, ``run_case``,
-any library call): there it changes nothing process-wide that outlives its own call.
+remap-ab is a guest in a process it did not start (the pytest plugin, a
+subject's library call): there it changes nothing process-wide that outlives its own call.
 The processes it starts (the command line, ``remap_ab.cli:main``, and its worker
 processes) call ``tune_this_process()`` first; then, at the first device choice
 (``runtime.select``), the CPU ones get the batched interpreter installed for the rest of

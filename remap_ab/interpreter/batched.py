@@ -12,9 +12,9 @@ the old kernel at K = 2048 is 16 384 programs, ~30 s. This module interprets a l
   Triton axis number (reductions, scans, ``expand_dims``) valid unchanged, and numpy
   broadcasting lines the program axes up.
 * program ``k`` along that axis is the k-th program the schedule runs
-  (``remap_ab.interpreter.schedule.launch_order``), so "earlier in the schedule" is "lower lane".
-* loads gather per lane; stores and atomics scatter in program-major order (programs in
-  schedule order, each program's lanes in the order the sequential interpreter walks
+  (``remap_ab.interpreter.schedule.launch_order``), so "earlier in the schedule" is "lower index".
+* loads gather per element; stores and atomics scatter in program-major order (programs in
+  schedule order, each program's elements in the order the sequential interpreter walks
   them), through the same C routines as the sequential interpreter. Its routines handle
   the elements of one call in order (``tests/test_interp_batched.py`` checks this), so
   the old values an ``atomic_add`` returns are exclusive prefix sums in schedule order
@@ -343,8 +343,8 @@ class _Access:
     op: int
     kind: str  # load | store | atomic
     itemsize: int
-    addresses: np.ndarray  # uint64, the accessed lanes only, program-major
-    programs: np.ndarray  # int64 lane (schedule rank) of each address
+    addresses: np.ndarray  # uint64, the accessed elements only, program-major
+    programs: np.ndarray  # int64 program (schedule rank) of each address
     low: int
     high: int  # one past the last byte
 
@@ -363,31 +363,31 @@ class _Launch:
 
     def record(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, itemsize: int) -> _Access | None:
         """Note one memory operation; ``ptrs``/``mask`` have the program axis first.
-        Its access, or None when no lane is active."""
+        Its access, or None when no element is active."""
         assert mask.dtype == bool and mask.shape == ptrs.shape
         self.ops += 1
         session = _memcheck_session()
         if session is not None:
-            # Program-major, as here: the last axis holds one program's lanes, which is
-            # how memcheck tells a lane's column, the same as for one program alone.
+            # Program-major, as here: the last axis holds one program's elements, which is
+            # how memcheck tells an element's column, the same as for one program alone.
             programs = np.broadcast_to(self.order.reshape((-1,) + (1,) * (ptrs.ndim - 1) + (3,)), ptrs.shape + (3,))
             extra = {"itemsize": itemsize} if _takes_itemsize(session) else {}
             allowed = session.access(kind, ptrs.view(np.int64), mask, programs, **extra)
             if allowed is not None and not np.array_equal(np.broadcast_to(allowed, mask.shape), mask):
-                # memcheck masks off the lanes it flags and records them in program
+                # memcheck masks off the elements it flags and records them in program
                 # order; the sequential run reproduces exactly that (and its findings).
-                raise Unsupported("memcheck found lanes out of bounds; rerun one program at a time for its findings")
+                raise Unsupported("memcheck found elements out of bounds; rerun one program at a time for its findings")
         flat_mask = mask.reshape(mask.shape[0], -1)
         if not flat_mask.any():
             return None
-        lanes = np.broadcast_to(np.arange(mask.shape[0], dtype=np.int64)[:, None], flat_mask.shape)
+        ranks = np.broadcast_to(np.arange(mask.shape[0], dtype=np.int64)[:, None], flat_mask.shape)
         addresses = ptrs.reshape(ptrs.shape[0], -1)[flat_mask]
         access = _Access(
             self.ops,
             kind,
             itemsize,
             addresses,
-            lanes[flat_mask],
+            ranks[flat_mask],
             int(addresses.min()),
             int(addresses.max()) + itemsize,
         )
@@ -395,7 +395,7 @@ class _Launch:
         return access
 
     def gather(self, access: _Access | None, ptrs, mask, other, dtype_np) -> np.ndarray | None:
-        """The load of ``ptrs`` done with numpy when every accessed lane lies inside one
+        """The load of ``ptrs`` done with numpy when every accessed element lies inside one
         argument storage at that storage's element alignment; else None."""
         if access is None:
             return other.copy()

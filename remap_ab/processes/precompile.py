@@ -4,8 +4,8 @@ own on the host's cores while the device runs the cases already compiled.
 Triton compiles without a GPU: given the device's target (``GPUTarget("cuda", 90, 32)``
 for an H200), a process with no CUDA at all produces the cubin, and writes it to
 Triton's on-disk cache under the same key the device process computes at its launch;
-the device process then only loads it. A compile worker runs each implementation's
-real wrapper on the case's inputs made on the CPU, with every Triton launch turned
+the device process then only loads it. A compile worker has the subject run each implementation's
+real wrapper on the case's inputs made on the CPU (its ``warm_up``), with every Triton launch turned
 into a warm-up (``JITFunction.run(..., warmup=True)``: compile, do not launch) under a
 stand-in driver that reports the device's target. So whatever kernels and
 specialisations a wrapper chooses (strides, alignment, constexprs), the worker
@@ -34,17 +34,14 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from remap_ab import runtime
+from remap_ab import runtime, subjects
 from remap_ab.errors import UsageError, exception_line
 from remap_ab.processes import start
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.config import CaseConfig, variant_key
-from remap_ab.subjects.remap.inputs import generate_inputs
 
 
 @dataclass(frozen=True)
@@ -160,28 +157,18 @@ def _has_listener() -> bool:
         return False
 
 
-def _warm(a: str, b: str, config_dicts: list) -> list[Warmed]:
-    """Run A's and B's wrappers on each case's CPU inputs with every launch a warm-up."""
-
+def _warm(subject_name: str, a: str, b: str, case_dicts: list) -> list[Warmed]:
+    """Have the subject run A's and B's wrappers on each case's CPU inputs (its
+    ``warm_up``), every launch a warm-up."""
+    subject = subjects.get(subject_name)
     done = []
-    for d in config_dicts:
-        config = CaseConfig.from_dict(d)
+    for d in case_dicts:
+        config = subject.case_from_dict(d)
         start = time.perf_counter()
         before = dict(_COUNTS)
         errors = []
         try:
-            small = _stand_in(config)  # the same kernels (tests/test_precompile.py), inputs made in no time
-            inputs = generate_inputs(small, device="cpu")
-            # The sides the device runs (runner.sides): one lacking a parameter the case
-            # passes is the oracle there, which compiles nothing.
-            runs = registry.feature_plan(a, b).runs(small)
-            for name, side_runs in zip((a, b), runs):
-                if not side_runs:
-                    continue
-                try:
-                    registry.get(name)(small, inputs)
-                except Exception as exc:  # the device process compiles it itself then
-                    errors.append(f"{name}: {exception_line(exc)}")
+            errors += subject.warm_up(a, b, config)
         except Exception as exc:
             errors.append(exception_line(exc))
         done.append(Warmed(config.case_id, time.perf_counter() - start, _COUNTS["compiled"] - before["compiled"],
@@ -219,11 +206,13 @@ class Ahead:
     compiles itself, ``close`` at the end. Counts what the workers did (``compiled``,
     ``cached``, ``failed``, ``worker_seconds``, the processes that compiled: ``pids``)."""
 
-    def __init__(self, a: str, b: str, target: Target, workers: int):
+    def __init__(self, a: str, b: str, target: Target, workers: int, subject: str = subjects.DEFAULT):
         self.a, self.b = a, b
+        self.subject_name = subject
+        self.subject = subjects.get(subject)
         self.workers = workers
         self.pool = start.executor(workers, _init_worker, (target,))
-        self.pending: dict[tuple, Future] = {}
+        self.pending: dict[Hashable, Future] = {}
         self.done: set = set()
         self.compiled = self.cached = self.failed = self.variants = 0
         self.taken = 0  # variants taken back by the device process before a worker started them
@@ -239,18 +228,18 @@ class Ahead:
 
     def submit(self, config) -> None:
         """Compile ``config``'s variant ahead, unless it is compiled or on its way."""
-        key = variant_key(config)
-        if key in self.done or key in self.pending:
+        key = self.subject.variant(config)
+        if key is None or key in self.done or key in self.pending:
             return
-        future = self.pool.submit(_warm, self.a, self.b, [config.to_dict()])
+        future = self.pool.submit(_warm, self.subject_name, self.a, self.b, [self.subject.case_dict(config)])
         self.pending[key] = future
         future.add_done_callback(functools.partial(self._finish, key))
 
-    def _finish(self, key: tuple, future: Future) -> None:
+    def _finish(self, key: Hashable, future: Future) -> None:
         if not future.cancelled():  # a variant taken back by the device (``take``) is none of the workers'
             self._finished.append(key)
 
-    def collect(self) -> list[tuple]:
+    def collect(self) -> list[Hashable]:
         """The variants compiled since the last call, in the order they finished
         (those ``ready`` saw first too)."""
         keys = []
@@ -263,7 +252,7 @@ class Ahead:
         return keys
 
     def ready(self, config) -> bool:
-        key = variant_key(config)
+        key = self.subject.variant(config)
         if key in self.done:
             return True
         future = self.pending.get(key)
@@ -275,7 +264,7 @@ class Ahead:
     def take(self, config) -> bool:
         """The device process compiles ``config``'s variant itself (at its launch): its
         compile here is dropped unless a worker has started it. False: a worker has."""
-        key = variant_key(config)
+        key = self.subject.variant(config)
         future = self.pending.get(key)
         if future is None:
             return True
@@ -297,7 +286,7 @@ class Ahead:
         if self.pending:
             wait(list(self.pending.values()), timeout=timeout, return_when=FIRST_COMPLETED)
 
-    def _collect(self, key: tuple, future: Future) -> None:
+    def _collect(self, key: Hashable, future: Future) -> None:
         del self.pending[key]
         self.done.add(key)
         try:
@@ -349,9 +338,10 @@ class Ahead:
 
 
 class Schedule:
-    """The order a run judges its items in (a sweep's points: ``item.config`` a
-    CaseConfig, or a rejection call, which compiles nothing) and, where the device
-    compiles, the compile workers that compile their variants ahead.
+    """The order a run judges its items in (a sweep's points: ``item.config`` a case,
+    or another call of the subject's whose ``variant`` is None, which compiles nothing)
+    and, where the device compiles, the compile workers that compile their variants
+    ahead (``subject``: by name, its ``variant``).
 
     The device process judges the first variant itself and says what it compiled at
     launch (``judged``). Nothing, a warm cache: it goes on in whole batches and no
@@ -367,18 +357,19 @@ class Schedule:
 
     Every item comes out exactly once; ``next`` is None when none is left."""
 
-    def __init__(self, items, start: Callable[[], Ahead]):
+    def __init__(self, items, start: Callable[[], Ahead], subject: str = subjects.DEFAULT):
         self.start = start
+        variant = subjects.get(subject).variant
         self.ahead: Optional[Ahead] = None
-        self.groups: dict[tuple, list] = {}  # variant -> its items not handed out yet, in order
-        self.first: dict[tuple, Any] = {}  # variant -> the config compiled for it
+        self.groups: dict[Hashable, list] = {}  # variant -> its items not handed out yet, in order
+        self.first: dict[Hashable, Any] = {}  # variant -> the config compiled for it
         self.free: list = []  # items that compile nothing
         for item in items:
             config = item.config
-            if not isinstance(config, CaseConfig):
+            key = variant(config)
+            if key is None:
                 self.free.append(item)
                 continue
-            key = variant_key(config)
             self.groups.setdefault(key, []).append(item)
             self.first.setdefault(key, config)
         self.ready: deque = deque()  # variants compiled (or taken), with items left
@@ -417,7 +408,7 @@ class Schedule:
             batch.append(self.free.pop(0))
         return batch
 
-    def _fill(self, batch: list, key: tuple, size: int) -> None:
+    def _fill(self, batch: list, key: Hashable, size: int) -> None:
         group = self.groups[key]
         room = size - len(batch)
         batch += group[:room]
@@ -459,8 +450,10 @@ class InOrder:
     first waits for its variants, which the workers take in that same order. A warm
     cache starts no worker; neither does the CPU."""
 
-    def __init__(self, a: str, b: str, device: str, coming: Callable[[], list]):
+    def __init__(self, a: str, b: str, device: str, coming: Callable[[], list], subject: str = subjects.DEFAULT):
         self.a, self.b = a, b
+        self.subject_name = subject
+        self.variant = subjects.get(subject).variant
         self.coming = coming
         self.probed = device != "cuda"
         self.ahead: Optional[Ahead] = None
@@ -471,7 +464,7 @@ class InOrder:
         ahead = self.ahead
         if ahead is not None:
             start = time.perf_counter()
-            waiting = [c for c in configs if isinstance(c, CaseConfig) and variant_key(c) in ahead.pending]
+            waiting = [c for c in configs if self.variant(c) is not None and self.variant(c) in ahead.pending]
             while not all(ahead.ready(c) for c in waiting):
                 ahead.wait_any(timeout=0.5)
             self.waited += time.perf_counter() - start
@@ -484,13 +477,13 @@ class InOrder:
                 self._start()
 
     def _start(self) -> None:
-        later = [c for c in self.coming() if isinstance(c, CaseConfig)]
-        variants = {variant_key(c) for c in later}
+        later = [c for c in self.coming() if self.variant(c) is not None]
+        variants = {self.variant(c) for c in later}
         workers = min(default_workers(1), len(variants))
         if workers < 1 or len(variants) < 2:
             return
         try:
-            self.ahead = Ahead(self.a, self.b, device_target(), workers)
+            self.ahead = Ahead(self.a, self.b, device_target(), workers, self.subject_name)
         except Exception:  # an optimisation only: each variant compiles at its launch
             return
         for c in later:
@@ -546,12 +539,3 @@ class Loads:
         from triton import knobs
 
         knobs.compilation.listener = self._previous
-
-
-# --------------------------------------------------------------------------- stand-ins
-
-
-def _stand_in(config):
-    """A case with ``config``'s kernels and specialisations but at most two rows and
-    requests (two, not one: a dimension of size 1 changes what is contiguous)."""
-    return config.replace(tokens=min(config.tokens, 2), num_reqs=min(config.num_reqs, 2))

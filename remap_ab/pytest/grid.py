@@ -42,7 +42,7 @@ def add_options(group) -> None:
     group.addoption("--remap-grid", nargs="?", const="", default=None, metavar="FILE",
                     help="collect one item per case of the sweep's grid (FILE or a shipped grid's name, default the "
                          "subject's own grid) instead of the test suite")
-    options.add_to_pytest(group, options.FILTER, options.MAX_TOKENS,
+    options.add_to_pytest(group, options.FILTER, options.MAX_SIZE,
                           options.BATCH.but(default_text=f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"))
     group.addoption("--remap-grid-reports", default=None, metavar="DIR",
                     help="where reports of failing cases go (default <rootdir>/reports/pytest-grid)")
@@ -213,7 +213,8 @@ class _Verdicts:
             return _NoCompileAhead()
         from remap_ab.processes import precompile  # compile-ahead loads where a GPU grid run judges
 
-        ahead = precompile.InOrder(self.plugin.a, self.plugin.b, self.device, coming=coming)
+        ahead = precompile.InOrder(self.plugin.a, self.plugin.b, self.device, coming=coming,
+                                   subject=self.plugin.subject_name)
         self.config.add_cleanup(ahead.close)
         return ahead
 
@@ -248,7 +249,7 @@ class _Verdicts:
         if report:
             lines.append(f"report: {self.folder / report / plugin.report_file}")
         else:
-            lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION)} got one; "
+            lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION, plugin.subject)} got one; "
                          f"the command below writes this case's")
         replay = plugin.extras.replay(item.point.config, row, self.folder, plugin.a, plugin.b)
         if replay:
@@ -301,7 +302,7 @@ class GridPlugin:
         self.file = config.getoption("--remap-grid") or None
         try:
             self.selection = self.subject.select(self.file, config.getoption("--remap-grid-filter"),
-                                                 config.getoption("--remap-grid-max-tokens"), a, b,
+                                                 config.getoption(str(options.MAX_SIZE.plugin)), a, b,
                                                  runtime.current(), None)
         except RemapABError as exc:
             raise pytest.UsageError(f"--remap-grid: {exc}") from None
@@ -356,7 +357,7 @@ class GridPlugin:
         size = judge.size or f"{GPU_BATCH} on cuda, {CPU_BATCH} on cpu"
         source = self.file or f"{self.subject_name}'s {self.path.name}"
         lines = [f"remap-ab grid: {len(self.points)} {self.subject_name} cases of {source}, judged in batches of up "
-                 f"to {size}; report folders for {report_cap.describe(judge.cap, CAP_OPTION)} under {judge.folder}"]
+                 f"to {size}; report folders for {report_cap.describe(judge.cap, CAP_OPTION, self.subject)} under {judge.folder}"]
         if self.selection.note:
             lines.append(f"remap-ab grid: capped: {self.selection.note}")
         # The subject's lines a sweep prints before it runs (the remap: the points neither side can take), then its own.

@@ -29,8 +29,8 @@ command line has too are declared once, in remap_ab/options.py, with its help te
                                 more than PCT beyond noise (5%, or 0.05); default off.
                                 GPU only: on the CPU speed is not judged
   --remap-grid [FILE]           the subject's grid as one item per case, nothing else
-                                (remap_ab/pytest/grid.py; --remap-grid-filter,
-                                --remap-grid-max-tokens, --remap-grid-batch,
+                                (remap_ab/pytest/grid.py; --remap-grid-filter, the
+                                grid's size cap (options.MAX_SIZE), --remap-grid-batch,
                                 --remap-grid-reports, --remap-grid-report-cases)
 """
 

@@ -157,11 +157,11 @@ class MemcheckReport:
             return f"memcheck {self.label} ({self.source}): {state} ({self.detail})"
         if self.launches == 0:
             return f"memcheck {self.label}: no Triton launch to check (nothing checked)"
-        bad = f"{plural(self.bad_elements, 'lane')} out of bounds in {plural(len(self.bad_rows), 'row')}"
+        bad = f"{plural(self.bad_elements, 'element')} out of bounds in {plural(len(self.bad_rows), 'row')}"
         state = "clean" if self.clean else bad
 
         launches = plural(self.launches, "launch", "launches")
-        return f"memcheck {self.label}: {state} ({self.elements_checked} active lanes in {launches} checked)"
+        return f"memcheck {self.label}: {state} ({self.elements_checked} active elements in {launches} checked)"
 
 
 class Session:

@@ -136,7 +136,7 @@ def _summary(job: Soak, soak: SoakPlan, tally: engine.Tally, interrupted: Interr
         for line in engine.failure_lines(tally.failures_by_dimension()):
             print("  " + line)
         print(f"  report folders: {tally.report_folders} written for {len(failures)} cases not passing, "
-              f"{describe(job.reports)}"
+              f"{describe(job.reports, subject=subjects.get(job.subject))}"
               + ("" if tally.report_folders >= len(failures) else
                  "; any other case's report: its replay line below (or in soak.json) with --report DIR"))
     for rec in failures[:SHOWN]:

@@ -5,8 +5,8 @@ tqdm draws and formats it. Three things are ours:
 - the ETA comes from the *cost* of the cases left, not their count: grid cases differ
   1000x in size (T 1 ... 1024, K 128 ... 2048), so a count-based ETA swings with
   whichever cases happen to finish. ``CostModel`` learns, as the run goes, seconds =
-  a x cases + b x lanes (lanes = rows x columns of a case) by least squares over the
-  results so far, and prices what is left with it;
+  a x cases + b x cost (the sum of the cases' ``Subject.cost``, handed in) by least
+  squares over the results so far, and prices what is left with it;
 - the first result is excluded (worker start-up, kernel compiles), for the ETA and for
   the rate shown (cases per second since then);
 - when stderr is not a terminal (a CI log, ``2> file``), one plain line is written at
@@ -31,26 +31,26 @@ HEARTBEAT = 10.0
 
 
 class CostModel:
-    """seconds ~ a x cases + b x lanes, fitted (least squares, no intercept) to the time
-    since the first result against the cases and lanes finished since then. Where the
+    """seconds ~ a x cases + b x cost, fitted (least squares, no intercept) to the time
+    since the first result against the cases and the cost finished since then. Where the
     two-term fit is degenerate (every case the same size) or gives a negative term, the
-    better of the one-term fits (per case, per lane) is used."""
+    better of the one-term fits (per case, per unit of cost) is used."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.clock = clock
-        self.origin: Optional[tuple[float, int, int]] = None  # the first result: (time, cases, lanes)
+        self.origin: Optional[tuple[float, int, int]] = None  # the first result: (time, cases, cost)
         self.latest: Optional[tuple[float, int, int]] = None
-        # Sums over the marks after the first of x1 = cases, x2 = lanes, y = seconds (since the first).
+        # Sums over the marks after the first of x1 = cases, x2 = cost, y = seconds (since the first).
         self._s = dict.fromkeys(("11", "12", "22", "1y", "2y", "yy"), 0.0)
 
-    def add(self, cases: int, lanes: int) -> None:
-        """Record that ``cases`` cases of ``lanes`` lanes in all have finished so far."""
+    def add(self, cases: int, cost: int) -> None:
+        """Record that ``cases`` cases of ``cost`` in all have finished so far."""
         now = self.clock()
         if self.origin is None:
-            self.origin = (now, cases, lanes)
+            self.origin = (now, cases, cost)
             return
         t0, n0, u0 = self.origin
-        x1, x2, y = float(cases - n0), float(lanes - u0), now - t0
+        x1, x2, y = float(cases - n0), float(cost - u0), now - t0
         s = self._s
         s["11"] += x1 * x1
         s["12"] += x1 * x2
@@ -58,10 +58,10 @@ class CostModel:
         s["1y"] += x1 * y
         s["2y"] += x2 * y
         s["yy"] += y * y
-        self.latest = (now, cases, lanes)
+        self.latest = (now, cases, cost)
 
     def coefficients(self) -> Optional[tuple[float, float]]:
-        """(seconds per case, seconds per lane), or None before there is anything to fit."""
+        """(seconds per case, seconds per unit of cost), or None before there is anything to fit."""
         s = self._s
         if s["11"] <= 0:
             return None
@@ -74,21 +74,21 @@ class CostModel:
         per_case = (s["1y"] / s["11"], 0.0)
         if s["22"] <= 0:
             return per_case
-        per_lane = (0.0, s["2y"] / s["22"])
+        per_unit = (0.0, s["2y"] / s["22"])
 
         def sse(ab: tuple[float, float]) -> float:
             a, b = ab
             return (s["yy"] - 2 * a * s["1y"] - 2 * b * s["2y"] + a * a * s["11"] + 2 * a * b * s["12"]
                     + b * b * s["22"])
 
-        return min((per_case, per_lane), key=sse)
+        return min((per_case, per_unit), key=sse)
 
-    def remaining(self, cases_left: int, lanes_left: int) -> Optional[float]:
+    def remaining(self, cases_left: int, cost_left: int) -> Optional[float]:
         """Seconds for the cases left, priced by the fitted model (None: no fit yet)."""
         ab = self.coefficients()
         if ab is None:
             return None
-        return max(0.0, ab[0] * cases_left + ab[1] * lanes_left)
+        return max(0.0, ab[0] * cases_left + ab[1] * cost_left)
 
     def rate(self) -> Optional[float]:
         """Cases per second since the first result."""
@@ -133,9 +133,9 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.counts: Counter = Counter()
         self.total = total
-        self.total_lanes = int(sum(costs)) if costs is not None else total
+        self.total_cost = int(sum(costs)) if costs is not None else total
         self.done = 0
-        self.done_lanes = 0
+        self.done_cost = 0
         self.model = CostModel(clock)
         self._lock = threading.Lock()
         self._last_line = clock()
@@ -156,7 +156,7 @@ class Progress:
 
     def eta(self) -> Optional[float]:
         """Seconds left: the cost model's price of the cases not yet done."""
-        return self.model.remaining(self.total - self.done, self.total_lanes - self.done_lanes)
+        return self.model.remaining(self.total - self.done, self.total_cost - self.done_cost)
 
     def update(self, statuses, costs: Optional[Sequence[int]] = None) -> None:
         with self._lock:
@@ -164,8 +164,8 @@ class Progress:
             for s in statuses:
                 self.counts[Status(str(s))] += 1
             self.done += len(statuses)
-            self.done_lanes += int(sum(costs)) if costs is not None else len(statuses)
-            self.model.add(self.done, self.done_lanes)
+            self.done_cost += int(sum(costs)) if costs is not None else len(statuses)
+            self.model.add(self.done, self.done_cost)
             self.bar.set_postfix_str(self.verdicts(), refresh=False)
             self.bar.update(len(statuses))
             if self.enabled and not self.tty:

@@ -39,7 +39,7 @@ from remap_ab import runtime, subjects
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.host import gpus
 from remap_ab.host.interrupts import Interrupted, Interrupts
-from remap_ab.options import checked_output_dir
+from remap_ab.options import MAX_SIZE, checked_output_dir
 from remap_ab.processes import precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
@@ -64,6 +64,8 @@ GPU_BATCH = 64
 # A 1024-token case at K=2048 on the CPU is 16384 interpreter programs (30-60 s on one
 # core); the default leaves room for a slow, shared machine.
 DEFAULT_CASE_TIMEOUT = 900.0
+# run.json keeps the size cap under its option's name (schema.RunMeta).
+SIZE_KEY = MAX_SIZE.flag.removeprefix("--").replace("-", "_")
 
 
 @dataclass
@@ -73,7 +75,7 @@ class SweepOptions:
     subject: str = subjects.DEFAULT  # the kernel pair under test (subjects/)
     device: str = "auto"
     filters: list = field(default_factory=list)
-    max_tokens: Optional[int] = None  # None: every grid point
+    max_size: Optional[int] = None  # the grid's size cap (the subject's select); None: every grid point
     workers: Optional[int] = None  # None: one per GPU / per CPU core; 0: in-process
     batch: Optional[int] = None
     root: str = "reports"
@@ -103,7 +105,7 @@ class Sweep:
         if o.resume:
             self.folder = find_run(o.root, o.run)
             meta = read_run_json(self.folder)
-            o.a, o.b, o.filters, o.max_tokens, o.device = meta["a"], meta["b"], meta["filters"], meta["max_tokens"], meta["device"]
+            o.a, o.b, o.filters, o.max_size, o.device = meta["a"], meta["b"], meta["filters"], meta[SIZE_KEY], meta["device"]
             o.subject = meta.get("subject", subjects.DEFAULT)
             o.grid_file = meta.get("grid_file")
             o.memcheck = bool(meta.get("memcheck", False))
@@ -119,7 +121,7 @@ class Sweep:
             precompile.default_workers()  # $REMAP_AB_COMPILE_WORKERS checked before anything is written
         # What runs; A and B imported once before any worker starts (one clear error, once).
         # Workers, run.json and reports use the canonical names (a revision pinned).
-        sel = self.subject.select(o.grid_file, o.filters, o.max_tokens, o.a or self.subject.default_a,
+        sel = self.subject.select(o.grid_file, o.filters, o.max_size, o.a or self.subject.default_a,
                                   o.b or self.subject.default_b, self.device, meta)
         o.a, o.b = sel.a, sel.b
         self.selected = sel
@@ -188,7 +190,7 @@ class Sweep:
             "implementations": sel.meta.get("implementations"),  # what a file or revision name loaded
             "device": self.device,
             "filters": list(o.filters),
-            "max_tokens": o.max_tokens,
+            SIZE_KEY: o.max_size,
             "grid_file": o.grid_file,
             "grid_version": sel.grid_version,
             "grid_total": sel.grid_total,

@@ -236,7 +236,7 @@ def reports_line(s: dict, other_report: Optional[str] = None) -> str:
 
     written, failing = s.get("report_folders", 0), s["failing_cases"]
     text = (f"  report folders: {written} written for {plural(failing, 'failing case')}, "
-            f"{describe(s.get('reports', 'all'))}")
+            f"{describe(s.get('reports', 'all'), subject=subjects.get(s.get('subject', subjects.DEFAULT)))}")
     if written >= failing:
         return text
     if other_report is None:

@@ -245,7 +245,7 @@ class Verdict:
     def from_dict(cls, d: Any) -> Verdict:
         """The verdict ``to_dict`` wrote. Strict (schema.VerdictData): a missing or
         wrong-typed field raises ``ReportError`` naming it (the caller adds the file)."""
-        from remap_ab import schema  # pydantic is loaded only when a file is read
+        from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
         data = schema.load(schema.VerdictData, d, where="verdict", error=ReportError)
         return cls(

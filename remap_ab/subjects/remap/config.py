@@ -261,7 +261,7 @@ class CaseConfig:
         """A configuration from plain values, strings converted ("3", "true", "0.3"):
         schema.config_input, CaseConfig's fields as a lax model. A field that is no
         valid value of its type is one ConfigError naming it."""
-        from remap_ab import schema  # pydantic is loaded only when a file is read
+        from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
         unknown = sorted(set(data) - set(FIELD_TYPES))
         if unknown:

@@ -165,7 +165,7 @@ def describe(configs: Iterable) -> str:
 
 
 def _parse(data: dict, source: str) -> Envelope:
-    from remap_ab import schema  # pydantic is loaded only when the file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when the file is read
 
     e = schema.load(schema.EnvelopeData, data, where=f"envelope file {source}", error=ConfigError)
     widths = []
@@ -193,7 +193,7 @@ def load(path: Optional[str] = None) -> Envelope:
     """The envelope: the packaged ``remap_ab/subjects/remap/envelope.toml``, or the file ``path``."""
     from pathlib import Path
 
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     file: schema.Readable
     if path is None:

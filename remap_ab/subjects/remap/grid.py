@@ -433,7 +433,7 @@ def _rejection_spec(source: str, raw, dim_names: set) -> Optional[RejectionSpec]
 
 
 def _axis(source: str, section: str, i: int, entry: dict, rotation: bool, widths: tuple = ()) -> Axis:
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     name = entry.get("name")
     key = f"{section} {name!r}" if isinstance(name, str) and name else f"[[{section}]] #{i + 1}"
@@ -464,7 +464,7 @@ def _axis(source: str, section: str, i: int, entry: dict, rotation: bool, widths
 def parse(data: dict, source: str = "") -> Grid:
     """A Grid from the TOML's data; ConfigError naming the file and the key of the
     first thing of the wrong shape or type (schema.GridData and its entries)."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     g = schema.load(schema.GridData, data, where=f"grid file {source}", error=ConfigError)
     widths = _widths(source, g.width)
@@ -523,7 +523,7 @@ def _is_name(text: str) -> bool:
 def load(path: Optional[str] = None) -> Grid:
     """The grid ``path`` names: None or ``pr`` (the packaged ``remap_ab/subjects/remap/grid.toml``),
     the NAME of another shipped grid (``remap_ab/subjects/remap/grids/NAME.toml``), or a file."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     grids = shipped()
     file: schema.Readable

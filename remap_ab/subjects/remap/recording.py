@@ -17,6 +17,7 @@ from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.batch import run_batch
 from remap_ab.subjects.remap.compare import lost_verdict
 from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.failure_class import slot_key
 from remap_ab.subjects.remap.inputs import generate_inputs
 from remap_ab.subjects.remap.rejections import RejectionCase, is_task, judged, replay_command
 from remap_ab.subjects.remap.report import write_case_report, write_crash_report, write_rejection_report
@@ -134,7 +135,7 @@ def _keeper(folder, reports):
     slots = report_cap.slots(folder, reports)
     if slots is None:
         return None
-    return lambda config, verdict: slots.claim(config, _first_check(verdict))
+    return lambda config, verdict: slots.claim_key(slot_key(config, _first_check(verdict)), config.case_id)
 
 
 def _first_check(verdict) -> str:
@@ -181,7 +182,7 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
                          max_row_valid="", rejection=config.id)
     slots = report_cap.slots(folder, reports)
     report = ""
-    if slots is None or slots.claim(config, Check(status.value)):
+    if slots is None or slots.claim_key(slot_key(config, Check(status.value)), config.case_id):
         try:
             report = _write_lost_report(config, a, b, message, folder, device, status).name
         except Exception:  # the row matters more than its report

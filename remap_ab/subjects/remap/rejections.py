@@ -129,7 +129,7 @@ def make(id: str, precondition: str, base: CaseConfig, args: Mapping | None = No
 @lru_cache(maxsize=4)
 def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
     """Every call of ``path`` (default: the packaged ``rejections.toml``)."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     file: schema.Readable
     if path is None:
@@ -142,7 +142,7 @@ def load(path: Optional[str] = None) -> tuple[RejectionCase, ...]:
 def parse(data: dict, source: str = REJECTIONS_FILE) -> tuple[RejectionCase, ...]:
     """The calls of a parsed rejections file (schema.RejectionsData, then each call's
     schema.RejectionCallData); ConfigError naming the file, the call and the field."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     top = schema.load(schema.RejectionsData, data, where=f"rejections file {source}", error=ConfigError)
     out, seen = [], set()

@@ -860,7 +860,7 @@ class Report:
         file is missing, corrupt or disagrees with verdict.json."""
         import torch
 
-        from remap_ab import schema  # pydantic is loaded only when a file is read
+        from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
         record = self.outputs
         if record is None:
@@ -887,7 +887,7 @@ class Report:
     def full_outputs(self) -> dict:
         """The whole outputs (--full-tensors), each tensor checked against the sha256
         verdict.json records; ReportError where there are none or they do not match."""
-        from remap_ab import schema  # pydantic is loaded only when a file is read
+        from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
         record = self.outputs
         if record is None or record["full_file"] is None:
@@ -911,7 +911,7 @@ def load_report(path) -> Report:
     file and the field, when it is missing, incomplete or corrupt."""
     import torch
 
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     folder = Path(path)
     if folder.is_file():
@@ -975,7 +975,7 @@ def load_report(path) -> Report:
 
 def _input_tensors(folder: Path, name: str, tensors) -> CaseInputs:
     """A file's input tensors, checked (schema.InputTensorsData, the required three)."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     where = f"report {folder}: {name}"
     if not isinstance(tensors, dict) or not {"req_id", "block_table", "token_indices"} <= set(tensors):

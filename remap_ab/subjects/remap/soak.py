@@ -21,7 +21,7 @@ batches of their own, each call queued behind the load), recorded as the sweep
 records a case (``recording.py``). On the CPU (the batched Triton interpreter) the
 cases run one at a time and T is capped small by default.
 
-A new variant (precompile.variant_key: the constexprs and the layout) is a new Triton
+A new variant (config.variant_key: the constexprs and the layout) is a new Triton
 compile on a GPU, so there one draw in ``fresh_every`` brings a new variant and the
 others re-draw the data of a recent one (``draws_from``); the driver compiles the
 coming variants ahead (``SoakPlan.compile_ahead``).
@@ -110,7 +110,7 @@ def prefill_steps() -> tuple:
 def _dcp_sizes(spec: dict) -> tuple:
     sizes = envelope.load().dcp_sizes
     return (1,) if spec.get("dcp") == 1 else tuple(s for s in sizes if s > 1)
-# A variant (the compile-relevant fields: precompile.variant_key) is reused by the
+# A variant (the compile-relevant fields: config.variant_key) is reused by the
 # draws after it: with ``fresh_every`` F, one draw in F brings a new variant and the
 # others re-draw the data of one of the RECENT_VARIANTS latest (T, the table, the
 # rows, the seed...). On a GPU a new variant is a new compile; on the CPU nothing is.
@@ -243,7 +243,7 @@ def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_sha
 def redraw(rng: random.Random, base: Draw, max_tokens: int, prefill_share: float = 0.0) -> Draw:
     """``base``'s variant (path, widths, DCP, everything compiled) with fresh data."""
     fields = _data_fields(rng, max_tokens, base.config.has_prefill, prefill_share)
-    for name in ("tokens", "num_reqs"):  # one row, one request: a variant of its own (precompile.variant_key)
+    for name in ("tokens", "num_reqs"):  # one row, one request: a variant of its own (config.variant_key)
         if (fields[name] == 1) != (getattr(base.config, name) == 1):
             fields[name] = 1 if getattr(base.config, name) == 1 else 2
     return Draw(base.config.replace(**fields), base.path)

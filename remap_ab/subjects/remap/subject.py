@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from remap_ab.subject import JudgeSettings, PytestHooks, Selection
-from remap_ab.subjects.remap import api_compat, features, registry, rejections
+from remap_ab.subjects.remap import api_compat, compile_ahead, failure_class, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
 from remap_ab.subjects.remap.selection import cap_note, select_with_calls
@@ -36,6 +36,7 @@ COLUMNS = (
 class RemapSubject:
     name = "remap"
     title = "vLLM's sparse-MLA index remap (docs/spec.md)"
+    failure_classes = failure_class.WORDS
     default_a = "old"
     default_b = "new"
     columns = COLUMNS
@@ -91,6 +92,9 @@ class RemapSubject:
 
     def variant(self, config: Any) -> Optional[tuple]:
         return variant_key(config) if isinstance(config, CaseConfig) else None
+
+    def warm_up(self, a: str, b: str, config: Any) -> list[str]:
+        return compile_ahead.warm_up(a, b, config)
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
         return summarise_remap(rows, meta, grid)

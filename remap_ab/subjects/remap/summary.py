@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from remap_ab import command_line
-from remap_ab.speed import speed_lines, speed_rows
 from remap_ab.status import Status
 from remap_ab.subject import SummaryLines
 from remap_ab.subjects.remap import api_compat, features
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import BACKEND_NAMES
+from remap_ab.subjects.remap.speed_table import speed_lines, speed_rows
 
 # The derived dimension "valid lanes": each case's largest per-row valid count (the
 # oracle's), bucketed so that e.g. "fails only when a row has > 100 valid lanes" reads

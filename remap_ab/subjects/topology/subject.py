@@ -130,6 +130,7 @@ def choose(grid: Optional[str], filters: list, max_size: Optional[int], device: 
 class TopologySubject:
     name = "topology"
     title = "vLLM's topology-witness merge (docs/topology.md)"
+    failure_classes = "check"  # report.claim's class
     default_a = "a"
     default_b = "b"
     columns: Sequence[str] = COLUMNS
@@ -205,6 +206,9 @@ class TopologySubject:
 
     def variant(self, config: Any) -> None:
         return None  # the fused kernel compiles at its first launch; no compile-ahead yet
+
+    def warm_up(self, a: str, b: str, config: Any) -> list[str]:
+        return []  # never asked: ``variant`` is None, so nothing is compiled ahead
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
         return summarise(rows, meta, grid)

@@ -83,7 +83,7 @@ class Mutant:
 def parse(data: dict[str, Any]) -> tuple[Mutant, ...]:
     """Check the parsed TOML (schema.CatalogueData, then each entry's
     schema.MutantEntry) and build the mutants; MutantError names what is wrong."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     top = schema.load(schema.CatalogueData, data, where=CATALOGUE_FILE, error=MutantError)
     mutants, seen = [], set()
@@ -96,7 +96,7 @@ def parse(data: dict[str, Any]) -> tuple[Mutant, ...]:
 
 
 def _mutant(entry: dict, n: int, bases: dict) -> Mutant:
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     mid = entry.get("id")
     named = isinstance(mid, str) and mid.isidentifier()
@@ -144,7 +144,7 @@ def _witness(spec: Any, bases: dict, where: str) -> dict:
 @functools.lru_cache(maxsize=1)
 def load() -> tuple[Mutant, ...]:
     """The packaged catalogue (``remap_ab/subjects/remap/mutants/catalogue.toml``)."""
-    from remap_ab import schema  # pydantic is loaded only when a file is read
+    from remap_ab.subjects.remap import schema  # pydantic is loaded only when a file is read
 
     file = resources.files(__package__).joinpath(CATALOGUE_FILE)
     return parse(schema.read_toml(file, what=CATALOGUE_FILE, error=MutantError))
