@@ -191,7 +191,8 @@ def format_summary(s: dict, show: int = 10) -> str:
         rate = f" ({n / wall:.1f} cases/s)" if wall else ""
         lines.append(
             f"  time: wall {wall:.2f} s for {n} cases{rate}, {sess.get('workers', '?')} worker(s), batch {sess.get('batch', '?')}; "
-            + (f"worker start-up (process start, imports, device init) {sess['startup_seconds']:.2f} s; " if sess.get("startup_seconds") else "")
+            + (f"worker start-up (process start, imports, device init) {sess['startup_seconds']:.2f} s; "
+               if sess.get("startup_seconds") else "")
             + phases_text(ph, sess.get("phases_split", True))
         )
     if sess.get("compile_ahead"):  # a GPU run's Triton variants, compiled on the host's cores (precompile.py)
