@@ -12,12 +12,10 @@ import argparse
 import datetime
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from remap_ab import command_line, options, runtime, subjects
 from remap_ab.bench.session import Session
-from remap_ab.commands.common import environment, subject_named, subject_part
-from remap_ab.errors import RemapABError
+from remap_ab.commands.common import compose_subject_part, environment, subject_named, subject_part
 
 # Each subject's bench part (remap_ab/subjects/NAME/bench.py, or a package bench/) declares
 #   DESCRIPTION                    its part of this command's --help text;
@@ -47,19 +45,8 @@ def _flags(p) -> set:
     return {flag for action in p._actions for flag in action.option_strings if flag.startswith("--")}
 
 
-def _part(name: str) -> ModuleType | None:
-    """Subject ``name``'s bench part; None where there is none (main says so, in one line)."""
-    try:
-        return subject_part(name, "bench", "bench")
-    except RemapABError:
-        return None
-
-
 def _compose(p, name: str) -> None:
-    part = _part(name)
-    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the subject's section list keeps its layout
-    head, _, tail = (__doc__ or "").strip().partition("\n\n")
-    p.description = "\n\n".join(x for x in (head, getattr(part, "DESCRIPTION", ""), tail) if x)
+    part = compose_subject_part(p, name, "bench", "bench", __doc__ or "")
     options.add_implementations(p, decided_later=(f"{options.A.default}; the subject's own with --subject",
                                                   f"{options.B.default}; the subject's own with --subject"))
     options.add(p, options.SUBJECT)

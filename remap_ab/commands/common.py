@@ -12,7 +12,6 @@ from types import ModuleType
 
 from remap_ab import options, subjects
 from remap_ab.errors import RemapABError, UsageError
-from remap_ab.options import int_list  # noqa: F401 (the commands' list parser, defined with the options)
 
 
 def subject_part(name: str, part: str, command: str) -> ModuleType:
@@ -38,13 +37,13 @@ def subject_named(words: list[str]) -> str:
     return known.subject
 
 
-def compose_subject_part(p: argparse.ArgumentParser, words: list[str], part: str, command: str,
+def compose_subject_part(p: argparse.ArgumentParser, name: str, part: str, command: str,
                          doc: str) -> ModuleType | None:
-    """The part ``part`` of the subject the words name (None where it has none: the
-    command's main says so in one line), its DESCRIPTION set between the first paragraph
-    of the command's ``doc`` and the rest, as ``p``'s --help description."""
+    """The part ``part`` of subject ``name`` (None where it has none: the command's main
+    says so in one line), its DESCRIPTION set between the first paragraph of the
+    command's ``doc`` and the rest, as ``p``'s --help description."""
     try:
-        module: ModuleType | None = subject_part(subject_named(words), part, command)
+        module: ModuleType | None = subject_part(name, part, command)
     except RemapABError:
         module = None
     head, _, tail = doc.strip().partition("\n\n")

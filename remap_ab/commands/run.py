@@ -9,7 +9,7 @@ and the command that runs it again.
 from __future__ import annotations
 
 from remap_ab import options
-from remap_ab.commands.common import compose_subject_part, subject_part
+from remap_ab.commands.common import compose_subject_part, subject_named, subject_part
 
 # A subject's run part (remap_ab/subjects/NAME/run_command.py) declares
 #   DESCRIPTION       its paragraph of this command's --help;
@@ -20,7 +20,7 @@ from remap_ab.commands.common import compose_subject_part, subject_part
 def add_arguments_for(p, words: list[str]) -> None:
     """``--subject``, then the options of the subject the words name (the default
     subject's without); a subject without a run part adds none, and main says so."""
-    part = compose_subject_part(p, words, "run_command", "run", __doc__ or "")
+    part = compose_subject_part(p, subject_named(words), "run_command", "run", __doc__ or "")
     options.add(p, options.SUBJECT)
     if part is not None:
         part.add_arguments(p)

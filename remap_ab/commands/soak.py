@@ -25,7 +25,7 @@ import os
 import random
 
 from remap_ab import runtime, subjects
-from remap_ab.commands.common import compose_subject_part
+from remap_ab.commands.common import compose_subject_part, subject_named
 from remap_ab.errors import UsageError
 from remap_ab.host import gpus
 from remap_ab.options import (
@@ -58,9 +58,9 @@ def add_arguments_for(p, words: list[str]) -> None:
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
     add(p, SUBJECT)
-    part = compose_subject_part(p, words, "soak_command", "soak", __doc__ or "")
+    part = compose_subject_part(p, subject_named(words), "soak_command", "soak", __doc__ or "")
     if part is None:
-        part = compose_subject_part(p, ["--subject", subjects.DEFAULT], "soak_command", "soak", __doc__ or "")
+        part = compose_subject_part(p, subjects.DEFAULT, "soak_command", "soak", __doc__ or "")
     before = {a.dest for a in p._actions}
     if part is not None:
         part.add_arguments(p)
