@@ -1,14 +1,20 @@
-"""remap-ab: bit-exact A/B differential testing of the sparse-MLA index remap kernels.
+"""remap-ab: bit-exact A/B differential testing of GPU kernel pairs.
 
-The public surface is what this module exports; everything else is internal. The
-core (configs, inputs, comparators, reports) imports without Triton; running a case
-imports the kernels lazily, after the backend is chosen.
+The public surface is what this module exports: the errors, and the default subject's
+public names (its ``public.NAMES``: a case's config and ID, its inputs, the verdict, one
+case run), each served on first use from the module the subject names for it. The core
+(configs, inputs, comparators, reports) imports without Triton; running a case imports
+the kernels lazily, after the backend is chosen.
 
 Importing remap_ab changes nothing in the process: not the environment, not torch's
 settings. The command line and the pytest plugin choose the Triton backend up front;
-a library user's first ``run_case`` (or ``registry.get``) chooses it then.
+a library user's first case run (or ``registry.get``) chooses it then.
 """
 
+import importlib
+from typing import Any
+
+from remap_ab import subjects
 from remap_ab.errors import (
     BackendError,
     ConfigError,
@@ -23,41 +29,34 @@ from remap_ab.errors import (
     ResourceError,
     UsageError,
 )
-from remap_ab.subjects.remap.compare import Mismatch, OrderContract, Output, Reference, Verdict, compare
-from remap_ab.subjects.remap.config import CaseConfig, case_id
-from remap_ab.subjects.remap.inputs import CaseInputs, generate_inputs
+
+# The default subject's public names -> the modules holding them (imported on first use).
+_PUBLIC: dict[str, str] = importlib.import_module(f"remap_ab.subjects.{subjects.DEFAULT}.public").NAMES
 
 __all__ = [
     "BackendError",
-    "CaseConfig",
-    "CaseInputs",
     "ConfigError",
     "DisagreementError",
     "ImplementationError",
     "InternalError",
     "InputError",
-    "Mismatch",
     "NeedsGPUError",
-    "OrderContract",
-    "Output",
     "ProfileError",
-    "Reference",
     "RemapABError",
     "ReportError",
     "ResourceError",
     "UsageError",
-    "Verdict",
-    "case_id",
-    "compare",
-    "generate_inputs",
-    "run_case",
 ]
+__all__ += _PUBLIC
 
 
-def run_case(*args, **kwargs):
-    """See :func:`remap_ab.subjects.remap.runner.run_case` (imported lazily: it may load Triton)."""
-    # keeps `import remap_ab` (so `remap-ab --help`) light: a library user pays for the runner's
-    # imports (call.py, the sanitizer, the registry) only when running a case
-    from remap_ab.subjects.remap.runner import run_case as _run_case
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # found once: later lookups do not come here
+    return value
 
-    return _run_case(*args, **kwargs)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

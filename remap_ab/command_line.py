@@ -2,7 +2,8 @@
 reports, verdicts, summaries and messages print.
 
 A line is, in this order: the PYTHONPATH a custom module needs, the program, the
-subcommand, what it runs (a report folder, a case ID, ``--rejection ID``), the
+subcommand, ``--subject NAME`` where the target is that subject's (it says how the
+target reads), what it runs (a report folder, a case ID, ``--rejection ID``), the
 implementations (``--a``, ``--b``, then ``--repo``), the case's own options, then
 ``--schedule``, ``--device``, ``--inputs``, ``--memcheck`` and any others. Every value
 is quoted for a POSIX shell (shlex), so a path with a space or a quote survives a
@@ -29,15 +30,18 @@ def python_path(entries: Iterable[str]) -> str:
     return f"PYTHONPATH={shlex.quote(os.pathsep.join(unique))}${{PYTHONPATH:+:$PYTHONPATH}} "
 
 
-def line(subcommand: str, *what: str, a: Optional[str] = None, b: Optional[str] = None, repo: Optional[str] = None,
-         case: str = "", schedule: Optional[tuple[str, int]] = None, device: Optional[str] = None,
-         inputs: Optional[str] = None, memcheck: bool = False, options: Sequence[tuple[str, Optional[str]]] = (),
+def line(subcommand: str, *what: str, subject: Optional[str] = None, a: Optional[str] = None,
+         b: Optional[str] = None, repo: Optional[str] = None, case: str = "",
+         schedule: Optional[tuple[str, int]] = None, device: Optional[str] = None, inputs: Optional[str] = None,
+         memcheck: bool = False, options: Sequence[tuple[str, Optional[str]]] = (),
          path_entries: Iterable[str] = ()) -> str:
     """The command line of ``remap-ab SUBCOMMAND``. ``what``: its target words (each
     quoted); ``case``: a case's options as its subject's case ``cli_args()`` words them (flags
-    and plain values, no quoting needed); ``options``: further ``(flag, value)`` pairs
+    and plain values, no quoting needed); ``subject``: the subject whose target ``what`` is
+    (``--subject NAME``, written before it); ``options``: further ``(flag, value)`` pairs
     in order, ``value`` None for a flag alone; ``path_entries``: folders for PYTHONPATH."""
-    words = [PROGRAM, subcommand, *(shlex.quote(w) for w in what)]
+    words = [PROGRAM, subcommand, *(["--subject", shlex.quote(subject)] if subject is not None else []),
+             *(shlex.quote(w) for w in what)]
     for flag, value in (("--a", a), ("--b", b), ("--repo", repo)):
         if value is not None:
             words += [flag, shlex.quote(value)]

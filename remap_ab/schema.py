@@ -15,6 +15,7 @@ shapes use; a subject's own files' shapes are in its package (the remap's:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tomllib
 import types
@@ -73,7 +74,8 @@ def _field_at(model: type[BaseModel], loc: tuple) -> tuple[Any, bool]:
     for part in loc:
         current, _ = _unwrap(current)
         if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(part))
+            field = current.model_fields.get(str(part)) or next(
+                (f for f in current.model_fields.values() if f.alias == part), None)  # a key under another name
             if field is None:
                 return None, False
             current, nullable = _unwrap(field.annotation)
@@ -190,11 +192,12 @@ class ApiDifferenceData(Open):
 
 
 class RunMeta(Open):
+    """run.json but for its size cap, which ``run_meta`` adds under the cap option's name."""
+
     a: str = Field(min_length=1)
     b: str = Field(min_length=1)
     device: typing.Literal["cpu", "cuda"]
     filters: list[str]
-    max_tokens: Optional[int] = Field(ge=1)
     selected: int = Field(ge=0)
     run: str = ABSENT
     grid_file: Optional[str] = None
@@ -211,6 +214,13 @@ class RunMeta(Open):
     phase_seconds: dict[str, float] = ABSENT
     wall_seconds: float = ABSENT
     last_session: dict[str, Any] = ABSENT
+
+
+@functools.cache
+def run_meta(size_key: str) -> type[RunMeta]:
+    """run.json's shape: ``RunMeta`` and the grid's size cap (``max_size``, null: none),
+    kept under ``size_key``, the cap option's name (``run_folder.SIZE_KEY``)."""
+    return create_model("RunMeta", __base__=RunMeta, max_size=(Optional[int], Field(ge=1, alias=size_key)))
 
 
 # Implementations as a report folder records them, and tensors as torch read them.

@@ -28,7 +28,9 @@ class Status(StrEnum):
 
 
 class Check(StrEnum):
-    """Which check a failure comes from (``Mismatch.check``)."""
+    """Which check a failure comes from (a subject's ``Mismatch.check``): the contract
+    checks any subject may run. A subject's checks of its own are a StrEnum in its
+    package, read back beside these by ``check_named``."""
 
     OUT = "out"  # an output element differs from the oracle's
     COUNTS = "counts"  # a row's valid count differs
@@ -49,7 +51,18 @@ class Check(StrEnum):
     SYNC = "sync"  # the call synchronises with the host (torch.cuda.set_sync_debug_mode "error")
     STREAM = "stream"  # outputs read on the caller's stream are not ready: work left on another stream
     BUFFERS = "buffers"  # a caller-owned output buffer not returned, or written around
-    BACKEND_VIEW = "backend_view"  # an attention backend would read different KV rows from A's and B's outputs
+
+
+def check_named(word: object, *own: type[StrEnum]) -> StrEnum:
+    """The check ``word`` names: one of ``Check``'s, or of a subject's own (``own``: its
+    StrEnums of checks beside ``Check``). ValueError listing every known word otherwise
+    (its message is the list: ``one of out, counts, ...``)."""
+    kinds: tuple[type[StrEnum], ...] = (Check, *own)
+    members = [member for kind in kinds for member in kind]
+    for member in members:
+        if member.value == word:
+            return member
+    raise ValueError("one of " + ", ".join(member.value for member in members))
 
 
 class Outcome(StrEnum):

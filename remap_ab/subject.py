@@ -101,6 +101,9 @@ class SoakSettings:
     # The command's size and schedule options by their names in ``remap-ab soak``'s
     # arguments (commands/soak.py); None: not given. Each subject reads those it honours.
     options: dict = field(default_factory=dict)
+    # The flag of each of the subject's soak part's options (name -> "--flag"): a subject
+    # below the command line words its repeat line with them.
+    flags: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -9,10 +9,11 @@ import torch
 
 from remap_ab import runtime
 from remap_ab.errors import ConfigError
-from remap_ab.status import Check, Status
+from remap_ab.status import Status
 from remap_ab.subjects.remap import backend_views, grid, registry
 from remap_ab.subjects.remap.backend_views import backend_views as views_of
 from remap_ab.subjects.remap.batch import run_batch
+from remap_ab.subjects.remap.checks import RemapCheck
 from remap_ab.subjects.remap.compare import compare
 from remap_ab.subjects.remap.config import BACKEND_CALLS, BACKEND_NAMES, CaseConfig, caller_width
 from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
@@ -148,7 +149,7 @@ def test_an_order_sensitive_reader_of_that_output_fails_naming_the_backend(monke
     r = run_case(_D, "old", "new", schedule=lambda: interpreter_schedule("tiles_reversed", 0))
     v = r.verdict
     assert v.status is Status.FAIL and v.backend_view == "differs"
-    assert [m.check for m in v.failures] == [Check.BACKEND_VIEW]
+    assert [m.check for m in v.failures] == [RemapCheck.BACKEND_VIEW]
     line = v.first_line()
     assert line.startswith("FlashInfer SM100, DCP 2, rank 1, interleave 1, pattern D, block 32: [backend_view]")
     assert "the wrapper-level contract allows" in line
@@ -186,7 +187,7 @@ def test_a_hazard_on_one_side_only_is_an_ab_difference_not_a_hazard():
     views = views_of(c, r.a, b, r.reference)
     v = compare(c.case_id, r.a, b, r.reference, compacted=False, counts_returned=True, views=views, caller=c.caller)
     assert v.status is Status.FAIL and v.hazard_rows == 0
-    assert Check.BACKEND_VIEW in [m.check for m in v.failures]
+    assert RemapCheck.BACKEND_VIEW in [m.check for m in v.failures]
 
 
 # ------------------------------------------------------------------- planted bug
@@ -228,7 +229,7 @@ def test_a_bug_only_sm120_calls_reach_is_caught_and_named_by_backend(points, bro
     line = failed[0].verdict.first_line()
     assert line.startswith("FlashInfer SM120, pattern C, block 256: [out]"), line
     # SM120 reads the entries >= 0 in order: it sees the bug too, and says so.
-    assert [m.check for m in failed[0].verdict.failures][-1] is Check.BACKEND_VIEW
+    assert [m.check for m in failed[0].verdict.failures][-1] is RemapCheck.BACKEND_VIEW
     assert "FlashInfer SM120 would attend to other KV rows" in failed[0].verdict.failures[-1].message
 
 

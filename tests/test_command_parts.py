@@ -13,6 +13,7 @@ from remap_ab import cli, options
 from remap_ab.commands import common
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import run_command, soak_command
+from remap_ab.subjects.topology import soak_command as topology_soak_command
 
 
 def _parsed(words: list[str]) -> argparse.Namespace:
@@ -25,7 +26,7 @@ def _description(command: str, words: list[str]) -> str:
     return sub.description or ""
 
 
-@pytest.mark.parametrize("command,target", [("run", []), ("replay", ["abcdefabcdef"])])
+@pytest.mark.parametrize("command,target", [("run", [])])
 def test_a_subject_without_a_part_is_one_line_exit_2(capsys, command, target):
     assert cli.main([command, "--subject", "topology", *target]) == 2
     err = capsys.readouterr().err.strip()
@@ -51,10 +52,15 @@ def test_the_soak_hands_its_subjects_options_by_name():
     args = _parsed(["soak", "--minutes", "1", "--max-tokens", "8", "--max-topk", "512"])
     assert args._subject_options == ("max_tokens", "max_topk")
     assert (args.max_tokens, args.max_topk) == (8, 512)
-    # A subject without a soak part of its own (the topology) takes the default's.
-    args = _parsed(["soak", "--subject", "topology", "--minutes", "1", "--max-tokens", "300"])
+    # The topology's part: the shared size cap (its flag, dest max_size) and its own topk cap.
+    args = _parsed(["soak", "--subject", "topology", "--minutes", "1", options.MAX_SIZE.flag, "300"])
+    assert args._subject_options == ("max_size", "max_topk") and args.max_size == 300
+    assert args._subject_flags == {"max_size": options.MAX_SIZE.flag, "max_topk": "--max-topk"}
+    assert topology_soak_command.DESCRIPTION in _description("soak", ["--subject", "topology"])
+    assert soak_command.DESCRIPTION not in _description("soak", ["--subject", "topology"])
+    # A subject without a soak part of its own takes the default's.
+    args = _parsed(["soak", "--subject", "sums_subject:SUBJECT", "--minutes", "1", "--max-tokens", "300"])
     assert args._subject_options == ("max_tokens", "max_topk") and args.max_tokens == 300
-    assert soak_command.DESCRIPTION in _description("soak", ["--subject", "topology"])
 
 
 def test_the_size_cap_is_the_default_subjects_flag_and_the_sweeps_max_size():

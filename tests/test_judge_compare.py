@@ -17,6 +17,7 @@ import torch
 
 from remap_ab.errors import ReportError
 from remap_ab.status import Check, Status
+from remap_ab.subjects.remap.checks import RemapCheck
 from remap_ab.subjects.remap.compare import (
     Mismatch,
     OrderContract,
@@ -533,7 +534,7 @@ _STATUSES = "one of pass, fail, error, crash, timeout"
     (("order_differs",), 0, f"{_V} 'order_differs' is int 0, expected true or false"),
     (("order_differs_rows",), True, f"{_V} 'order_differs_rows' is bool true, expected an integer"),
     (("order_differs_rows",), "2", f"{_V} 'order_differs_rows' is str '2', expected an integer"),
-    (("failures", 0, "check"), "wrong", f"{_F}check' is str 'wrong', expected one of " + ", ".join(c.value for c in Check)),
+    (("failures", 0, "check"), "wrong", f"{_F}check' is str 'wrong', expected one of " + ", ".join(c.value for c in (*Check, *RemapCheck))),
     (("failures", 0, "row"), 1.5, f"{_F}row' is float 1.5, expected an integer"),
     (("failures", 0, "col"), None, f"{_F}col' is NoneType null, expected an integer"),
     (("failures", 0, "lanes"), "1", f"{_F}lanes' is str '1', expected an integer"),

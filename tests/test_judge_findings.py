@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from remap_ab.sanitizer.memcheck import Finding, MemcheckReport
-from remap_ab.status import Check, Status
+from remap_ab.status import Check, Status, check_named
 from remap_ab.subjects.remap.backend_views import MODELS, Views, row_evidence
+from remap_ab.subjects.remap.checks import RemapCheck
 from remap_ab.subjects.remap.compare import (
     CallFinding,
     Mismatch,
@@ -353,7 +354,7 @@ def test_a_view_that_differs_fails_even_where_the_wrapper_contract_allows_it():
     assert v.status is Status.FAIL and v.backend_view == "differs" and v.hazard_rows == 0
     (m,) = v.failures
     assert fields(m) == (
-        Check.BACKEND_VIEW, "a vs b", 2, 0, {"a": 9, "b": 10, "oracle": 9}, 5, 2,
+        RemapCheck.BACKEND_VIEW, "a vs b", 2, 0, {"a": 9, "b": 10, "oracle": 9}, 5, 2,
         f"{FA3.name} would attend to other KV rows with b than with a (a difference the wrapper-level contract "
         f"allows); it {FA3.rule}")
     assert m.status is Status.FAIL
@@ -370,7 +371,7 @@ def test_a_view_that_differs_on_top_of_a_wrapper_failure_does_not_say_allowed():
     ref = ref_of([[1, 2], [3, 4]])
     b = side("b", ref, rows=[[1, 2], [4, 4]])
     v = judge(side("a", ref), b, ref, views=views(FA3, [False, True]))
-    assert [m.check for m in v.failures] == [Check.OUT, Check.BACKEND_VIEW]
+    assert [m.check for m in v.failures] == [Check.OUT, RemapCheck.BACKEND_VIEW]
     m = v.failures[1]
     assert (m.row, m.col, m.values, m.lanes, m.rows) == (1, 0, {"a": 3, "b": 4, "oracle": 3}, 1, 1)
     assert m.message == f"{FA3.name} would attend to other KV rows with b than with a; it {FA3.rule}"
@@ -391,9 +392,9 @@ def test_rows_equal_in_values_but_not_in_counts_name_the_counts():
     v = judge(side("a", ref), b, ref, compacted=True, views=views(FA3, [False, True]))
     m = v.failures[-1]
     assert (m.check, m.row, m.col, m.values, m.lanes, m.rows) == (
-        Check.BACKEND_VIEW, 1, -1, {"a": 1, "b": 0, "oracle": 1}, 0, 1)
+        RemapCheck.BACKEND_VIEW, 1, -1, {"a": 1, "b": 0, "oracle": 1}, 0, 1)
     assert m.line().endswith("at row 1 (a=1, b=0, oracle=1); 1 row differs")
-    assert [x.check for x in v.failures] == [Check.COUNTS, Check.BACKEND_VIEW]
+    assert [x.check for x in v.failures] == [Check.COUNTS, RemapCheck.BACKEND_VIEW]
 
 
 def test_a_set_view_sees_a_reordering_as_the_same():
@@ -593,9 +594,9 @@ def test_lines_of_every_shape():
     assert m.line() == "[rejects] b: m (a=1, b=None)"
     assert Mismatch(Check.REJECTS, "b", -1, -1, {}, 0, 0, "m").line() == "[rejects] b: m"
     # A per-row quantity other than counts: rows, with the verb agreeing.
-    m = Mismatch(Check.BACKEND_VIEW, "a vs b", 3, -1, {"a": 1}, 0, 2, "m")
+    m = Mismatch(RemapCheck.BACKEND_VIEW, "a vs b", 3, -1, {"a": 1}, 0, 2, "m")
     assert m.line() == "[backend_view] a vs b: m at row 3 (a=1); 2 rows differ"
-    m = Mismatch(Check.BACKEND_VIEW, "a vs b", 3, -1, {}, 0, 1, "m")
+    m = Mismatch(RemapCheck.BACKEND_VIEW, "a vs b", 3, -1, {}, 0, 1, "m")
     assert m.line() == "[backend_view] a vs b: m at row 3; 1 row differs"
     # Memcheck counts accesses.
     m = Mismatch(Check.MEMCHECK, "b", 0, -1, {}, 1, 2, "x")
@@ -609,3 +610,17 @@ def test_memcheck_without_a_replay_command_names_none():
     report = _report(groups={("load", "k", "out"): 1})
     v = judge(side("a", ref), side("b", ref, memcheck=report), ref, memchecked=True)
     assert v.failures[0].message == "1 load lanes outside every argument tensor in kernel k, nearest out; replay: "
+
+
+def test_the_remaps_own_check_reads_back_beside_the_machinerys():
+    # The machinery's Check holds no subject's check: the remap declares backend_view in
+    # its own enum, and a verdict's word reads back to that member, written as before.
+    assert "backend_view" not in {c.value for c in Check}
+    m = Mismatch("backend_view", "a vs b", 3, -1, {}, 0, 1, "m")
+    assert m.check is RemapCheck.BACKEND_VIEW and Mismatch("out", "b", 0, 0, {}, 1, 1, "m").check is Check.OUT
+    v = Verdict("c", Status.FAIL, [m])
+    assert v.to_dict()["failures"][0]["check"] == "backend_view" and Verdict.from_dict(v.to_dict()).first.check is m.check
+    with pytest.raises(ValueError, match=r"^one of out, counts, .*, buffers$"):
+        check_named("backend_view")  # the machinery alone does not know it
+    with pytest.raises(ValueError, match=r"^one of out, .*, buffers, backend_view$"):
+        Mismatch("backend_views", "a vs b", 3, -1, {}, 0, 1, "m")

@@ -157,7 +157,7 @@ def test_help_texts_say_what_the_options_do():
     assert "--b IMPL implementation B (default the subject's: new, or b; with --resume, the run's own)" in helps["sweep"]
     assert "--max-tokens MAX_TOKENS largest T drawn (default 4096 on GPU, 512 on CPU)" in helps["soak"]
     assert "--root DIR folder holding the nondet/ artifacts, beside the sweep's runs (default reports)" in helps["nondet"]
-    assert "(default the report's A; old for a grid case without a report)" in helps["replay"]
+    assert "(default the report's A; without a report the subject's: old for the remap, a for topology)" in helps["replay"]
     assert "130 stopped by SIGINT, 143 by SIGTERM" in helps["sweep"]
     for name, text in _helps(wrapped=True).items():  # the class: no word written twice in a row
         # (an option or METAVAR before its help may be; a table's columns are apart by several spaces)

@@ -165,7 +165,7 @@ def test_a_b_that_differs_from_a_is_refused_not_timed(tmp_path, fake_timing):
     row = json.loads((tmp_path / "page" / "results.json").read_text())["sections"][0]["tables"][0]["rows"][0]
     assert row["status"] == "refused" and "B differs from A: merged[0, 63]" in row["why"]
     assert row["a_us"] is None and row["b_over_a"] is None  # nothing timed (NaN in JSON is null)
-    assert any("REFUSED" in line and "python -m remap_ab.subjects.topology" in line for line in printed)
+    assert any("REFUSED" in line and "remap-ab replay --subject topology" in line for line in printed)
 
 
 @needs_no_cuda

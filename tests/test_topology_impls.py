@@ -42,7 +42,7 @@ GRID = _pairwise(grid.cases() if DEVICE == "cuda" else grid.cpu_cases())
 
 
 def _assert_agrees(case: TopologyCase) -> None:
-    result = check.run_case(case, DEVICE)
+    result = check.check_case(case, DEVICE)
     unexpected = [f for _, f in result.findings if f.property not in DOES_NOT_HOLD]
     assert result.equal and not unexpected, "\n".join(result.lines())
 
@@ -84,7 +84,7 @@ def test_rows_without_context_get_no_witness():
     # L <= 0 (0, or a negative length): no segment exists, whatever the row holds.
     case = TopologyCase(rows=3, topk=3, segments=4, keep=0, max_replacements=3,
                         explicit_learned=((0, 5, -1), (-1, -1, -1), (7, 7, 2)), explicit_lens=(0, -5, -2147483648))
-    result = check.run_case(case, DEVICE)
+    result = check.check_case(case, DEVICE)
     assert result.equal and not result.findings, "\n".join(result.lines())
     inputs = generate(case, DEVICE)
     assert calls.witnesses("a", inputs, case).eq(-1).all()

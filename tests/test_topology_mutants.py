@@ -45,7 +45,7 @@ def test_output_mutant_is_killed_on_its_grid_witness(built, mutant):
     assert case in grid.cases(), f"{mutant.id}'s witness must be a grid case, so the grid kills it"
     if mutant.needs_gpu and DEVICE != "cuda":
         pytest.skip(f"needs a GPU: {mutant.needs_gpu}")
-    assert check.run_case(case, DEVICE).equal, "the real kernel must pass the witness case"
+    assert check.check_case(case, DEVICE).equal, "the real kernel must pass the witness case"
     if mutant.needs_gpu:
         # A race: the same launch again and again against A's result (equal to the
         # oracle's, just checked), without the oracle's minutes per run.
@@ -55,7 +55,7 @@ def test_output_mutant_is_killed_on_its_grid_witness(built, mutant):
             if not torch.equal(calls.call_module(built[mutant.id], inputs, case), want):
                 return
         pytest.xfail(f"{mutant.id} not observed in {GPU_REPEATS} runs of its witness on {DEVICE} ({mutant.needs_gpu})")
-    result = check.run_case(case, DEVICE, b_module=built[mutant.id])
+    result = check.check_case(case, DEVICE, b_module=built[mutant.id])
     assert any(side == "b" for side, _ in result.mismatches), f"{mutant.id} survives its witness case:\n" + "\n".join(result.lines())
 
 

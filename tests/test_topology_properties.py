@@ -105,7 +105,7 @@ def test_shrinking_finds_the_smallest_counterexample_of_the_pr_bound(past_end):
         assert (found.segments, found.explicit_lens, found.explicit_learned) == (2, (3,), ((3,),))
     else:
         assert (found.segments, found.explicit_lens, found.explicit_learned) == (2, (5,), ((4,),))
-    assert found.replay_command().startswith("python -m remap_ab.subjects.topology '")
+    assert found.replay_command().startswith("remap-ab replay --subject topology '")
 
 
 @pytest.mark.parametrize("past_end, smallest_length", [(False, 5), (True, 3)], ids=["entries_below_L", "entries_past_L"])

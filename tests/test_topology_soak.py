@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, runtime
+from remap_ab import cli, options, runtime
 from remap_ab.soak import run as engine
 from remap_ab.subject import SoakSettings, soak_random
 from remap_ab.subjects.topology import calls, mutants
@@ -28,10 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 SOAK_PACKAGE = REPO / "remap_ab" / "soak"
 # Rows bounded in-process: the test session's device may be a GPU (prefill sizes by default).
 ROWS = "16"
+# The soak part's options by name -> their flags, as commands/soak.py hands them over.
+FLAGS = {"max_size": "--max-tokens", "max_topk": "--max-topk"}
 
 
 def _plan(device: str, **options):
-    return topology_soak.plan(SoakSettings(device, "a", "b", 1, options=options))
+    return topology_soak.plan(SoakSettings(device, "a", "b", 1, options=options, flags=FLAGS))
 
 
 def _take(device: str, seed: int, n: int, **options) -> list:
@@ -52,11 +54,11 @@ def test_the_draws_cover_issue_42s_domains():
                       else "other" for c in gpu)
     assert min(budgets.values()) > 50, budgets
     assert any(c.max_replacements == INT32_MAX for c in gpu)
-    # The CPU interpreter: rows capped (fewer at the model widths), --max-tokens lifts the cap.
+    # The CPU interpreter: rows capped (fewer at the model widths), the size cap lifts the cap.
     cpu = [d.config for d in _take("cpu", 0, 1000)]
     assert max(c.rows for c in cpu) == 64 and max(c.rows for c in cpu if c.topk >= 1024) <= 4
     assert {2048, 2176} <= {c.topk for c in cpu}
-    assert max(c.rows for c in (d.config for d in _take("cpu", 0, 500, max_tokens=300))) > 64
+    assert max(c.rows for c in (d.config for d in _take("cpu", 0, 500, max_size=300))) > 64
 
 
 def test_the_same_seed_draws_the_same_cases_in_the_same_order(tmp_path):
@@ -70,9 +72,9 @@ def test_the_same_seed_draws_the_same_cases_in_the_same_order(tmp_path):
         plan = engine.WorkerPlan(worker=0, device=runtime.current(), a="a", b="b", seed=7, folder=str(tmp_path),
                                  deadline=float("inf"), max_cases=5, subject="topology")
         records: list = []
-        engine.run_worker(plan, _plan(runtime.current(), max_tokens=int(ROWS)), records.append, lambda: False)
+        engine.run_worker(plan, _plan(runtime.current(), max_size=int(ROWS)), records.append, lambda: False)
         judged.append([r.case_id for r in records])
-    assert judged[0] == judged[1] == [d.case_id for d in _take(runtime.current(), 7, 5, max_tokens=int(ROWS))]
+    assert judged[0] == judged[1] == [d.case_id for d in _take(runtime.current(), 7, 5, max_size=int(ROWS))]
 
 
 def _soak(tmp_path, *extra) -> int:
@@ -95,6 +97,8 @@ def test_a_short_soak_judges_its_cases_and_a_and_b_agree_with_the_oracle(tmp_pat
     assert not {"a-vs-oracle", "b-vs-oracle", "a-vs-b", "error", "crash"} & set(data["failures_by_check"]), data
     assert code == (1 if data["failures"] else 0)
     assert "repeat with: remap-ab soak --a a --b b" in out and "--subject topology" in out
+    # The size cap is repeated under the flag the soak part declared (options.MAX_SIZE's).
+    assert f"--subject topology {options.MAX_SIZE.flag} {ROWS}" in out
     assert "8 cases judged" in out and "cases/s" in out
 
 
@@ -149,6 +153,10 @@ def test_the_replay_line_of_a_found_mutant_reproduces_it(mutant_folder, tmp_path
     real = subprocess.run(failure["replay"].replace(" --b topology_mutant_rank_inclusive", ""), shell=True,
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert real.stdout.startswith("case ") and "MISMATCH" not in real.stdout and real.returncode in (0, 1), real
+    # The old form is an alias of the same replay.
+    old = failure["replay"].replace("remap-ab replay --subject topology", f"{sys.executable} -m remap_ab.subjects.topology")
+    alias = subprocess.run(old, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert alias.returncode == 1 and "MISMATCH b: merged" in alias.stdout, alias
 
 
 def test_the_cli_soaks_the_topology_in_a_process_of_its_own(tmp_path):

@@ -150,7 +150,7 @@ def test_a_mutant_b_fails_naming_b_with_a_report_that_replays_it(tmp_path):
     assert re.search(r"- B merged\[\d+, \d+\]: A -?\d+, B -?\d+, oracle -?\d+", text), text
     consequences = text.split("consequences of the mismatches above)")[1]
     assert "fused_equals_pair" in consequences and "checked on a, b" in consequences
-    assert f"python -m remap_ab.subjects.topology '{mutant.witness_case.to_json()}' --b {path.resolve()}" in text
+    assert f"remap-ab replay --subject topology '{mutant.witness_case.to_json()}' --b {path.resolve()}" in text
     assert f"remap-ab sweep --b {path.resolve()} --device {DEVICE} --subject topology --filter case={row['case_id']}" in text
     assert TopologyCase.from_json((runs / row["report"] / "case.json").read_text()) == mutant.witness_case
     # The replay line it prints runs the mutant again: a mismatch, exit 1.

@@ -5,15 +5,10 @@ rest is remap_ab/soak/'s; the subject's soak part (remap_ab/subjects/NAME/soak_c
 adds its paragraph below and its size options (a subject without one takes the default
 subject's).
 
-The topology subject (docs/soak-bench-resources.md): rows up to the prefill sizes on a
-GPU (capped at 64 rows on the CPU, where --max-tokens raises the cap), topk from 1 to
-2048 and 2176, S from 1 to 64, every context-length class, keep and budget at their
-edges, padding, duplicates and entries at or past L.
-
 Each case that does not pass is listed with its replay command (the first ones as they
 come, all of them in ROOT/soak/<time>/soak.json); the first --reports of each failure
-class (the verdict's first check x the wrapper path) get a normal case report folder
-there too. Ctrl-C stops after the cases in flight and prints the summary (a second
+class (the subject's classes, as --reports says) get a normal case report folder there
+too. Ctrl-C stops after the cases in flight and prints the summary (a second
 Ctrl-C abandons them). Exit status: 0 every case passed,
 1 a case did not pass (or none finished), 2 bad input, 130 stopped by Ctrl-C with no
 failure.
@@ -48,7 +43,8 @@ from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
 # A subject's soak part (remap_ab/subjects/NAME/soak_command.py) declares
 #   DESCRIPTION       its paragraph of this command's --help;
-#   add_arguments(p)  its size options, whose values reach its soak as SoakSettings.options.
+#   add_arguments(p)  its size options, whose values reach its soak as SoakSettings.options
+#                     and their flags as SoakSettings.flags, by the options' names.
 
 
 def add_arguments_for(p, words: list[str]) -> None:
@@ -64,7 +60,9 @@ def add_arguments_for(p, words: list[str]) -> None:
     before = {a.dest for a in p._actions}
     if part is not None:
         part.add_arguments(p)
-    p.set_defaults(_subject_options=tuple(a.dest for a in p._actions if a.dest not in before))
+    added = [a for a in p._actions if a.dest not in before]
+    p.set_defaults(_subject_options=tuple(a.dest for a in added),
+                   _subject_flags={a.dest: max(a.option_strings, key=len) for a in added})
     p.add_argument("--max-cases", type=positive_int, default=None,
                    help="stop after this many cases per worker (the first ones drawn)")
     p.add_argument("--workers", type=positive_int, default=None,
@@ -102,7 +100,7 @@ def main(args) -> int:
         compile_workers = default_workers(workers)
     settings = SoakSettings(
         device=device, a=args.a or subject.default_a, b=args.b or subject.default_b, workers=workers, gpus=gpu_list,
-        options={**{dest: getattr(args, dest) for dest in args._subject_options},
+        flags=dict(args._subject_flags), options={**{dest: getattr(args, dest) for dest in args._subject_options},
                  **dict(contend_every=args.contend_every, batch=args.batch, fresh_every=args.fresh_every,
                         compile_workers=compile_workers)})
     root = checked_output_dir(args.root, "--root")

@@ -39,7 +39,7 @@ from remap_ab import runtime, subjects
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.host import gpus
 from remap_ab.host.interrupts import Interrupted, Interrupts
-from remap_ab.options import MAX_SIZE, checked_output_dir
+from remap_ab.options import checked_output_dir
 from remap_ab.processes import precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
@@ -48,6 +48,7 @@ from remap_ab.subject import BatchTimes, JudgeSettings
 from remap_ab.sweep.progress import Progress
 from remap_ab.sweep.run_folder import (
     RUN_FORMAT,
+    SIZE_KEY,
     ResultsWriter,
     RunLock,
     check_resumable,
@@ -64,8 +65,6 @@ GPU_BATCH = 64
 # A 1024-token case at K=2048 on the CPU is 16384 interpreter programs (30-60 s on one
 # core); the default leaves room for a slow, shared machine.
 DEFAULT_CASE_TIMEOUT = 900.0
-# run.json keeps the size cap under its option's name (schema.RunMeta).
-SIZE_KEY = MAX_SIZE.flag.removeprefix("--").replace("-", "_")
 
 
 @dataclass

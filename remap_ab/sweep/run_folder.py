@@ -28,9 +28,12 @@ from typing import Optional
 
 from remap_ab import command_line
 from remap_ab.errors import InternalError, ReportError, UsageError
+from remap_ab.options import MAX_SIZE
 from remap_ab.status import Status
 
 RUN_FORMAT = 2
+# run.json keeps the size cap under its option's name (schema.run_meta).
+SIZE_KEY = MAX_SIZE.flag.removeprefix("--").replace("-", "_")
 # The columns every run's results.csv holds beside the subject's own (Subject.columns,
 # which places them; ``result_columns`` appends any it leaves out).
 SWEEP_COLUMNS = ("worker", "gpu")
@@ -92,8 +95,8 @@ def read_run_json(folder: Path) -> dict:
         raise ReportError(f"{path} cannot be read ({exc.strerror})") from None
     from remap_ab import schema  # pydantic is loaded only when a file is read
 
-    # Every known field (schema.RunMeta); fields added by later versions are kept.
-    schema.load(schema.RunMeta, meta, where=str(path), error=ReportError, remedy="; the run folder is corrupt")
+    # Every known field (schema.run_meta); fields added by later versions are kept.
+    schema.load(schema.run_meta(SIZE_KEY), meta, where=str(path), error=ReportError, remedy="; the run folder is corrupt")
     return meta
 
 

@@ -9,7 +9,7 @@ valid. This module turns each side's output into the backend's *view* of it, and
 compares views:
 
 - A's view against B's: a row where they differ means the backend would attend to
-  other KV rows with B than with A (``Check.BACKEND_VIEW``);
+  other KV rows with B than with A (``RemapCheck.BACKEND_VIEW``, checks.py);
 - each side's view against the *intended* one (the lanes SPEC §3 calls valid, from the
   oracle): a row where BOTH sides' views miss it is a caller hazard — the backend's
   rule and the kernel's contract disagree whatever the implementation — reported as

@@ -35,6 +35,7 @@ import torch
 
 from remap_ab.errors import ReportError
 from remap_ab.status import Check, Status, plural
+from remap_ab.subjects.remap.checks import AnyCheck, RemapCheck, check_of
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class Mismatch:
     the failing implementation's value there always differs from the oracle's, so
     the lane named is a lane that really differs."""
 
-    check: Check
+    check: AnyCheck
     impl: str
     row: int
     col: int  # -1 for a per-row quantity (counts)
@@ -115,7 +116,7 @@ class Mismatch:
 
     def __post_init__(self):
         # Callers may name the check by its plain word; an unknown word is refused here.
-        object.__setattr__(self, "check", Check(self.check))
+        object.__setattr__(self, "check", check_of(self.check))
 
     @property
     def status(self) -> Status:
@@ -656,7 +657,7 @@ def memcheck_mismatches(report: Any, replay: str) -> list[Mismatch]:
 
 
 def _backend_view_check(views, a: Output, b: Output, ref: Reference, failures: list, info: list) -> int:
-    """The backend-view check (``Check.BACKEND_VIEW``) from ``views``: a row whose view
+    """The backend-view check (``RemapCheck.BACKEND_VIEW``) from ``views``: a row whose view
     differs between A and B fails, naming the backend, whether or not the wrapper-level
     checks allowed it; a wrapper-level failure the backend cannot see is said as info;
     caller hazards (both sides' views miss the intended KV rows) are info and counted.
@@ -677,7 +678,7 @@ def _backend_view_check(views, a: Output, b: Output, ref: Reference, failures: l
         from remap_ab.subjects.remap.backend_views import row_evidence  # the judge's one import of the remap subject, kept to this check
 
         failures.append(Mismatch(
-            Check.BACKEND_VIEW, f"{a.name} vs {b.name}", row, col, values,
+            RemapCheck.BACKEND_VIEW, f"{a.name} vs {b.name}", row, col, values,
             int((a.out != b.out)[views.differs].sum()), rows,
             f"{model.name} would attend to other KV rows with {b.name} than with {a.name}{allowed}; it {model.rule}",
             {**row_evidence(model, a, b, row), "rows": rows, "allowed_by_wrapper": not wrapper_failed},

@@ -25,15 +25,20 @@ from remap_ab.schema import (  # noqa: F401  (Readable, load, read_toml: re-expo
     load,
     read_toml,
 )
-from remap_ab.status import Check, Status
+from remap_ab.status import Status
+from remap_ab.subjects.remap.checks import AnyCheck, check_of
 
 # A verdict, and a report folder's files (report.py's load_report).
+
+
+# A failure's check, read from its word: the machinery's checks and the remap's own.
+CheckWord = typing.Annotated[AnyCheck, BeforeValidator(check_of)]
 
 
 class MismatchData(Strict):
     """One failure of a verdict (compare.Mismatch.to_dict's keys)."""
 
-    check: Check = WORD
+    check: CheckWord
     impl: str
     row: int
     col: int

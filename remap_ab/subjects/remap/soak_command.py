@@ -1,7 +1,5 @@
 """The remap's part of ``remap-ab soak`` (``commands/soak.py`` composes it): its
-paragraph of the command's --help and its size options. The topology subject, without a
-part of its own yet, reads the same two options (its soak.py: the most rows, the
-largest topk), so their help says what each means there too."""
+paragraph of the command's --help and its size options."""
 
 from __future__ import annotations
 
@@ -30,8 +28,6 @@ worker, every draw fresh, T capped at {CPU_MAX_TOKENS} unless --max-tokens says 
 def add_arguments(p) -> None:
     """The size options, after --subject (their dests are the keys of SoakSettings.options)."""
     p.add_argument("--max-tokens", type=positive_int, default=None,
-                   help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU); "
-                        "topology: the most rows (default the prefill sizes on GPU, 64 on CPU)")
+                   help=f"largest T drawn (default {GPU_MAX_TOKENS} on GPU, {CPU_MAX_TOKENS} on CPU)")
     p.add_argument("--max-topk", type=positive_int, default=None,
-                   help=f"largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default {MAX_TOPK}); "
-                        "topology: the largest topk (default 2176)")
+                   help=f"largest K drawn; K is any multiple of the drawn BLOCK_N up to it (default {MAX_TOPK})")

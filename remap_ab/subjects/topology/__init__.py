@@ -12,7 +12,11 @@ one way:
     subject.py      ``SUBJECT`` (remap_ab.subject.Subject): what the sweep, the worker pool and
                     the summary call (``remap-ab sweep --subject topology``)
     strategies.py   Hypothesis strategies: pattern cases, and explicit rows for shrinking
-    __main__.py     ``python -m remap_ab.subjects.topology '<case JSON>'``: the replay line
+    replay.py       a case found by its report folder, JSON or ID, judged again beside its saved verdict
+    replay_command.py, soak_command.py, bench.py, mutants.py
+                    the subject's parts of ``remap-ab replay``, ``soak``, ``bench`` and ``mutants``
+    __main__.py     ``python -m remap_ab.subjects.topology TARGET``: an alias of
+                    ``remap-ab replay --subject topology TARGET``
     grid.toml       the grid, as data (grid.py expands it)
     rejections.toml the bad calls and the ValueError each must raise (rejections.py)
     mutants.toml    seeded bugs in the fused kernel (mutants.py builds them)

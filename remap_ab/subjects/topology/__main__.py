@@ -1,21 +1,22 @@
-"""Replay one topology case: ``python -m remap_ab.subjects.topology '<case JSON>' [--a NAME]
-[--b NAME]`` (the line every finding prints; ``--a``/``--b`` as the sweep's, default
-``a`` and ``b``). Exit 0: A, B and the oracle agree and every property holds; 1: a
-mismatch, a property finding or a side that raised; 2: the case or an implementation cannot be read."""
+"""``python -m remap_ab.subjects.topology TARGET [--a NAME] [--b NAME]``: an alias of
+``remap-ab replay --subject topology TARGET [--a NAME] [--b NAME]`` (replay.py runs
+both), on the default device and root. Exit 0: A, B and the oracle agree and every
+property holds; 1: a mismatch, a property finding or a side that raised; 2: the target
+or an implementation cannot be read (one line)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from pathlib import Path
 
 from remap_ab import runtime
 from remap_ab.errors import RemapABError
-from remap_ab.subjects.topology import calls
-from remap_ab.subjects.topology.check import SideRaised, run_case
-from remap_ab.subjects.topology.config import TopologyCase
+from remap_ab.subjects.topology import replay
 
-USAGE = "python -m remap_ab.subjects.topology '<case JSON>' [--a NAME] [--b NAME] (the replay line a finding prints)"
+USAGE = ("python -m remap_ab.subjects.topology TARGET [--a NAME] [--b NAME] (TARGET: a report folder, a case's "
+         "JSON text or a case ID; as remap-ab replay --subject topology)")
+DEFAULT_ROOT = Path("reports")  # remap-ab's --root default (options.DEFAULT_ROOT, a driver's: not imported here)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,24 +27,17 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m remap_ab.subjects.topology", add_help=False)
-    parser.add_argument("case")
-    parser.add_argument("--a", default="a")
-    parser.add_argument("--b", default="b")
+    parser.add_argument("target")
+    parser.add_argument("--a", default=None)
+    parser.add_argument("--b", default=None)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        case = TopologyCase.from_json(args.case)
+        target = replay.find(args.target, DEFAULT_ROOT)
         device = runtime.select()  # before the fused kernel is imported: the interpreter on a CPU
-        a, b = calls.resolve(args.a, "a"), calls.resolve(args.b, "b")
-    except (ValueError, TypeError, json.JSONDecodeError, RemapABError) as exc:
+        return replay.replay(target, args.a, args.b, device)
+    except RemapABError as exc:
         print(f"remap-ab: cannot replay this topology case: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    try:
-        result = run_case(case, device, b_module=b.module, a_module=a.module)
-    except SideRaised as exc:  # a verdict on that side, as the sweep records it
-        print(f"case {case.key()}\n  ERROR {exc}\n  replay: {case.replay_command()}")
-        return 1
-    print("\n".join(result.lines()))
-    return 1 if (result.mismatches or result.findings) else 0
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ class Pair:
     case: TopologyCase
     a: Callable[[], torch.Tensor]
     b: Callable[[], torch.Tensor]
+    names: tuple[str, str] = ("a", "b")  # A's and B's canonical names, for the replay line
 
     @property
     def labels(self) -> dict:
@@ -79,7 +80,7 @@ class Pair:
 
     @property
     def replay(self) -> str:
-        return self.case.replay_command()
+        return self.case.replay_command(*self.names)
 
     def disagreement(self, a_out: object, b_out: object) -> Optional[str]:
         if not isinstance(a_out, torch.Tensor) or not isinstance(b_out, torch.Tensor):
@@ -95,9 +96,11 @@ class Pair:
 def pair(case: TopologyCase, a: str, b: str, device: str) -> Pair:
     """``case``'s inputs on ``device`` and the calls of implementations ``a`` and ``b``
     (names as ``--a``/``--b`` take them: calls.resolve)."""
-    a_mod, b_mod = calls.resolve(a, "a").module, calls.resolve(b, "b").module
+    impl_a, impl_b = calls.resolve(a, "a"), calls.resolve(b, "b")
+    a_mod, b_mod = impl_a.module, impl_b.module
     inputs = generate(case, device)
-    return Pair(case, lambda: calls.call_module(a_mod, inputs, case), lambda: calls.call_module(b_mod, inputs, case))
+    return Pair(case, lambda: calls.call_module(a_mod, inputs, case), lambda: calls.call_module(b_mod, inputs, case),
+                (impl_a.name, impl_b.name))
 
 
 def add_arguments(parser, groups: dict) -> None:

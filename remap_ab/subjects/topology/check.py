@@ -50,13 +50,15 @@ class CaseResult:
     def equal(self) -> bool:
         return not self.mismatches
 
-    def lines(self) -> list[str]:
+    def lines(self, a: str = "a", b: str = "b") -> list[str]:
+        """The verdict as printed: the case, each mismatch and finding, and the replay line
+        (naming ``a`` and ``b``, the implementations that ran)."""
         out = [f"case {self.case.key()}" + ("" if self.oracle_rows == "all" else f" (oracle on rows {self.oracle_rows})")]
         out += [f"  MISMATCH {side}: {m.describe(side, 'oracle')}" for side, m in self.mismatches]
         out += [f"  PROPERTY {f.describe()} (checked on {side})" for side, f in self.findings]
         if not self.mismatches and not self.findings:
             out.append("  A, B and the oracle agree bit for bit; every property holds")
-        out.append(f"  replay: {self.case.replay_command()}")
+        out.append(f"  replay: {self.case.replay_command(a, b)}")
         return out
 
 
@@ -85,7 +87,7 @@ def _timed(fn, device: str) -> tuple[torch.Tensor, float]:
     return out, (time.perf_counter() - start) * 1e3
 
 
-def run_case(case: TopologyCase, device: str = "cpu", b_module: Optional[ModuleType] = None,
+def check_case(case: TopologyCase, device: str = "cpu", b_module: Optional[ModuleType] = None,
              a_module: Optional[ModuleType] = None) -> CaseResult:
     """Run the case on ``device``; ``b_module`` replaces B (a mutant, a user's kernel),
     ``a_module`` replaces A (a module with the pair's ``topology_witnesses`` and the

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
+
+from remap_ab import command_line
 
 INT32_MAX = 2**31 - 1
 MAX_SEGMENTS = 64  # the fused entry point's cap (one int64 occupancy mask)
@@ -21,14 +24,14 @@ LENGTH_CLASSES = ("zero", "one", "below", "equal", "above", "far")
 # A case's context-length pattern: one class for every row, or "mixed" (each row draws one).
 LENS_PATTERNS = (*LENGTH_CLASSES, "mixed")
 
-# Learned-entry classes (per lane):
+# Learned-entry classes (per entry):
 #   valid    uniform in [0, L)
 #   pad      -1
 #   dup      one of four values in [0, L): rows repeat entries
 #   beyond   in [L, 2**31 - 1]: illegal, but the code clamps it into a segment
 #   cluster  in a narrow window of [0, L): most segments stay unoccupied
 LEARNED_CLASSES = ("valid", "pad", "dup", "beyond", "cluster")
-# A learned pattern: relative weights of the classes above, per lane.
+# A learned pattern: relative weights of the classes above, per entry.
 LEARNED_PATTERNS: dict[str, tuple[int, ...]] = {
     "valid": (1, 0, 0, 0, 0),
     "padded": (1, 1, 0, 0, 0),
@@ -115,6 +118,9 @@ class TopologyCase:
                 data[name] = tuple(tuple(r) for r in value) if name == "explicit_learned" else tuple(value)
         return cls(**data)
 
-    def replay_command(self) -> str:
-        """The one line that reruns this case: A, B, the oracle and every property."""
-        return f"python -m remap_ab.subjects.topology '{self.to_json()}'"
+    def replay_command(self, a: str = "a", b: str = "b", path_entries: Iterable[str] = ()) -> str:
+        """The one line that reruns this case: A, B, the oracle and every property
+        (``remap-ab replay --subject topology``), naming A and B where they are not the
+        defaults and the PYTHONPATH folders a custom module is imported from."""
+        return command_line.line("replay", self.to_json(), subject="topology", a=a if a != "a" else None,
+                                 b=b if b != "b" else None, path_entries=path_entries)

@@ -16,7 +16,8 @@ import torch
 from remap_ab.subjects.topology.config import INT32_MAX, LEARNED_PATTERNS, LENGTH_CLASSES, TopologyCase
 
 _M32 = 0xFFFFFFFF
-_STREAMS = {name: i + 1 for i, name in enumerate(("length_class", "length", "lane_class", "lane", "cluster"))}
+# Each stream's number keys its values: a number, once given, never changes (the inputs would).
+_STREAMS = {"length_class": 1, "length": 2, "entry_class": 3, "entry": 4, "cluster": 5}
 
 
 def _mix_int(x: int) -> int:
@@ -90,11 +91,16 @@ def _lengths(case: TopologyCase, device: torch.device | str) -> torch.Tensor:
     return by_class.gather(0, kind[None, :])[0]
 
 
+def _per_entry(per_row: torch.Tensor, topk: int) -> torch.Tensor:
+    """A row's value for each of its ``topk`` entries, row-major: ``[rows * topk]``."""
+    return per_row[:, None].expand(per_row.numel(), topk).reshape(-1)
+
+
 def _learned(case: TopologyCase, length: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    lanes = torch.arange(case.rows * case.topk, device=device, dtype=torch.int64)
-    kind = _pick(_draw(case.seed, "lane_class", lanes), LEARNED_PATTERNS[case.learned])
-    u = _draw(case.seed, "lane", lanes)
-    row_len = length.repeat_interleave(case.topk)
+    entries = torch.arange(case.rows * case.topk, device=device, dtype=torch.int64)
+    kind = _pick(_draw(case.seed, "entry_class", entries), LEARNED_PATTERNS[case.learned])
+    u = _draw(case.seed, "entry", entries)
+    row_len = _per_entry(length, case.topk)
     has = row_len > 0
     span = row_len.clamp(min=1)
     minus_one = torch.full_like(u, -1)
@@ -105,7 +111,7 @@ def _learned(case: TopologyCase, length: torch.Tensor, device: torch.device | st
     far = row_len + (u >> 2) % (INT32_MAX - row_len + 1)
     beyond = torch.where((u >> 31) == 1, near, far)
     row_base = _draw(case.seed, "cluster", torch.arange(case.rows, device=device, dtype=torch.int64))
-    base = (row_base.repeat_interleave(case.topk) % span)
+    base = _per_entry(row_base, case.topk) % span
     width = (span // (4 * case.segments)).clamp(min=1)
     cluster = torch.where(has, (base + u % width).clamp(max=span - 1), minus_one)
     by_class = torch.stack([valid, minus_one, dup, beyond, cluster])

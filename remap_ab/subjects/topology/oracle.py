@@ -1,7 +1,7 @@
 """The oracle: the topology-witness merge one row at a time, in plain Python ints.
 
 Independent of both implementations: no torch arithmetic, and a different route to
-each rule. A segment's tokens are found from the list of its edges (``bisect``)
+each rule. A segment's positions are found from the list of its edges (``bisect``)
 rather than from ``t * E // L'``; the two agree for 0 <= t < L' because
 floor(t * E / L') = s exactly when ceil(s * L' / E) <= t < ceil((s + 1) * L' / E)
 (docs/topology.md). Only an entry past the end (t >= L') needs the clamping formula,

@@ -11,9 +11,9 @@ Names (``PROPERTIES`` gives each one's statement):
     witness_absent          no witness occurs anywhere in the learned row
     witness_below_length    every witness is < the row's L
     uncovered_run_pr        the PR's bound: with the learned row, the witnesses leave no
-                            uncovered run of [0, L) longer than L / S tokens
+                            uncovered run of [0, L) longer than L / S positions
     uncovered_run_proved    the bound these witnesses guarantee, exactly (docs/topology.md,
-                            ``proved_run_bound``): at most 2 ceil(L / E) - 2 tokens for a
+                            ``proved_run_bound``): at most 2 ceil(L / E) - 2 positions for a
                             row whose entries are all < L, 2 ceil(L / E) - 1 with entries
                             >= L, E = min(L, S)
     merge_keeps_prefix      merged columns [0, keep) are bit-identical to learned's
@@ -39,7 +39,7 @@ PROPERTIES = {
     "witness_distinct": "every witness is distinct within its row",
     "witness_absent": "every witness is absent from the whole learned row",
     "witness_below_length": "every witness is less than its row's context length L",
-    "uncovered_run_pr": "with the learned row, the witnesses bound the uncovered run at context_len / num_segments tokens (PR text)",
+    "uncovered_run_pr": "with the learned row, the witnesses bound the uncovered run at context_len / num_segments positions (PR text)",
     "uncovered_run_proved": "with the learned row, the witnesses bound the uncovered run at the longest adjacent pair of "
     "segments minus 2 (L - 1 for one segment), plus one segment's worth more where an entry >= L occupies the last",
     "merge_keeps_prefix": "the merge keeps columns [0, keep) bit-identical",
@@ -53,9 +53,9 @@ PROPERTIES = {
 # soak case breaking one of these is a finding on the PR's text, not a failure of A or B.
 DOES_NOT_HOLD = {
     "uncovered_run_pr": (
-        "entries all < L: L=5, S=2, learned [4] -> witnesses [0, -1], tokens 1..3 uncovered (3 > 5/2); "
+        "entries all < L: L=5, S=2, learned [4] -> witnesses [0, -1], positions 1..3 uncovered (3 > 5/2); "
         "with an entry >= L: L=3, S=2, learned [3] -> it occupies the last segment, witnesses [0, -1], "
-        "tokens 1..2 uncovered (2 > 3/2)"
+        "positions 1..2 uncovered (2 > 3/2)"
     ),
 }
 

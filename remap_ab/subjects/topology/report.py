@@ -8,7 +8,9 @@ side and blaming none. A case that raised is an ERROR with the exception's line.
 
 A failing case's folder ``<run folder>/<case ID>/`` holds ``report.md`` (the case, every
 mismatch with A's, B's and the oracle's values at its first differing element, every
-property finding, the replay and sweep lines) and ``case.json`` (the case). How many
+property finding, the replay and sweep lines), ``case.json`` (the case) and
+``verdict.json`` (``VERDICT_FIELDS``: the verdict, A, B and the device, which ``remap-ab
+replay --subject topology FOLDER`` reads). How many
 folders a run writes: ``report_cap``'s setting, per failure class (the check), counted
 in the run folder (``.report-slots/``) so that every worker shares the count.
 """
@@ -16,7 +18,7 @@ in the run folder (``.report-slots/``) so that every worker shares the count.
 from __future__ import annotations
 
 import hashlib
-import shlex
+import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,6 +31,9 @@ from remap_ab.subjects.topology.properties import DOES_NOT_HOLD, PROPERTIES
 LINE_LIMIT = 300  # characters of a finding's detail in results.csv (report.md has all of it)
 ROW_WINDOW = 16  # learned entries shown on each side of a mismatch's column
 SIDE_NAMES = {"a": "A", "b": "B"}
+# verdict.json: the case's ID, its verdict (status, check, first_mismatch as results.csv
+# has them), the implementations as the run named them and the device.
+VERDICT_FIELDS = ("case_id", "status", "check", "first_mismatch", "a", "b", "device")
 
 
 def case_id(case: TopologyCase) -> str:
@@ -102,8 +107,7 @@ def claim(folder: Path, cap: Any, check: str, cid: str) -> bool:
 
 def replay_command(case: TopologyCase, a: str = "a", b: str = "b") -> str:
     """The case's replay line, naming A and B where they are not the defaults."""
-    extra = "".join(f" --{role} {shlex.quote(name)}" for role, name in (("a", a), ("b", b)) if name != role)
-    return case.replay_command() + extra
+    return case.replay_command(a, b)
 
 
 def sweep_command(case: TopologyCase, a: str, b: str, device: str) -> str:
@@ -118,6 +122,9 @@ def write(folder: Path, case: TopologyCase, result: Optional[CaseResult], a: str
     out = Path(folder) / cid
     out.mkdir(parents=True, exist_ok=True)
     (out / "case.json").write_text(case.to_json() + "\n")
+    st, check, first = verdict(result) if result is not None else (status, str(status), error)
+    saved = dict(zip(VERDICT_FIELDS, (cid, str(Status(st).value), check, first, a, b, device)))
+    (out / "verdict.json").write_text(json.dumps(saved, indent=1) + "\n")
     (out / "report.md").write_text("\n".join(markdown(case, result, a, b, device, error, status)) + "\n")
     return out
 

@@ -3,7 +3,7 @@ the grid, covering what issue 42 asks the grid and soak to cover.
 
 Every draw is new: rows log-uniform from 1 to the prefill sizes on a GPU (capped at
 ``CPU_MAX_ROWS`` on the CPU, where the Triton interpreter runs one program per row,
-and at ``CPU_WIDE_ROWS`` there at the model widths; --max-tokens sets the cap), topk
+and at ``CPU_WIDE_ROWS`` there at the model widths; the size cap, ``max_size``, sets it), topk
 log-uniform from 1 to 2176 with the model widths 2048 and 2176 in ``MODEL_WIDTH_SHARE``
 of the draws, S from 1 to 64 (its edges 1, 2, 31-33, 63, 64 more often), every
 context-length class (0, 1, below S, equal to S, above, far above: up to 2**31 - 1, or
@@ -13,9 +13,10 @@ half, topk - 1, topk; max_replacements 0, 1, S - 1, S, S + 1, the room after kee
 one, the room, 2**31 - 1) and anywhere in range otherwise, and a fresh input seed.
 
 A case is judged by the subject's own judge (A and B against the oracle, bit for bit,
-and every property the PR states); a failing case's replay line is
-``python -m remap_ab.subjects.topology '<case JSON>'`` with the ``--a``/``--b`` and the
-PYTHONPATH a custom module needs.
+and every property the PR states); a failing case's replay line is ``remap-ab replay
+--subject topology '<case JSON>'`` with the ``--a``/``--b`` and the PYTHONPATH a custom
+module needs. The size options come from soak_command.py by their names (``max_size``,
+``max_topk``), their flags for the repeat line from ``SoakSettings.flags``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import command_line
 from remap_ab.errors import UsageError
 from remap_ab.subject import SoakPlan, SoakSettings, bucket
 from remap_ab.subjects.topology import calls, grid, report
@@ -139,8 +139,17 @@ def _path_entries(module) -> list[str]:
     return []
 
 
+def _flag(settings: SoakSettings, name: str) -> str:
+    """The command line's flag of size option ``name`` (soak_command.py's)."""
+    try:
+        return settings.flags[name]
+    except KeyError:
+        raise UsageError(f"the soak's settings name no flag for its option {name!r} (SoakSettings.flags); "
+                         "give each option's flag beside its value") from None
+
+
 def plan(settings: SoakSettings) -> SoakPlan:
-    """The topology's soak for ``settings`` (--max-tokens: the most rows; --max-topk: the
+    """The topology's soak for ``settings`` (``max_size``: the most rows; ``max_topk``: the
     largest topk); ImplementationError for an A or B that does not load."""
     o = settings.options
     on_gpu = settings.device == "cuda"
@@ -148,26 +157,28 @@ def plan(settings: SoakSettings) -> SoakPlan:
         raise UsageError("--fresh-every is the remap's (its variants are compiles); the topology soak draws every "
                          "case fresh: drop it")
     impl_a, impl_b = calls.resolve(settings.a, "a"), calls.resolve(settings.b, "b")
-    max_rows = o.get("max_tokens") or (GPU_MAX_ROWS if on_gpu else CPU_MAX_ROWS)
+    size = o.get("max_size")
+    max_rows = size or (GPU_MAX_ROWS if on_gpu else CPU_MAX_ROWS)
     max_topk = o.get("max_topk") or max(TOPK_DOMAIN)
-    wide_rows = max_rows if on_gpu or o.get("max_tokens") else CPU_WIDE_ROWS
-    prefill_share = PREFILL_SHARE if on_gpu and not o.get("max_tokens") else 0.0
+    wide_rows = max_rows if on_gpu or size else CPU_WIDE_ROWS
+    prefill_share = PREFILL_SHARE if on_gpu and not size else 0.0
     if on_gpu:
         where = f"{settings.workers} worker(s) on GPU(s) {','.join(settings.gpus)}; rows up to {max_rows}"
     else:
         where = (f"CPU (the Triton interpreter): {settings.workers} worker(s), rows capped at {max_rows}"
-                 + ("" if o.get("max_tokens") else f" ({wide_rows} at topk {WIDE_TOPK} and over; prefill sizes run "
-                                                    "on a GPU; --max-tokens to change)"))
+                 + ("" if size else f" ({wide_rows} at topk {WIDE_TOPK} and over; prefill sizes run on a GPU"
+                                        + (f"; {settings.flags['max_size']} to change)" if "max_size" in settings.flags
+                                           else ")")))
     widths = [w for w in MODEL_WIDTHS if w <= max_topk]
     describe = (f"{where}; topk 1 to {max_topk}" + (f" ({' and '.join(map(str, widths))} in "
                                                    f"{MODEL_WIDTH_SHARE:.0%} of draws)" if widths else "")
                 + f", S 1 to {MAX_SEGMENTS}, keep and max_replacements at their edges half the time")
-    repeat: list[tuple[str, Optional[str]]] = [("--max-tokens", str(o["max_tokens"]))] if o.get("max_tokens") else []
-    repeat += [("--max-topk", str(o["max_topk"]))] if o.get("max_topk") else []
+    repeat: list[tuple[str, Optional[str]]] = [(_flag(settings, name), str(o[name]))
+                                               for name in ("max_size", "max_topk") if o.get(name)]
     entries = [*_path_entries(impl_a.module), *_path_entries(impl_b.module)]
 
     def replay(case: TopologyCase, row: dict, folder: str) -> str:
-        return command_line.python_path(entries) + report.replay_command(case, impl_a.name, impl_b.name)
+        return case.replay_command(impl_a.name, impl_b.name, entries)
 
     return SoakPlan(draws=lambda rng: draws_from(rng, max_rows, max_topk, wide_rows, prefill_share),
                     describe=describe, replay=replay, repeat=repeat,

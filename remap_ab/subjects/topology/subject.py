@@ -3,7 +3,7 @@ the worker pool and the summary ask of it, answered by this package's modules.
 
 The grid is grid.py's (``--grid pr``, the default, or a file of grid.toml's form); on
 the CPU only the cases the interpreter can take run (``grid.CPU_MAX_ROWS``), and the
-selection's note says how many were left out. A case is judged by ``check.run_case``
+selection's note says how many were left out. A case is judged by ``check.check_case``
 (A and B against the oracle, bit for bit, and every property the PR states); report.py
 makes its row and, when it fails, its report folder.
 """
@@ -167,7 +167,7 @@ class TopologySubject:
         rows = []
         for case in configs:
             try:
-                result = check.run_case(case, settings.device, b_module=impl_b.module, a_module=impl_a.module)
+                result = check.check_case(case, settings.device, b_module=impl_b.module, a_module=impl_a.module)
             except check.SideRaised as exc:  # an implementation that raises: its verdict, not a crash of the sweep
                 rows.append(self._reported(case, None, settings, str(exc), seconds))
                 continue
