@@ -42,9 +42,9 @@ from remap_ab.sweep.summary import phases_text
 tuning.tune_this_process()
 extra = sys.argv[2:]
 filters = [extra[i + 1] for i, a in enumerate(extra) if a == "--filter"]
-tokens = next((int(extra[i + 1]) for i, a in enumerate(extra) if a == "--max-tokens"), None)
+size = next((int(extra[i + 1]) for i, a in enumerate(extra) if a == "--max-tokens"), None)
 for label in ("one process, first sweep", "one process, second sweep"):
-    sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_tokens=tokens))
+    sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_size=size))
     sweep.prepare()
     s = sweep.run()["last_session"]
     print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}")

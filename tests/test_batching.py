@@ -203,6 +203,35 @@ def test_run_batch_verdicts_equal_run_case(b, broken_impl):
         assert {o.verdict.status.value for o in outcomes} >= {"pass", "error", "fail"}
 
 
+def test_a_batch_is_judged_in_parts_of_at_most_the_lanes_held_together():
+    from remap_ab.subjects.remap.batch import MOST_LANES_TOGETHER, together
+
+    prefill = [CaseConfig(tokens=16384, topk=2048, seed=s) for s in range(9)]
+    assert [len(p) for p in together(prefill)] == [4, 4, 1]
+    decode = [CaseConfig(tokens=1024, topk=2048, seed=s) for s in range(64)]
+    assert together(decode) == [decode]  # the PR grid's largest batch stays whole
+    alone = [CaseConfig(tokens=MOST_LANES_TOGETHER // 4096 * 2, topk=4096, block_n=128)]
+    assert together(alone) == [alone] and together([]) == []
+
+
+@pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
+def test_parts_of_a_batch_give_the_verdicts_of_the_whole(monkeypatch, broken_impl):
+    from remap_ab.subjects.remap import batch
+
+    broken_impl(OFF_BY_ONE, name="offbyone")
+    configs = _sample(6, seed=4)
+    whole = batch.run_batch(configs, "oracle", "offbyone", "cpu")
+    generated: list[int] = []
+    real = batch.generate_inputs_batch
+    monkeypatch.setattr(batch, "generate_inputs_batch", lambda cs, **kw: generated.append(len(cs)) or real(cs, **kw))
+    monkeypatch.setattr(batch, "MOST_LANES_TOGETHER", max(c.tokens * c.topk for c in configs))
+    parts = batch.run_batch(configs, "oracle", "offbyone", "cpu")
+    assert len(generated) > 1 and sum(generated) == len(configs)
+    assert [(o.config.case_id, o.verdict.status, o.verdict.failures) for o in parts] == \
+           [(o.config.case_id, o.verdict.status, o.verdict.failures) for o in whole]
+    assert any(not o.verdict.passed for o in whole)
+
+
 @pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch):
     from remap_ab.subjects.remap import batch, oracle

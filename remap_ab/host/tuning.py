@@ -7,10 +7,10 @@ processes) call ``tune_this_process()`` first; then, at the first device choice
 (``runtime.select``), the CPU ones get the batched interpreter installed for the rest of
 the process (a guest has it only around each call, ``interp_batched.installed``).
 
-Four tweaks can be switched off, each kept because it saves at least 10 % of the job it
+Five tweaks can be switched off, each kept because it saves at least 10 % of the job it
 speeds: the first three the CPU sweep or the H200 sweep in-process (``python -m
-remap_ab.subjects.remap.bench.tweaks``), the fourth starting workers (figures in
-docs/performance.md):
+remap_ab.subjects.remap.bench.tweaks``), the fourth starting workers, the fifth a failing
+GPU sweep (figures in docs/performance.md):
 
 - ``heap`` (CPU, own processes): glibc keeps the memory a case freed for the next one
   (heap.py); on a GPU it saved nothing;
@@ -20,6 +20,8 @@ docs/performance.md):
   (batch.py); it restores the switch interval before the call that started it returns.
 - ``fork_server`` (own processes): workers start from a fork server that imported torch
   once (processes/start.py), not each from a fresh interpreter.
+- ``report_helpers`` (GPU, in-process runs): failing cases' report folders drawn and
+  written by helper processes while the run judges on (processes/background.py).
 
 ``REMAP_AB_TWEAKS_OFF=name[,name...]`` (or ``all``) turns them off, for measuring what each
 saves; read here and nowhere else.
@@ -33,7 +35,7 @@ from remap_ab.errors import UsageError
 from remap_ab.host import heap
 from remap_ab.interpreter import batched as interp_batched
 
-TWEAKS = ("heap", "triton_key", "hash_threads", "fork_server")
+TWEAKS = ("heap", "triton_key", "hash_threads", "fork_server", "report_helpers")
 OFF_VARIABLE = "REMAP_AB_TWEAKS_OFF"
 
 _owned = False

@@ -40,7 +40,7 @@ from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.host import gpus
 from remap_ab.host.interrupts import Interrupted, Interrupts
 from remap_ab.options import checked_output_dir
-from remap_ab.processes import precompile
+from remap_ab.processes import background, precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
 from remap_ab.status import Status
@@ -94,6 +94,7 @@ class Sweep:
         self.phases = {"gen": 0.0, "kernels": 0.0, "compare": 0.0, "write": 0.0}
         self.startup: Optional[float] = None  # seconds until every worker had imported and started
         self.compile_ahead = ""  # precompile.Ahead.line(), where variants were compiled ahead
+        self.report_helpers: Optional[dict] = None  # what the report helpers did (processes/background.py)
         self.lock: Optional[RunLock] = None
 
     # -- setup: every check before anything is written
@@ -239,10 +240,12 @@ class Sweep:
                 self.wall0 = time.perf_counter()
                 self.recorded = 0
                 stopped: Optional[Interrupted] = None
+                helpers: Optional[background.Helpers] = None
                 try:
                     if self.todo:
                         if self.workers == 0:
-                            self._run_inline()
+                            with background.Helpers(background.helper_count(self.device)) as helpers:
+                                self._run_inline()
                         else:
                             self._run_workers()
                 except Interrupted as exc:
@@ -250,6 +253,11 @@ class Sweep:
                 finally:
                     self.table.close()
                     self.progress.close()
+                    if helpers is not None and (helpers.done or helpers.failures):
+                        # the wait for the last folders is the write phase's
+                        self.phases["write"] = self.phases.get("write", 0.0) + helpers.waited
+                        self.report_helpers = {"workers": helpers.workers, "folders": helpers.done,
+                                               "waited_seconds": helpers.waited, "failures": helpers.failures}
                 self._save_timings()
                 summary = summarise(self.folder, self.selected.grid, lock_held_here=True)
                 summary["interrupted"] = stopped.name if stopped else ""
@@ -274,6 +282,7 @@ class Sweep:
             "workers": self.opts.workers, "batch": self.opts.batch, "gpus": self.gpu_list,
             "startup_seconds": self.startup, "case_timeout": self.opts.case_timeout,
             "compile_ahead": self.compile_ahead,
+            "report_helpers": self.report_helpers,
             # CPU --memcheck runs each case whole (batch.py): one time, no phases.
             "phases_split": not (self.opts.memcheck and self.device != "cuda"),
         }

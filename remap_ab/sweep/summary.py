@@ -199,6 +199,13 @@ def format_summary(s: dict, show: int = 10) -> str:
         lines.append(f"  {sess['compile_ahead']}")
     if s.get("disk"):
         lines.append(disk_line(s["disk"]))
+    helpers = sess.get("report_helpers")
+    if helpers:  # a GPU run's report folders, drawn and written beside its judging (processes/background.py)
+        lines.append(f"  report folders: {helpers['folders']} drawn and written by up to {helpers['workers']} helper "
+                     f"processes while the run judged on; {helpers['waited_seconds']:.2f} s waited for the last ones")
+        if helpers["failures"]:
+            lines.append(f"  report folders NOT written: {len(helpers['failures'])} (their rows name them); first: "
+                         f"{helpers['failures'][0]}")
     if s["failures"]:
         lines.append(f"  failing cases ({len(s['failures'])}; first {min(show, len(s['failures']))}):")
         for f in s["failures"][:show]:

@@ -94,6 +94,11 @@ def _hashers() -> ThreadPoolExecutor:
     return _HASHERS
 
 
+# What one part of a batch may hold (``together``): a full batch of the PR's grid (64
+# cases of at most 1024 x 2048 lanes) is one part; four 16384 x 2048 cases are.
+MOST_LANES_TOGETHER = 1 << 27
+
+
 def run_batch(
     configs: list,
     a: str,
@@ -127,6 +132,10 @@ def run_batch(
     dev = torch.device(device)
     if memcheck and dev.type != "cuda":
         return _run_one_by_one(configs, a, b, device, times, keep)
+    parts = together(configs)
+    if len(parts) > 1:
+        return [outcome for part in parts for outcome in run_batch(
+            part, a, b, device, times, memcheck=memcheck, call_checks=call_checks, context=context, keep=keep)]
     impl_a, impl_b, impl_o = registry.get(a), registry.get(b), registry.get("oracle")
     clock = CallClock(dev)
 
@@ -196,7 +205,7 @@ def run_batch(
 
     hashes = hashes_of()
     results = []
-    for c, x, (oa, ta, ob, tb), ref, oo, v, (_, combined), p in zip(
+    for c, x, (oa, ta, ob, tb), ref, oo, v, (per, combined), p in zip(
         configs, inputs, outs, refs, oracles, verdicts, hashes, proofs
     ):
         a_ms = clock.elapsed_ms(*ta) if ta else None
@@ -207,10 +216,27 @@ def run_batch(
         if not v.passed and (keep is None or keep(c, v)):
             if oo is None:  # reports show the oracle's API output too
                 oo = timed_call(impl_o, c, x, clock)[0]
-            outcome.result = CaseResult(c, x, oa, ob, ref, v, oracle=oo)
+            outcome.result = CaseResult(c, x, oa, ob, ref, v, oracle=oo, inputs_sha256=(per, combined))
         results.append(outcome)
     times.seconds["write"] += time.perf_counter() - t3
     return results
+
+
+def together(configs: list) -> list[list]:
+    """``configs`` cut, in order, into the parts judged together: each holds at most
+    MOST_LANES_TOGETHER lanes (or one case). A part's inputs, private copies, outputs
+    and references are all alive at once, so 64 prefill-sized cases in one batch
+    would ask a GPU for far more memory than one of them does."""
+    parts: list[list] = [[]]
+    lanes = 0
+    for c in configs:
+        n = c.tokens * c.topk
+        if parts[-1] and lanes + n > MOST_LANES_TOGETHER:
+            parts.append([])
+            lanes = 0
+        parts[-1].append(c)
+        lanes += n
+    return parts if configs else []
 
 
 def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:

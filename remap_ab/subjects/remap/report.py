@@ -53,12 +53,14 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from remap_ab import command_line
 from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
+from remap_ab.processes import background
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status, plural
 from remap_ab.subjects.remap import charts
@@ -193,6 +195,7 @@ class CaseReport:
     # a side with an output of its shape (the writer keeps those rows without comparing again)
     lanes_per_row: dict = field(default_factory=dict)
     png: bytes | None = None
+    picture: Any = None  # charts.LaneMap still to draw (``draw``): the png's source
     picture_note: str | None = None  # why there is no picture
     # What the outputs show when no value differs (the value sections are left out).
     values_line: str = ""
@@ -244,10 +247,12 @@ class CaseReport:
         }
 
 
-def _header(config, a: ImplementationInfo, b: ImplementationInfo, folder: Path, inputs, schedule=None) -> dict:
-    """The fields every report shares, case or crash: identity, provenance, commands."""
+def _header(config, a: ImplementationInfo, b: ImplementationInfo, folder: Path, inputs, schedule=None,
+            hashes: tuple[dict, str] | None = None) -> dict:
+    """The fields every report shares, case or crash: identity, provenance, commands.
+    ``hashes``: the inputs' ``hash_inputs``, where the caller has them already."""
 
-    per, combined = hash_inputs(inputs)
+    per, combined = hashes or hash_inputs(_host_inputs(inputs))
     return {
         "case_id": config.case_id,
         "config": config,
@@ -262,8 +267,11 @@ def _header(config, a: ImplementationInfo, b: ImplementationInfo, folder: Path, 
     }
 
 
-def build_case_report(result, folder: Path, implementations: Sequence[Any] | None = None, schedule=None) -> CaseReport:
-    """The model of ``result`` (a ``runner.CaseResult``) as reported in ``folder``."""
+def build_case_report(result, folder: Path, implementations: Sequence[Any] | None = None, schedule=None,
+                      draw_picture: bool = True) -> CaseReport:
+    """The model of ``result`` (a ``runner.CaseResult``) as reported in ``folder``.
+    ``draw_picture`` False leaves the picture in ``picture`` for ``draw``: all the
+    model needs of the tensors is done, and what is left needs no device."""
     import torch
 
     a_info, b_info = _infos(result, implementations)
@@ -273,7 +281,7 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
         verdict=verdict,
         device=str(result.inputs.device.type),
         seconds={result.a.name: result.a.seconds, result.b.name: result.b.seconds},
-        **_header(cfg, a_info, b_info, folder, _host_inputs(result.inputs), schedule),
+        **_header(cfg, a_info, b_info, folder, result.inputs, schedule, result.inputs_sha256),
     )
     t, k = ref.out.shape
     report.shape = (t, k)
@@ -379,11 +387,21 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
     if out_a is None and out_b is None:
         report.picture_note = "No picture: neither implementation returned an output of the oracle's shape."
         return report
+    report.picture = picture
+    if draw_picture:
+        draw(report)
+    return report
+
+
+def draw(report: CaseReport) -> None:
+    """The picture the model holds, drawn into ``png`` (or the reason there is none)."""
+    if report.picture is None:
+        return
     try:
-        report.png = charts.lane_png(picture)
+        report.png = charts.lane_png(report.picture)
     except PlotsUnavailable as exc:
         report.picture_note = str(exc)
-    return report
+    report.picture = None
 
 
 def _per_row(differs):
@@ -561,12 +579,31 @@ def write_case_report(result, root, *, schedule=None, implementations: Sequence[
     """
 
     final, tmp = _begin(root, result.config.case_id)
-    report = build_case_report(result, final, implementations, schedule)
+    report = build_case_report(result, final, implementations, schedule, draw_picture=False)
     _write_config(tmp, result.config)
     if inputs_generated is None:
         inputs_generated = hash_inputs(generate_inputs(result.config, device="cpu"))[0] == report.inputs_sha256
     report.inputs_record = _write_inputs(tmp, result.config, result.inputs, inputs_generated, full_tensors)
-    report.outputs_record = _write_outputs(tmp, result, report, full_tensors)
+    report.outputs_record, digests = _write_outputs(tmp, result, report, full_tensors)
+    report.lanes_per_row = {}  # the writer's alone, and no tensor crosses to a helper
+    # The device's part is done. The outputs' digests are hashed on a host thread, and the
+    # drawing and rendering need only the model: a run with helpers (a GPU sweep in its
+    # own process) goes on judging meanwhile. Without a picture the rest costs less here
+    # than handing it over.
+    if report.picture is None:
+        finish_case_report(tmp, final, report, digests.result())
+    else:
+        background.submit(finish_case_report, tmp, final, report, digests)
+    return final
+
+
+def finish_case_report(tmp: Path, final: Path, report: CaseReport, digests: dict | None = None) -> Path:
+    """The rest of ``write_case_report``: the outputs' ``digests`` into the record, the
+    picture, the pages and verdict.json into ``tmp``, then ``tmp`` renamed to ``final``."""
+    if digests is not None and report.outputs_record is not None:
+        for role, entry in report.outputs_record["roles"].items():
+            entry["tensors"] = digests[role]
+    draw(report)
     _write_rendered(tmp, report)
     return _commit(tmp, final)
 
@@ -634,10 +671,11 @@ def _write_inputs(tmp: Path, config, inputs, generated: bool, full_tensors: bool
     return record
 
 
-def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) -> dict:
-    """ROWS_FILE, and verdict.json's ``outputs``: each whole output tensor's digest and
-    the rows kept (where any side's values or count differ from the oracle's, the rows
-    the report's tables name first, ROWS_BUDGET_BYTES at most beyond those)."""
+def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) -> tuple[dict, Future]:
+    """ROWS_FILE, and verdict.json's ``outputs``: the rows kept (where any side's values
+    or count differ from the oracle's, the rows the report's tables name first,
+    ROWS_BUDGET_BYTES at most beyond those), and each whole output tensor's digest, which
+    the returned future gives ({role: {name: digest}}) for ``finish_case_report``."""
     import torch
 
     ref = result.reference
@@ -645,14 +683,14 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     sides = {role: o for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)) if o is not None}
     tensors: dict[str, dict] = {role: {"out": _tensor(o.out), "counts": _tensor(o.counts)} for role, o in sides.items()}
     tensors["reference"] = {"out": ref.out, "counts": ref.counts}
-    digests = _digests(tensors)
+    digests = background.in_thread(_digests, tensors)
 
     def aligned(x, shape):
         return x is not None and tuple(x.shape) == shape
 
     # The oracle through its public API is kept only where it departs from its own reference.
     def departs(role):  # a tensor the reference has, other than the reference's (absent counts are no departure)
-        return any(digests[role][n] is not None and digests[role][n] != digests["reference"][n] for n in ("out", "counts"))
+        return any(x is not None and not _identical(x, tensors["reference"][n]) for n, x in tensors[role].items())
 
     kept = [role for role in ("a", "b", "oracle", "reference") if role in tensors and (role != "oracle" or departs(role))]
     differs = torch.zeros(t, dtype=torch.bool, device=ref.out.device)
@@ -661,7 +699,7 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
         out, counts = tensors[side]["out"], tensors[side]["counts"]
         if side in report.lanes_per_row:  # compared by build_case_report already
             differs |= report.lanes_per_row[side].to(differs.device) > 0
-        elif aligned(out, (t, k)) and digests[side]["out"] != digests["reference"]["out"]:
+        elif aligned(out, (t, k)) and not _identical(out, ref.out):
             differs |= (out.to(ref.out.device) != ref.out).any(dim=1)
         if aligned(counts, (t,)):
             differs |= counts.to(ref.out.device).to(torch.int64) != ref_counts
@@ -679,7 +717,7 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     for role, by_name in tensors.items():
         o = sides.get(role)
         entry: dict = {"name": o.name if o is not None else None, "error": o.error if o is not None else None,
-                       "tensors": digests[role], "kept": []}
+                       "tensors": None, "kept": []}  # the digests: finish_case_report's
         if role in kept:
             values = {}
             for name, x in by_name.items():
@@ -700,7 +738,7 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
                               "valid": _host(ref.valid)}
         _save_compressed(whole, tmp / OUTPUTS_FILE)
         record["full_file"] = OUTPUTS_FILE
-    return record
+    return record, digests
 
 
 def _tensor(x):
@@ -730,6 +768,13 @@ def _digests(tensors: dict) -> dict:
             if x is not None and out[role][name] is None:
                 out[role][name] = out["reference"][name]
     return out
+
+
+def _identical(x, y) -> bool:
+    """What equal digests say: the same dtype, shape and values (on any device)."""
+    import torch
+
+    return y is not None and x.dtype == y.dtype and x.shape == y.shape and torch.equal(x.to(y.device), y)
 
 
 def _same(x, y) -> bool:

@@ -148,6 +148,7 @@ class CaseResult:
     reference: Reference
     verdict: Verdict
     oracle: Optional[Output] = None
+    inputs_sha256: Optional[tuple] = None  # hash_inputs(inputs), where the run has it already (the sweep's batches)
 
     @property
     def case_id(self) -> str:
