@@ -30,7 +30,7 @@ LAYOUT_DOC = ROOT / "docs" / "layout.md"
 KNOWN_UPWARD: list[tuple[str, str, str]] = [
 ]
 
-VOCABULARY_CEILING = {
+VOCABULARY_CEILING: dict[str, int] = {
 }
 # --- end of the ratchets ---
 
@@ -344,7 +344,7 @@ def _write() -> None:
     for a, b, kind in sorted(upward_arrows(module_graph.arrows(), placed)):
         key = f'("{a}", "{b}", "{kind}")'
         lines.append(f"    {key},{comments.get(key) or why(a, b)}")
-    lines += ["]", "", "VOCABULARY_CEILING = {"]
+    lines += ["]", "", "VOCABULARY_CEILING: dict[str, int] = {"]
     lines += [f'    "{s} {m}": {n},' for (s, m), n in sorted(vocabulary_counts().items())]
     lines += ["}", ""]
     path.write_text(text[:start] + "\n".join(lines) + text[end:])
