@@ -99,3 +99,14 @@ def test_a_folder_written_by_a_helper_is_the_one_written_in_place(failing_result
     for key in ("verdict", "inputs", "outputs", "inputs_sha256"):
         assert mine[key] == theirs[key], key
     assert not list((tmp_path / "helper").glob(".*"))  # written aside, then renamed into place
+
+
+def test_a_case_written_again_while_a_helper_finishes_it_loses_neither(failing_result, tmp_path):
+    # A batch that raised is judged again case by case: a case may be written twice.
+    with background.Helpers(1) as helpers:
+        first = write_case_report(failing_result, tmp_path, inputs_generated=True)
+        again = write_case_report(failing_result, tmp_path, inputs_generated=True)
+    assert helpers.done == 2 and not helpers.failures and first == again
+    assert {"verdict.json", "rows.pt.gz", "lanes.png", "diff.html"} <= {p.name for p in first.iterdir()}
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # nothing left aside
+

@@ -49,6 +49,7 @@ import datetime
 import functools
 import gzip
 import io
+import itertools
 import json
 import os
 import shutil
@@ -635,13 +636,18 @@ def _write_rendered(tmp: Path, report: CaseReport) -> None:
     script.chmod(0o755)
 
 
+_WRITES = itertools.count()  # this process's report writes: each its own folder aside
+
+
 def _begin(root, case: str) -> tuple[Path, Path]:
     """``(final, tmp)``: the report folder of ``case`` under ``root`` and the fresh
-    folder it is written in first (``_commit`` renames it into place)."""
+    folder it is written in first (``_commit`` renames it into place). Each write has
+    its own: a helper may still be finishing an earlier write of the same case (a batch
+    judged again case by case)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".{case}.tmp-{os.getpid()}"
-    if tmp.exists():
+    tmp = root / f".{case}.tmp-{os.getpid()}-{next(_WRITES)}"
+    if tmp.exists():  # left by a process of the same pid that died
         shutil.rmtree(tmp)
     tmp.mkdir()
     return root / case, tmp
@@ -683,7 +689,6 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     sides = {role: o for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)) if o is not None}
     tensors: dict[str, dict] = {role: {"out": _tensor(o.out), "counts": _tensor(o.counts)} for role, o in sides.items()}
     tensors["reference"] = {"out": ref.out, "counts": ref.counts}
-    digests = background.in_thread(_digests, tensors)
 
     def aligned(x, shape):
         return x is not None and tuple(x.shape) == shape
@@ -729,8 +734,10 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     record: dict[str, Any] = {"rows_file": None, "rows_differing": len(differing), "rows_kept": int(rows.numel()),
                               "full_file": None, "roles": roles}
     if len(rows):
-        _save_compressed({"rows": rows, "roles": kept_values}, tmp / ROWS_FILE)
         record["rows_file"] = ROWS_FILE
+    # Compressing the rows and hashing the whole outputs is host work on host copies.
+    digests = background.in_thread(_on_host, tensors, {"rows": rows, "roles": kept_values} if len(rows) else None,
+                                   tmp / ROWS_FILE)
     if full_tensors:
         whole: dict = {role: {"name": o.name, "out": _host(_tensor(o.out)), "counts": _host(_tensor(o.counts)),
                               "error": o.error} for role, o in sides.items()}
@@ -746,6 +753,14 @@ def _tensor(x):
     import torch
 
     return x if isinstance(x, torch.Tensor) else None
+
+
+def _on_host(tensors: dict, kept: dict | None, rows_file: Path) -> dict:
+    """``kept`` (the rows kept, if any) compressed into ``rows_file``, then the digests
+    of ``tensors`` (``_digests``)."""
+    if kept is not None:
+        _save_compressed(kept, rows_file)
+    return _digests(tensors)
 
 
 def _digests(tensors: dict) -> dict:
