@@ -10,6 +10,7 @@ import itertools
 import pytest
 
 from remap_ab import runtime
+from remap_ab.host import gpus
 from remap_ab.processes import precompile
 from remap_ab.soak import run as engine
 from remap_ab.subjects.remap import soak
@@ -283,7 +284,7 @@ def test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_process
     keys = {variant_key(p.config) for p in points}
     assert len(keys) == len(points) >= 9
 
-    workers = min(2, precompile.host_cores())
+    workers = min(2, gpus.host_cores())
     ahead = precompile.Ahead(a, b, H200, workers=workers)
     try:
         schedule = precompile.Schedule(points, lambda: ahead)
@@ -296,7 +297,7 @@ def test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_process
         ahead.close()
     assert ahead.failed == 0 and ahead.variants == len(keys) - 1, ahead.line()
     assert ahead.compiled >= len(keys) - 1, ahead.line()  # every variant: A's kernel and/or B's
-    if precompile.host_cores() > 1:
+    if gpus.host_cores() > 1:
         assert len(ahead.pids) > 1, ahead.line()  # more than one process compiled
     assert f"on {len(ahead.pids) + 1} cores" in ahead.line()
     # (Two variants of one kernel may compile at once in two workers: one cubin, two compiles.)
@@ -422,7 +423,7 @@ def test_compile_workers_default_to_the_host_cores_less_the_device_processes(mon
     from remap_ab.errors import UsageError
 
     monkeypatch.delenv(precompile.WORKERS_VARIABLE, raising=False)
-    assert precompile.default_workers(1) == max(1, precompile.host_cores() - 1)
+    assert precompile.default_workers(1) == max(1, gpus.host_cores() - 1)
     monkeypatch.setenv(precompile.WORKERS_VARIABLE, "0")
     assert precompile.default_workers(1) == 0
     monkeypatch.setenv(precompile.WORKERS_VARIABLE, "many")

@@ -96,6 +96,12 @@ def start_process(ctx, env: Mapping[str, str], **process_args):
     return proc
 
 
+def host_cores() -> int:
+    """The cores this process may run on (its affinity; else the machine's): what the
+    worker, compile and helper processes are counted against."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def count_gpus() -> int:
     """GPUs torch sees in this process (0 without CUDA)."""
     import torch

@@ -23,14 +23,13 @@ arguments picklable and small (a report's model, not the device's tensors).
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Optional
 
-from remap_ab.host import tuning
+from remap_ab.host import gpus, tuning
 from remap_ab.processes import start
 
 # Enough helpers to draw a grid's capped report folders while it judges; more only
@@ -47,8 +46,7 @@ def helper_count(device: str) -> int:
     keeps every core busy and the report folders are a small share of a failing run."""
     if device != "cuda" or not tuning.enabled("report_helpers"):
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(0, min(MOST_HELPERS, cores - 1))
+    return max(0, min(MOST_HELPERS, gpus.host_cores() - 1))
 
 
 def _helper_start() -> None:

@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 from remap_ab import runtime, subjects
 from remap_ab.errors import UsageError, exception_line
+from remap_ab.host import gpus
 from remap_ab.processes import start
 
 
@@ -183,11 +184,6 @@ def _warm(subject_name: str, a: str, b: str, case_dicts: list) -> list[Warmed]:
 WORKERS_VARIABLE = "REMAP_AB_COMPILE_WORKERS"
 
 
-def host_cores() -> int:
-    """The cores this process may run on (its affinity; else the machine's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def default_workers(device_processes: int = 1) -> int:
     """The host's cores less one per device process (which keeps its own), at least
     one; ``$REMAP_AB_COMPILE_WORKERS`` instead where it is set (0: no compiling ahead)."""
@@ -197,7 +193,7 @@ def default_workers(device_processes: int = 1) -> int:
             raise UsageError(f"{WORKERS_VARIABLE}={given!r} is not a count; give the number of compile-ahead "
                              f"processes (0: none) or unset it")
         return int(given)
-    return max(1, host_cores() - device_processes)
+    return max(1, gpus.host_cores() - device_processes)
 
 
 class Ahead:

@@ -135,7 +135,7 @@ class Sweep:
             if self.device == "cuda":
                 o.workers = max(1, len(self.gpu_list))
             else:
-                o.workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+                o.workers = gpus.host_cores()
         if o.workers < 0:
             raise UsageError(f"-j {o.workers}: use 0 (in this process) or a positive number of worker processes")
         if o.workers == 0 and o.case_timeout is not None:

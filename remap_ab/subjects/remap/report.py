@@ -772,7 +772,7 @@ def _digests(tensors: dict) -> dict:
     # A side equal to the reference, byte for byte, has its digest: hashing is most of
     # this function's time, comparing a fraction of it.
     jobs = [(role, name, x) for role, by_name in tensors.items() for name, x in by_name.items()
-            if x is not None and (role == "reference" or not _same(x, reference.get(name)))]
+            if x is not None and (role == "reference" or not _identical(x, reference.get(name)))]
     with ThreadPoolExecutor(max_workers=min(4, max(1, len(jobs)))) as pool:
         hashes = list(pool.map(lambda job: tensor_sha256(job[2]), jobs))
     out: dict = {role: {name: None for name in by_name} for role, by_name in tensors.items()}
@@ -790,13 +790,6 @@ def _identical(x, y) -> bool:
     import torch
 
     return y is not None and x.dtype == y.dtype and x.shape == y.shape and torch.equal(x.to(y.device), y)
-
-
-def _same(x, y) -> bool:
-    """Equal dtype, shape and values: the same tensor_sha256."""
-    import torch
-
-    return y is not None and x.dtype == y.dtype and x.shape == y.shape and x.device == y.device and torch.equal(x, y)
 
 
 def digest_of(x, sha256: str | None = None) -> dict:
