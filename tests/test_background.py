@@ -110,3 +110,37 @@ def test_a_case_written_again_while_a_helper_finishes_it_loses_neither(failing_r
     assert {"verdict.json", "rows.pt.gz", "lanes.png", "diff.html"} <= {p.name for p in first.iterdir()}
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # nothing left aside
 
+
+
+@pytest.mark.skipif(runtime.current() != "cuda", reason="the sync check's debug mode is a CUDA one")
+def test_the_outputs_are_hashed_beside_a_call_check_without_a_synchronisation(failing_result, tmp_path, monkeypatch):
+    # The sweep's thread may be inside a call's sync check (sync debug "error", for the
+    # whole process) while a host thread hashes a folder's outputs: that thread must not
+    # synchronise. Its wait is held until the mode is on.
+    import threading
+
+    import torch
+
+    from remap_ab.subjects.remap import inputs
+    from remap_ab.subjects.remap.inputs import tensor_sha256
+
+    mode_on = threading.Event()
+    copied = inputs._copied
+
+    def held(done):
+        mode_on.wait(30)
+        copied(done)
+
+    monkeypatch.setattr(inputs, "_copied", held)
+    previous = torch.cuda.get_sync_debug_mode()
+    try:
+        with background.Helpers(1) as helpers:
+            folder = write_case_report(failing_result, tmp_path, inputs_generated=True)
+            torch.cuda.set_sync_debug_mode("error")
+            mode_on.set()
+    finally:  # leaving the block waited for the hashing, done under the mode
+        torch.cuda.set_sync_debug_mode(previous)
+    assert helpers.done == 1 and not helpers.failures
+    roles = load_report(folder).meta["outputs"]["roles"]
+    assert roles["b"]["tensors"]["out"]["sha256"] == tensor_sha256(failing_result.b.out)
+    assert roles["reference"]["tensors"]["out"]["sha256"] == tensor_sha256(failing_result.reference.out)

@@ -156,6 +156,10 @@ HOST_CHUNK_BYTES = 16 << 20
 def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) -> Callable[[], list[tuple[dict, str]]]:
     """Start copying every case's inputs to the host and hashing them; the function
     returned waits for that and returns ``hash_inputs`` of each, digest for digest.
+    An item of ``inputs`` is a ``CaseInputs`` or any {name: tensor} (a report's outputs),
+    all on one device. The function returned makes no host-device synchronisation: it
+    may run on a host thread while the call checks hold the process in sync-debug
+    "error" mode.
 
     On a GPU every input is first gathered, in its elements' logical order, into one
     flat device buffer (a strided view too: on the device, not on the host under the
@@ -167,7 +171,8 @@ def hashing_started(inputs: list, threads: Optional[ThreadPoolExecutor] = None) 
     only between hashlib calls, which release it, and the switch interval is short
     while they run (gil.py). The small rest is hashed by the function returned. On the
     CPU each tensor is hashed where it lies, when the function is called."""
-    device = inputs[0].device if inputs else torch.device("cpu")
+    inputs = [_Named(x) if isinstance(x, dict) else x for x in inputs]
+    device = next((t.device for x in inputs for t in x.tensors().values()), torch.device("cpu"))
     if device.type != "cuda":
         return lambda: _digests(inputs, threads)
     chunk = max([HOST_CHUNK_BYTES] + [-(-_nbytes(t) // 16) * 16 for x in inputs for t in x.tensors().values()])
@@ -215,6 +220,16 @@ def _hashing(inputs: list, pieces: list, chunk: int, place: list, threads: Optio
     return finished
 
 
+class _Named:
+    """{name: tensor} as ``hashing_started`` reads a ``CaseInputs``."""
+
+    def __init__(self, tensors: dict):
+        self._tensors = tensors
+
+    def tensors(self) -> dict:
+        return self._tensors
+
+
 def _copied(done: torch.cuda.Event) -> None:
     # Polled, not synchronize(): safe wherever the call's sync check may have made any
     # host synchronisation in the process an error.
@@ -259,7 +274,8 @@ def flattened(inputs: list, chunk: int = 0) -> tuple[torch.Tensor, list]:
             placed[name] = (t, total, total + n)
             total += n
         place.append(placed)
-    flat = torch.empty(total, dtype=torch.uint8, device=inputs[0].device if inputs else "cpu")
+    device = next((t.device for placed in place for t, _, _ in placed.values()), torch.device("cpu"))
+    flat = torch.empty(total, dtype=torch.uint8, device=device)
     dst, src = [], []
     for placed in place:
         for t, lo, hi in placed.values():

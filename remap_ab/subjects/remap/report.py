@@ -53,7 +53,7 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +67,7 @@ from remap_ab.status import Status, plural
 from remap_ab.subjects.remap import charts
 from remap_ab.subjects.remap.compare import Verdict, count_rows, differ, lost_verdict
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
-from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, tensor_sha256
+from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, hashing_started, tensor_sha256
 from remap_ab.subjects.remap.rejections import RejectionCase, by_id
 from remap_ab.subjects.remap.rejections import replay_command as call_replay
 from remap_ab.subjects.remap.report_sections import sections
@@ -736,8 +736,8 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     if len(rows):
         record["rows_file"] = ROWS_FILE
     # Compressing the rows and hashing the whole outputs is host work on host copies.
-    digests = background.in_thread(_on_host, tensors, {"rows": rows, "roles": kept_values} if len(rows) else None,
-                                   tmp / ROWS_FILE)
+    digests = background.in_thread(_on_host, _hashing_started(tensors),
+                                   {"rows": rows, "roles": kept_values} if len(rows) else None, tmp / ROWS_FILE)
     if full_tensors:
         whole: dict = {role: {"name": o.name, "out": _host(_tensor(o.out)), "counts": _host(_tensor(o.counts)),
                               "error": o.error} for role, o in sides.items()}
@@ -755,34 +755,41 @@ def _tensor(x):
     return x if isinstance(x, torch.Tensor) else None
 
 
-def _on_host(tensors: dict, kept: dict | None, rows_file: Path) -> dict:
-    """``kept`` (the rows kept, if any) compressed into ``rows_file``, then the digests
-    of ``tensors`` (``_digests``)."""
+def _on_host(digests: Callable[[], dict], kept: dict | None, rows_file: Path) -> dict:
+    """``kept`` (the rows kept, if any) compressed into ``rows_file``, then the whole
+    outputs' ``digests()``."""
     if kept is not None:
         _save_compressed(kept, rows_file)
-    return _digests(tensors)
+    return digests()
 
 
-def _digests(tensors: dict) -> dict:
-    """{role: {name: {"shape", "dtype", "sha256"} or None}}, hashed on a few threads
-    (hashlib releases the GIL over large buffers)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def _hashing_started(tensors: dict) -> Callable[[], dict]:
+    """Start hashing the whole outputs ({role: {name: tensor or None}}); the function
+    returned gives {role: {name: {"shape", "dtype", "sha256"} or None}}. Here, on the
+    device: which sides equal the reference's byte for byte (they take its digest:
+    hashing is most of the cost, comparing a fraction of it) and the copies to the host
+    (``hashing_started``). The function may run on a host thread: it synchronises
+    nothing with the device, so a call check in progress on the sweep's thread (sync
+    debug "error", process-wide) does not make it raise."""
     reference = tensors["reference"]
-    # A side equal to the reference, byte for byte, has its digest: hashing is most of
-    # this function's time, comparing a fraction of it.
-    jobs = [(role, name, x) for role, by_name in tensors.items() for name, x in by_name.items()
-            if x is not None and (role == "reference" or not _identical(x, reference.get(name)))]
-    with ThreadPoolExecutor(max_workers=min(4, max(1, len(jobs)))) as pool:
-        hashes = list(pool.map(lambda job: tensor_sha256(job[2]), jobs))
-    out: dict = {role: {name: None for name in by_name} for role, by_name in tensors.items()}
-    for (role, name, x), digest in zip(jobs, hashes):
-        out[role][name] = digest_of(x, digest)
-    for role, by_name in tensors.items():
-        for name, x in by_name.items():
-            if x is not None and out[role][name] is None:
-                out[role][name] = out["reference"][name]
-    return out
+    same = {(role, name) for role, by_name in tensors.items() if role != "reference"
+            for name, x in by_name.items() if x is not None and _identical(x, reference.get(name))}
+    chosen = [(role, name, x) for role, by_name in tensors.items() for name, x in by_name.items()
+              if x is not None and (role, name) not in same]
+    on_device = [job for job in chosen if job[2].is_cuda]
+    started = hashing_started([{f"{role}.{name}": x for role, name, x in on_device}])
+
+    def digests() -> dict:
+        (device_sha, _), = started()
+        out: dict = {role: {name: None for name in by_name} for role, by_name in tensors.items()}
+        for role, name, x in chosen:
+            sha = device_sha.get(f"{role}.{name}") if x.is_cuda else tensor_sha256(x)
+            out[role][name] = digest_of(x, sha)
+        for role, name in same:
+            out[role][name] = out["reference"][name]
+        return out
+
+    return digests
 
 
 def _identical(x, y) -> bool:
