@@ -264,3 +264,19 @@ def test_caller_inputs_identical_on_cpu_and_gpu(points):
     batch = [p.config for p in points[::7]]
     for c, x in zip(batch, generate_inputs_batch(batch, "cuda")):
         assert x.sha256() == generate_inputs(c, "cpu").sha256(), c.case_id
+
+
+@pytest.mark.parametrize("name", ["callers", "models"])
+def test_every_case_has_a_stand_in_the_compile_workers_can_build_with_its_kernels(name):
+    # A compile worker builds a case's stand-in (two rows at most) to compile its
+    # variant ahead; a stand-in that is no valid case leaves the variant to the device
+    # at its launch, one at a time (CUDA-graph padding of 4 and 5 rows did).
+    from remap_ab.subjects.remap.compile_ahead import stand_in
+    from remap_ab.subjects.remap.config import validate, variant_key
+
+    configs = [p.config for p in grid.load(name).points() if isinstance(p.config, CaseConfig)]
+    assert any(c.graph_padding > 1 for c in configs) or name == "models"
+    for c in configs:
+        small = stand_in(c)
+        validate(small)
+        assert variant_key(small) == variant_key(c), c.case_id

@@ -12,8 +12,11 @@ from remap_ab.subjects.remap.inputs import generate_inputs
 
 def stand_in(config: CaseConfig) -> CaseConfig:
     """A case with ``config``'s kernels and specialisations but at most two rows and
-    requests (two, not one: a dimension of size 1 changes what is contiguous)."""
-    return config.replace(tokens=min(config.tokens, 2), num_reqs=min(config.num_reqs, 2))
+    requests (two, not one: a dimension of size 1 changes what is contiguous), of
+    which at most one is CUDA-graph padding (a case keeps a real row)."""
+    tokens = min(config.tokens, 2)
+    return config.replace(tokens=tokens, num_reqs=min(config.num_reqs, 2),
+                          graph_padding=min(config.graph_padding, tokens - 1))
 
 
 def warm_up(a: str, b: str, config: CaseConfig) -> list[str]:
