@@ -610,9 +610,53 @@ def grid_name(g: Grid) -> Optional[str]:
     return next((name for name, res in shipped().items() if Path(str(res)).resolve() == given), None)
 
 
+ENVELOPES_FILE = "envelopes.json"  # in GRIDS_FOLDER: {name: {"sha256": of its sources, "envelope": described}}
+
+
 @lru_cache(maxsize=8)
 def shipped_envelope(name: str) -> str:
+    """What shipped grid ``name`` covers of the call envelope (``envelope.describe`` of
+    its cases). Every summary says it of the grids not run, and expanding a grid to
+    describe it costs seconds of a core: it is read from ENVELOPES_FILE when that was
+    written for this very grid file and envelope file (tests/test_grid_envelopes.py
+    keeps it true), else described here."""
+    stored = _stored_envelopes().get(name)
+    if stored is not None and stored.get("sha256") == _sources_sha256(name):
+        return str(stored["envelope"])
+    return described_envelope(name)
+
+
+def described_envelope(name: str) -> str:
+    """``shipped_envelope`` from the grid's cases, not from ENVELOPES_FILE."""
     return envelope.describe(p.config for p in load(name).points())
+
+
+def envelopes_record() -> dict:
+    """What ENVELOPES_FILE holds for the shipped grids as they are."""
+    return {name: {"sha256": _sources_sha256(name), "envelope": described_envelope(name)} for name in shipped()}
+
+
+def write_envelopes() -> Path:
+    """Write ENVELOPES_FILE anew (after a shipped grid, envelope.toml or the description changed)."""
+    path = Path(str(resources.files("remap_ab.subjects.remap").joinpath(GRIDS_FOLDER, ENVELOPES_FILE)))
+    path.write_text(json.dumps(envelopes_record(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def _stored_envelopes() -> dict:
+    try:
+        text = resources.files("remap_ab.subjects.remap").joinpath(GRIDS_FOLDER, ENVELOPES_FILE).read_text(encoding="utf-8")
+        stored = json.loads(text)
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def _sources_sha256(name: str) -> str:
+    """Of what a shipped grid's cases are made from: its file and the envelope file (the
+    points its [envelope] adds)."""
+    package = resources.files("remap_ab.subjects.remap")
+    return hashlib.sha256(shipped()[name].read_bytes() + b"\0" + package.joinpath(envelope.ENVELOPE_FILE).read_bytes()).hexdigest()
 
 
 def coverage(g: Grid, configs: Iterable, others_described: bool = True) -> str:
