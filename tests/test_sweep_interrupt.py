@@ -90,10 +90,12 @@ def _remap_ab(command: str) -> list:
 
 
 def _resume(command: str, env: dict, tmp_path: Path, monkeypatch, capsys) -> subprocess.CompletedProcess:
-    """The printed command, --no-progress. In this process where its Triton backend is the
-    CPU's already (no GPU); else in a process of its own: the run's device, the CPU, fixes
-    a process's backend, and this one runs kernels on cuda."""
-    argv = _remap_ab(command) + ["--no-progress"]
+    """The printed command, --no-progress -j 0. In this process where its Triton backend is
+    the CPU's already (no GPU); else in a process of its own: the run's device, the CPU,
+    fixes a process's backend, and this one runs kernels on cuda. -j 0: what is checked is
+    which cases the resume runs (the stop's workers are the test's; a resume's are
+    test_sweep_state's), and workers would cost a fork server and a start-up each."""
+    argv = _remap_ab(command) + ["--no-progress", "-j", "0"]
     if runtime.default_device() != "cpu":
         return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     from remap_ab.cli import main as cli_main
@@ -205,3 +207,23 @@ def test_a_worker_starts_with_the_stop_signals_blocked():
         proc.join(timeout=60)
     assert {int(signal.SIGINT), int(signal.SIGTERM)} <= blocked
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+_FRESH_START = """
+import multiprocessing as mp, re, time
+from remap_ab.host import gpus
+proc = gpus.start_process(mp.get_context("spawn"), {}, target=time.sleep, args=(60,))
+try:
+    print(int(re.search(r"SigBlk:\\s*([0-9a-f]+)", open(f"/proc/{proc.pid}/status").read()).group(1), 16))
+finally:
+    proc.kill()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's signal mask from /proc")
+def test_the_first_process_a_fresh_interpreter_starts_has_the_stop_signals_blocked():
+    # multiprocessing starts its resource tracker at the first spawn, and unblocks every
+    # signal in the parent while it does: that must happen before the mask is set.
+    mask = int(subprocess.run([sys.executable, "-c", _FRESH_START], capture_output=True, text=True, timeout=120,
+                              check=True).stdout)
+    assert mask >> (int(signal.SIGINT) - 1) & 1 and mask >> (int(signal.SIGTERM) - 1) & 1, hex(mask)

@@ -80,6 +80,12 @@ def start_process(ctx, env: Mapping[str, str], **process_args):
     with SIGINT and SIGTERM blocked (``STOP_SIGNALS``; a signal mask survives the exec):
     a Ctrl-C to the process group while it imports cannot raise in it. The worker
     unblocks them once it ignores them; here they stay pending until ``start()`` returns."""
+    if ctx.get_start_method() != "fork":
+        # multiprocessing starts its resource tracker at the first such start, and
+        # unblocks every signal in this thread while doing so: started first, it cannot.
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
