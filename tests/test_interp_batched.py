@@ -103,12 +103,23 @@ def mutant_packages(tmp_path_factory):
         yield {m.id: (m, packages[m.id]) for m in _catalogue()}
 
 
+# Observables of a mutant whose edit changes what the wrapper does around its launches, not
+# what a program computes (with needs_gpu: "on the CPU every output is the same").
+HOST_SIDE = ("call", "speed")
+
+
 @pytest.mark.parametrize("mutant_id", [m.id for m in _catalogue()] if runtime.default_device() == "cpu" else [])
 def test_every_mutant_agrees_on_its_witness(mutant_packages, mutant_id):
     mutant, package = mutant_packages[mutant_id]
     # The witness is where the mutant misbehaves (a wrong slot, an unwritten lane read
     # as poison, a count never stored): the modes must agree exactly there.
-    _assert_modes_agree(package, mutant.witness_config(), policies=("row_major", "tiles_reversed", "random"), expect_batched=False)
+    policies: tuple = ("row_major", "tiles_reversed", "random")
+    if mutant.needs_gpu and mutant.observable in HOST_SIDE:
+        # The edit is the wrapper's (a read-back, a stream, a launch loop); the kernel is the
+        # target's own, which test_old_and_new_agree_under_every_schedule runs under every policy.
+        # One schedule judges the modes at the witness: the random one (neither grid order).
+        policies = ("random",)
+    _assert_modes_agree(package, mutant.witness_config(), policies=policies, expect_batched=False)
 
 
 def test_runs_batched_and_is_faster():
@@ -119,12 +130,11 @@ def test_runs_batched_and_is_faster():
     config = CaseConfig(mode="dcp", tokens=3, topk=2048, dcp_size=4, compact=True, counts=True)
     inputs = generate_inputs(config)
     times = {}
-    for mode in ("sequential", "batched", "sequential", "batched"):
-        _, ran = _run("old", config, inputs, mode, "row_major")
-        assert ran[mode] == 1
+    for mode in ("sequential", "batched", "sequential", "batched"):  # the best of two: the first of each warms up
         start = time.perf_counter()
-        _run("old", config, inputs, mode, "row_major")
+        _, ran = _run("old", config, inputs, mode, "row_major")
         times[mode] = min(times.get(mode, 1e9), time.perf_counter() - start)
+        assert ran[mode] == 1
     assert times["batched"] * 2 < times["sequential"], times
 
 

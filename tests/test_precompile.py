@@ -10,13 +10,21 @@ import itertools
 import pytest
 
 from remap_ab import runtime
-from remap_ab.host import gpus
-from remap_ab.processes import precompile
+from remap_ab.host import gpus, tuning
+from remap_ab.processes import precompile, start
 from remap_ab.soak import run as engine
 from remap_ab.subjects.remap import soak
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
 
 H200 = precompile.Target("cuda", 90, 32)
+
+
+@pytest.fixture(autouse=True)
+def _workers_from_the_fork_server(monkeypatch):
+    """Workers start as in remap-ab's own processes (the command line): forked from a
+    server that imported torch once, not each importing it (seconds of a core each).
+    How workers start is test_start.py's; here, what they compile."""
+    monkeypatch.setattr(tuning, "_owned", True)
 
 
 def _finish(ahead, configs, timeout=240.0):
@@ -275,9 +283,6 @@ def test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_process
     variant is submitted at once; afterwards the points' own calls, made at full size
     as the batch engine makes them, find each of those kernels in the Triton cache dir.
     The first variant, the device's own, is the control: its calls compile."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     a, b = "new", "main"
     points = _sweep_points()
@@ -307,8 +312,8 @@ def test_every_variant_a_sweep_needs_is_compiled_ahead_on_several_worker_process
     handed = schedule.next(len(points))
     assert sorted(p.case_id for p in handed) == sorted(p.case_id for p in points[1:]) and schedule.next(4) is None
 
-    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=precompile._init_worker,
-                             initargs=(H200,)) as verifier:
+    # A process of its own, set up as a compile worker: it holds none of the workers' kernels in memory.
+    with start.executor(1, precompile._init_worker, (H200,)) as verifier:
         missed = verifier.submit(_batch_calls, a, b, [p.config.to_dict() for p in points]).result()
     assert missed[1:] == [0] * (len(points) - 1), missed
     assert missed[0] > 0, missed  # the control: the check sees kernels that were not compiled ahead

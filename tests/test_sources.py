@@ -212,14 +212,16 @@ def test_errors_are_one_line(repo, tmp_path, capsys):
 
 
 def test_bisect_statuses(repo, tmp_path, capsys):
-    def status(*argv) -> int:
+    def status(*argv, keep=False) -> int:
         code = cli_main(["run", "--bisect", "--repo", str(repo), "--a", "new", *argv, *SMALL])
-        capsys.readouterr()
+        if not keep:
+            capsys.readouterr()
         return code
 
     assert status("--b", f"good:{FILE}") == 0
     assert status("--b", f"broken:{FILE}") == 1
-    assert status("--b", f"vllm-dep:{FILE}") == 125  # does not load at that revision: skip it
+    assert status("--b", f"vllm-dep:{FILE}", keep=True) == 125  # does not load at that revision: skip it
+    assert one_error_line(capsys).endswith("(git bisect: skip this revision)")  # as git bisect run's log shows it
     assert status("--b", "good:no_such.py") == 125
     assert status("--b", f"no-such-rev:{FILE}") == 128  # a wrong revision is the user's: stop the bisect
     assert status("--b", f"good:{FILE}", "--block-n", "3") == 128  # bad input stops the bisect too
@@ -227,9 +229,12 @@ def test_bisect_statuses(repo, tmp_path, capsys):
 
 
 def test_git_bisect_run_finds_the_first_bad_commit(repo, tmp_path):
+    # From doc (good) to more (bad), git runs the command in a process of its own twice:
+    # at undo (exit 0: good) and at broken (exit 1: bad), each a torch import. The skip
+    # status (125, vllm-dep) and the errors that stop a bisect are test_bisect_statuses'.
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
-    git(clone, "bisect", "start", "more", "good")
+    git(clone, "bisect", "start", "more", "doc")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     test = [sys.executable, "-m", "remap_ab", "run", "--bisect", "--a", "new", "--b", f"HEAD:{FILE}", *SMALL]
     done = subprocess.run(["git", "-C", str(clone), "bisect", "run", *test], capture_output=True, text=True, env=env,
@@ -238,30 +243,40 @@ def test_git_bisect_run_finds_the_first_bad_commit(repo, tmp_path):
     assert done.returncode == 0, log
     first_bad = commit(repo, "broken")
     assert f"{first_bad} is the first bad commit" in log
-    assert "git bisect: skip this revision" in log or "vllm-dep" not in git(clone, "bisect", "log")
+    bisect_log = git(clone, "bisect", "log")
+    assert f"# good: [{commit(repo, 'undo')}] undo" in bisect_log and f"# bad: [{first_bad}] broken" in bisect_log
 
 
 # ----------------------------------------------------------------- the pytest plugin
 
 
-def _plugin(repo, a: str, b: str, tmp_path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
-           "REMAP_AB_EXAMPLES": "3", "REMAP_AB_REPORT_DIR": str(tmp_path)}
-    # tests.conftest: remap_ab.pytest.plugin, with remap_ab.strategies bound to this checkout.
-    argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "--pyargs", "remap_ab.subjects.remap.properties",
-            "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
-            "--remap-repo", str(repo), "--remap-a", a, "--remap-b", b]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+def _plugin(repo, a: str, b: str, pytester, monkeypatch):
+    """The property suite's convert test through the plugin, A and B from ``repo``: a
+    pytest session in this process (pytester), 3 examples. The suite's modules are
+    imported afresh for it (their Hypothesis settings are fixed at import, from the
+    session's profile), and pytester drops them again afterwards: so Triton, whose C
+    extension cannot be imported twice in one process, is imported before (kernels_new)."""
+    registry.get("new")
+    assert "triton._C.libtriton" in sys.modules
+    monkeypatch.setenv("REMAP_AB_EXAMPLES", "3")
+    monkeypatch.setenv("REMAP_AB_REPORT_DIR", str(pytester.path / "reports"))  # a failing example's report
+    for name in [n for n in sys.modules if n.startswith("remap_ab.subjects.remap.properties.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return pytester.runpytest_inprocess(
+        "-p", "remap_ab.pytest.plugin", "--pyargs", "remap_ab.subjects.remap.properties", "-q", "-x",
+        "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
+        "--remap-repo", str(repo), "--remap-a", a, "--remap-b", b)
 
 
-def test_plugin_compares_two_revisions(repo, tmp_path):
-    ok = _plugin(repo, f"undo:{FILE}", f"fixed:{FILE}", tmp_path)
-    assert ok.returncode == 0, ok.stdout[-2000:]
-    bad = _plugin(repo, f"fixed:{FILE}", f"broken:{FILE}", tmp_path)
-    assert bad.returncode == 1, bad.stdout[-2000:]
+def test_plugin_compares_two_revisions(repo, pytester, monkeypatch):
+    ok = _plugin(repo, f"undo:{FILE}", f"fixed:{FILE}", pytester, monkeypatch)
+    assert ok.ret == 0 and ok.parseoutcomes()["passed"] == 1, ok.stdout.str()[-2000:]
+    bad = _plugin(repo, f"fixed:{FILE}", f"broken:{FILE}", pytester, monkeypatch)
+    assert bad.ret == 1, bad.stdout.str()[-2000:]
     sha = commit(repo, "broken")
-    assert re.search(rf"FAIL: \[\w+\] broken@{sha[:12]}:{FILE}", bad.stdout)
-    assert re.search(rf"replay: remap-ab run --a \S+ --b broken@{sha}:{FILE} --repo {re.escape(str(repo))}", bad.stdout)
+    out = bad.stdout.str()
+    assert re.search(rf"FAIL: \[\w+\] broken@{sha[:12]}:{FILE}", out)
+    assert re.search(rf"replay: remap-ab run --a \S+ --b broken@{sha}:{FILE} --repo {re.escape(str(repo))}", out)
 
 
 def test_plugin_refuses_a_revision_that_does_not_exist(repo, pytester):

@@ -7,6 +7,7 @@ the summary groups failures by every dimension value and by the rows' valid lane
 
 import io
 import json
+import multiprocessing
 import os
 import shlex
 import subprocess
@@ -51,21 +52,13 @@ def _one_line_error(code, capsys, status=2):
     return lines[0]
 
 
-def _cli(args, cwd, extra_path=None, timeout=240):
-    env = dict(os.environ)
-    if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "remap_ab", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def done_run(tmp_path_factory):
-    """A finished two-case run (old vs new, on the session's device, -j 0 in a process of
-    its own: no state an earlier test left in this one reaches its kernels): its folder."""
+    """A finished two-case run (old vs new, on the session's device, -j 0 in this process,
+    as the tests below resume theirs; a process of its own would import torch again for
+    two cases): its folder."""
     root = tmp_path_factory.mktemp("state")
-    r = _cli(["sweep", *TWO, "-j", "0", "--root", str(root), "--run", "two", "--no-progress"], REPO)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert cli_main(["sweep", *TWO, "-j", "0", "--root", str(root), "--run", "two", "--no-progress"]) == 0
     return root / "two"
 
 
@@ -149,19 +142,30 @@ def test_resume_refuses_a_table_it_was_not_written_for(done_run, tmp_path, capsy
 # ------------------------------------------------------------------ the run lock
 
 
+def _hold_lock(lock_class, run: Path, tell) -> None:
+    lock = lock_class(run).acquire()
+    tell.send("held")
+    time.sleep(120)
+    lock.release()
+
+
 def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run, tmp_path, capsys):
     run = _copy(done_run, tmp_path)
     table = run / "results.csv"
     table.write_text("".join(table.read_text().splitlines(keepends=True)[:2]))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from remap_ab.sweep.run_folder import RunLock; "
-         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)", str(run)],
-        stdout=subprocess.PIPE, text=True,
-    )
+    # The holder: a process forked from this one (no interpreter start, no torch import;
+    # it imports nothing, so no lock another thread held at the fork can stop it).
+    from remap_ab.sweep.run_folder import RunLock
+
+    said, tell = multiprocessing.Pipe(duplex=False)
+    holder = multiprocessing.get_context("fork").Process(target=_hold_lock, args=(RunLock, run, tell), daemon=True)
+    holder.start()
     try:
-        assert holder.stdout.readline().strip() == "held"
+        assert said.poll(60) and said.recv() == "held"
         before = table.read_bytes()
-        resume = ["sweep", "--resume", "--run", "copy", "--root", str(tmp_path), "--no-progress"]
+        # -j 0: the lock is taken before any worker would start (a resume's workers are
+        # test_report_of_an_incomplete_run_is_never_pass's).
+        resume = ["sweep", "--resume", "--run", "copy", "--root", str(tmp_path), "--no-progress", "-j", "0"]
         err = _one_line_error(cli_main(resume), capsys)
         assert "in use by another remap-ab process" in err and f"pid {holder.pid}" in err
         assert table.read_bytes() == before
@@ -170,7 +174,7 @@ def test_a_second_process_cannot_use_a_run_folder_while_the_first_lives(done_run
         assert f"a sweep is running it: pid {holder.pid}" in capsys.readouterr().out
     finally:
         holder.kill()
-        holder.wait()
+        holder.join()
     # The holder died without a goodbye: its lock file stays, naming a dead pid; no block.
     assert f"pid {holder.pid}" in (run / "run.lock").read_text()
     assert cli_main(resume) == 0
@@ -194,14 +198,15 @@ def test_the_lock_is_per_open_not_per_process(tmp_path):
 
 def test_a_hanging_case_times_out_and_the_sweep_goes_on(tmp_path, capsys, monkeypatch):
     # The sweep in this process: what hangs is its worker, a process of its own (given the
-    # implementation's folder on PYTHONPATH as well as on sys.path).
+    # implementation's folder on PYTHONPATH as well as on sys.path). The timeout's clock
+    # starts once the worker is ready; the passing case takes well under 1 s of it on the CPU.
     (tmp_path / "hangimpl.py").write_text(HANGING)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p))
     monkeypatch.chdir(tmp_path)
     started = time.monotonic()
     status = cli_main(["sweep", "--b", "hangimpl", *TWO[:-1], "path=convert,dcp-inplace", "-j", "1", "--case-timeout",
-                       "8", "--root", "reports", "--run", "h", "--no-progress"])
+                       "4", "--root", "reports", "--run", "h", "--no-progress"])
     r = capsys.readouterr()
     assert status == 1, r.err
     assert time.monotonic() - started < 120  # not the 600 s the implementation sleeps
@@ -209,7 +214,7 @@ def test_a_hanging_case_times_out_and_the_sweep_goes_on(tmp_path, capsys, monkey
     cases = df[df.rejection == ""]
     assert dict(zip(cases.path, cases.status)) == {"convert": "timeout", "dcp-inplace": "pass"}
     row = df[df.status == "timeout"].iloc[0]
-    assert row.check == "timeout" and "--case-timeout 8 s" in row.first_mismatch
+    assert row.check == "timeout" and "--case-timeout 4 s" in row.first_mismatch
     assert set(df.worker) == {0}  # the replacement worker took the next case
     verdict = json.loads((tmp_path / "reports" / "h" / row.report / "verdict.json").read_text())
     assert verdict["status"] == "timeout"
