@@ -54,7 +54,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,7 @@ OUTPUTS_FILE = "outputs.pt.gz"
 # stays a few MB however many rows differ. The rows the tables show are always kept.
 ROWS_BUDGET_BYTES = 4 << 20
 GZIP_LEVEL = 1  # index tensors are near-random: higher levels cost time for little
+HOST_HASHERS = 4  # threads hashing the outputs of a folder that lie on the host (a CPU run's)
 FIRST_MISMATCHES = 20  # lanes in the first-mismatch table
 WORST_ROWS = 20  # failing rows in the per-row table
 PASSING_ROWS = 3  # passing rows shown beside them, for contrast
@@ -689,13 +690,14 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     sides = {role: o for role, o in (("a", result.a), ("b", result.b), ("oracle", result.oracle)) if o is not None}
     tensors: dict[str, dict] = {role: {"out": _tensor(o.out), "counts": _tensor(o.counts)} for role, o in sides.items()}
     tensors["reference"] = {"out": ref.out, "counts": ref.counts}
+    same = _same_as_reference(tensors)
 
     def aligned(x, shape):
         return x is not None and tuple(x.shape) == shape
 
     # The oracle through its public API is kept only where it departs from its own reference.
     def departs(role):  # a tensor the reference has, other than the reference's (absent counts are no departure)
-        return any(x is not None and not _identical(x, tensors["reference"][n]) for n, x in tensors[role].items())
+        return any(x is not None and (role, n) not in same for n, x in tensors[role].items())
 
     kept = [role for role in ("a", "b", "oracle", "reference") if role in tensors and (role != "oracle" or departs(role))]
     differs = torch.zeros(t, dtype=torch.bool, device=ref.out.device)
@@ -704,7 +706,7 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
         out, counts = tensors[side]["out"], tensors[side]["counts"]
         if side in report.lanes_per_row:  # compared by build_case_report already
             differs |= report.lanes_per_row[side].to(differs.device) > 0
-        elif aligned(out, (t, k)) and not _identical(out, ref.out):
+        elif aligned(out, (t, k)) and (side, "out") not in same:
             differs |= (out.to(ref.out.device) != ref.out).any(dim=1)
         if aligned(counts, (t,)):
             differs |= counts.to(ref.out.device).to(torch.int64) != ref_counts
@@ -736,7 +738,7 @@ def _write_outputs(tmp: Path, result, report: CaseReport, full_tensors: bool) ->
     if len(rows):
         record["rows_file"] = ROWS_FILE
     # Compressing the rows and hashing the whole outputs is host work on host copies.
-    digests = background.in_thread(_on_host, _hashing_started(tensors),
+    digests = background.in_thread(_on_host, _hashing_started(tensors, same),
                                    {"rows": rows, "roles": kept_values} if len(rows) else None, tmp / ROWS_FILE)
     if full_tensors:
         whole: dict = {role: {"name": o.name, "out": _host(_tensor(o.out)), "counts": _host(_tensor(o.counts)),
@@ -763,28 +765,38 @@ def _on_host(digests: Callable[[], dict], kept: dict | None, rows_file: Path) ->
     return digests()
 
 
-def _hashing_started(tensors: dict) -> Callable[[], dict]:
-    """Start hashing the whole outputs ({role: {name: tensor or None}}); the function
-    returned gives {role: {name: {"shape", "dtype", "sha256"} or None}}. Here, on the
-    device: which sides equal the reference's byte for byte (they take its digest:
-    hashing is most of the cost, comparing a fraction of it) and the copies to the host
-    (``hashing_started``). The function may run on a host thread: it synchronises
-    nothing with the device, so a call check in progress on the sweep's thread (sync
-    debug "error", process-wide) does not make it raise."""
+def _same_as_reference(tensors: dict) -> set:
+    """The ``(role, name)`` of the tensors ({role: {name: tensor or None}}) byte for byte
+    the reference's: compared once, on the device, for the rows kept and the digests."""
     reference = tensors["reference"]
-    same = {(role, name) for role, by_name in tensors.items() if role != "reference"
+    return {(role, name) for role, by_name in tensors.items() if role != "reference"
             for name, x in by_name.items() if x is not None and _identical(x, reference.get(name))}
-    chosen = [(role, name, x) for role, by_name in tensors.items() for name, x in by_name.items()
-              if x is not None and (role, name) not in same]
-    on_device = [job for job in chosen if job[2].is_cuda]
-    started = hashing_started([{f"{role}.{name}": x for role, name, x in on_device}])
+
+
+def _hashing_started(tensors: dict, same: set) -> Callable[[], dict]:
+    """Start hashing the whole outputs ({role: {name: tensor or None}}); the function
+    returned gives {role: {name: {"shape", "dtype", "sha256"} or None}}. A tensor in
+    ``same`` (``_same_as_reference``) takes the reference's digest: hashing is most of
+    the cost, comparing a fraction of it. The device's tensors are copied to the host
+    here (``hashing_started``); the function may run on a host thread: it synchronises
+    nothing with the device, so a call check in progress on the sweep's thread (sync
+    debug "error", process-wide) does not make it raise. Host tensors are hashed by it,
+    on a few threads (hashlib lets go of the GIL)."""
+    hashed = {f"{role}.{name}": x for role, by_name in tensors.items() for name, x in by_name.items()
+              if x is not None and (role, name) not in same}
+    on_device = hashing_started([{key: x for key, x in hashed.items() if x.is_cuda}])
+    on_host = {key: x for key, x in hashed.items() if not x.is_cuda}
 
     def digests() -> dict:
-        (device_sha, _), = started()
+        (sha, _), = on_device()
+        if on_host:
+            with ThreadPoolExecutor(HOST_HASHERS) as threads:
+                (host_sha, _), = hashing_started([on_host], threads)()
+            sha = {**sha, **host_sha}
         out: dict = {role: {name: None for name in by_name} for role, by_name in tensors.items()}
-        for role, name, x in chosen:
-            sha = device_sha.get(f"{role}.{name}") if x.is_cuda else tensor_sha256(x)
-            out[role][name] = digest_of(x, sha)
+        for key, x in hashed.items():
+            role, name = key.split(".")
+            out[role][name] = digest_of(x, sha[key])
         for role, name in same:
             out[role][name] = out["reference"][name]
         return out
