@@ -638,18 +638,21 @@ def envelopes_record() -> dict:
 
 def write_envelopes() -> Path:
     """Write ENVELOPES_FILE anew (after a shipped grid, envelope.toml or the description changed)."""
-    path = Path(str(resources.files("remap_ab.subjects.remap").joinpath(GRIDS_FOLDER, ENVELOPES_FILE)))
+    path = Path(str(_envelopes_file()))
     path.write_text(json.dumps(envelopes_record(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 
 def _stored_envelopes() -> dict:
     try:
-        text = resources.files("remap_ab.subjects.remap").joinpath(GRIDS_FOLDER, ENVELOPES_FILE).read_text(encoding="utf-8")
-        stored = json.loads(text)
+        stored = json.loads(_envelopes_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return stored if isinstance(stored, dict) else {}
+
+
+def _envelopes_file():
+    return resources.files("remap_ab.subjects.remap").joinpath(GRIDS_FOLDER, ENVELOPES_FILE)
 
 
 def _sources_sha256(name: str) -> str:
