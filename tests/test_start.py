@@ -14,8 +14,11 @@ from remap_ab.processes import start
 
 
 def _what_the_worker_sees(_task=None) -> dict:
-    return {"variable": os.environ.get("REMAP_AB_TEST_START"), "parent": os.getppid(),
+    seen = {"variable": os.environ.get("REMAP_AB_TEST_START"), "parent": os.getppid(),
             "torch_loaded": "torch" in sys.modules}
+    import torch
+
+    return {**seen, "threads": torch.get_num_threads()}
 
 
 def _one_task(monkeypatch, owned: bool) -> tuple[str, dict]:
@@ -32,6 +35,14 @@ def test_an_own_process_starts_workers_from_the_fork_server_with_its_environment
     assert method == "forkserver"
     assert seen["parent"] != os.getpid()  # forked by the server, not started by this process
     assert seen["variable"] == "after" and seen["torch_loaded"]
+    assert seen["threads"] == 1  # one of a pool's processes on the host's cores
+
+
+def test_a_worker_has_one_intra_op_thread_where_the_machine_has_more(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # what a 2-core machine's torch would take by itself
+    for owned in (True, False):
+        method, seen = _one_task(monkeypatch, owned=owned)
+        assert seen["threads"] == 1, method
 
 
 @pytest.mark.parametrize("owned, off", [(False, ""), (True, "fork_server")], ids=["guest", "switched-off"])
@@ -39,3 +50,4 @@ def test_a_guest_or_the_switch_spawns(monkeypatch, owned, off):
     monkeypatch.setenv(tuning.OFF_VARIABLE, off)
     method, seen = _one_task(monkeypatch, owned=owned)
     assert method == "spawn" and seen["parent"] == os.getpid() and seen["variable"] == "after"
+    assert seen["threads"] == 1 and not seen["torch_loaded"]  # torch read the variable when it loaded

@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -67,6 +68,7 @@ def adopt(environ: Mapping[str, str]) -> None:
 
 def _adopt_then(environ: Mapping[str, str], initializer: Callable | None, *initargs) -> None:
     adopt(environ)
+    _one_intra_op_thread()
     # A pool worker of a fork server starts with the stop signals blocked (context());
     # a spawned one has its parent's mask, which lets them through.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, gpus.STOP_SIGNALS)
@@ -74,8 +76,22 @@ def _adopt_then(environ: Mapping[str, str], initializer: Callable | None, *inita
         initializer(*initargs)
 
 
+def _one_intra_op_thread() -> None:
+    """A pool worker is one of a pool's processes sharing the host's cores: torch's
+    intra-op threads, one per core in each of them, spun beside the others' work (the
+    compile workers took 4.7x as long; docs/performance.md). One thread each, set now
+    where torch is loaded (the fork server's), else through the variable torch reads
+    when it loads."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    else:
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+
 def executor(workers: int, initializer: Callable | None = None, initargs: tuple = ()) -> ProcessPoolExecutor:
     """A ``ProcessPoolExecutor`` of ``workers`` processes started as ``context()`` says,
-    each with this process's environment of now and then ``initializer(*initargs)``."""
+    each with this process's environment of now, one torch intra-op thread, then
+    ``initializer(*initargs)``."""
     return ProcessPoolExecutor(max_workers=workers, mp_context=context(), initializer=_adopt_then,
                                initargs=(environment(), initializer, *initargs))
