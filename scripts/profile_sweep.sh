@@ -2,8 +2,8 @@
 # The passing default sweep in-process (issue 41, part 4): N runs (default 3), each a
 # fresh process on a warm Triton cache, their summary's time line (the phase split:
 # gen, kernels, compare, write) and compile line; one with --call-checks off; two sweeps
-# in one process (the second loads no kernel); then one more run under cProfile, its top
-# functions by own time and by cumulative time.
+# in one process (the second loads no kernel), Triton's launch path timed; then one
+# more run under cProfile, its top functions by own time and by cumulative time.
 #
 #   scripts/profile_sweep.sh [N]        (EXTRA="..." adds sweep options)
 #
@@ -32,12 +32,36 @@ done
 $py -m remap_ab sweep -j 0 --no-progress --root "$work/runs" --call-checks off ${EXTRA:-} > "$work/last.txt" 2>&1
 grep -E '^  time:' "$work/last.txt" | sed 's/^/--call-checks off: /' >> "$out"
 # Two sweeps in one process: the second loads no kernel (Triton's in-memory cache), so
-# the difference is the loading of the compiled variants.
+# the difference is the loading of the compiled variants. Triton's launch path is timed
+# by wrapping it (cProfile misattributes once threads run): its launches, the variants
+# loaded from the disk cache, the handles made at their first launch.
 $py - "$work/runs" ${EXTRA:-} >> "$out" 2>&1 <<'PY'
 import sys
+import time
+import torch
 from remap_ab.host import tuning
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.summary import phases_text
+
+timed = {}
+def wrap(cls, name):
+    original = getattr(cls, name)
+    def timing(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            calls = timed.setdefault(f"{cls.__name__}.{name}", [0, 0.0])
+            calls[0] += 1
+            calls[1] += time.perf_counter() - start
+    setattr(cls, name, timing)
+if torch.cuda.is_available():  # the interpreter launches nothing through JITFunction.run
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
+
+    for cls, name in ((JITFunction, "run"), (JITFunction, "_do_compile"), (CompiledKernel, "_init_handles")):
+        if hasattr(cls, name):
+            wrap(cls, name)
 
 tuning.tune_this_process()
 extra = sys.argv[2:]
@@ -47,7 +71,9 @@ for label in ("one process, first sweep", "one process, second sweep"):
     sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_size=size))
     sweep.prepare()
     s = sweep.run()["last_session"]
-    print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}")
+    print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}; "
+          + "; ".join(f"{name} {n} calls {seconds:.2f} s" for name, (n, seconds) in timed.items()))
+    timed.clear()
 PY
 # shellcheck disable=SC2086
 $py -m cProfile -o "$dir/sweep.prof" -m remap_ab sweep -j 0 --no-progress --root "$work/runs" ${EXTRA:-} \

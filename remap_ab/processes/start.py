@@ -12,6 +12,8 @@ process-wide. ``REMAP_AB_TWEAKS_OFF=fork_server`` spawns them everywhere (tuning
 A worker forked from the server would have the server's environment, taken when the
 server started; ``adopt`` gives it its parent's as it is at the worker's start, before
 anything in it reads one (CUDA_VISIBLE_DEVICES, TRITON_INTERPRET, a test's variables).
+Each pool worker then has one torch intra-op thread: it is one of many processes on the
+host's cores.
 """
 
 from __future__ import annotations
