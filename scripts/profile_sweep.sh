@@ -2,8 +2,9 @@
 # The passing default sweep in-process (issue 41, part 4): N runs (default 3), each a
 # fresh process on a warm Triton cache, their summary's time line (the phase split:
 # gen, kernels, compare, write) and compile line; one with --call-checks off; two sweeps
-# in one process (the second loads no kernel), Triton's launch path timed; then one
-# more run under cProfile, its top functions by own time and by cumulative time.
+# in one process (the second loads no kernel), Triton's launch path timed, and a third
+# under torch's profiler (GPU busy time, launches, host waits); then one more run under
+# cProfile, its top functions by own time and by cumulative time.
 #
 #   scripts/profile_sweep.sh [N]        (EXTRA="..." adds sweep options)
 #
@@ -74,6 +75,25 @@ for label in ("one process, first sweep", "one process, second sweep"):
     print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}; "
           + "; ".join(f"{name} {n} calls {seconds:.2f} s" for name, (n, seconds) in timed.items()))
     timed.clear()
+if torch.cuda.is_available():
+    # A third sweep under torch's profiler: how busy the GPU was, how many launches,
+    # and how long the host waited for the device (the waits are where GPU time is on
+    # the critical path).
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_size=size))
+        sweep.prepare()
+        s = sweep.run()["last_session"]
+    from torch.autograd import DeviceType
+
+    events = prof.key_averages()
+    # The device's own events only: an operator's row repeats its kernels' time.
+    busy = sum(e.self_device_time_total for e in events if e.device_type == DeviceType.CUDA) / 1e6
+    launches = {e.key: e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel")}
+    waits = {e.key: (e.count, e.cpu_time_total / 1e6) for e in events if "Synchronize" in e.key}
+    print(f"under torch.profiler: wall {s['wall_seconds']:.2f} s; GPU busy {busy:.2f} s; launches {launches}; "
+          "host waits " + ", ".join(f"{k} {n} calls {t:.3f} s" for k, (n, t) in waits.items()))
 PY
 # shellcheck disable=SC2086
 $py -m cProfile -o "$dir/sweep.prof" -m remap_ab sweep -j 0 --no-progress --root "$work/runs" ${EXTRA:-} \
