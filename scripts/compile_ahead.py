@@ -26,15 +26,16 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")
 
+    from remap_ab import subjects
     from remap_ab.host import tuning
     from remap_ab.processes import precompile
     from remap_ab.subjects.remap import grid
-    from remap_ab.subjects.remap.config import variant_key
 
     tuning.tune_this_process()  # workers from the fork server, as the command line starts them
+    variant = subjects.get("remap").variant  # what Ahead compiles once, as a sweep's schedule keys it
     first: dict = {}
     for point in grid.load(args.grid).points():
-        first.setdefault(variant_key(point.config), point.config)
+        first.setdefault(variant(point.config), point.config)
     configs = list(first.values())[: args.variants]
     workers = args.workers or precompile.default_workers(1)
     began = time.perf_counter()

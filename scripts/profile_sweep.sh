@@ -68,10 +68,16 @@ tuning.tune_this_process()
 extra = sys.argv[2:]
 filters = [extra[i + 1] for i, a in enumerate(extra) if a == "--filter"]
 size = next((int(extra[i + 1]) for i, a in enumerate(extra) if a == "--max-tokens"), None)
-for label in ("one process, first sweep", "one process, second sweep"):
+
+
+def one_sweep() -> dict:
     sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_size=size))
     sweep.prepare()
-    s = sweep.run()["last_session"]
+    return sweep.run()["last_session"]
+
+
+for label in ("one process, first sweep", "one process, second sweep"):
+    s = one_sweep()
     print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}; "
           + "; ".join(f"{name} {n} calls {seconds:.2f} s" for name, (n, seconds) in timed.items()))
     timed.clear()
@@ -82,9 +88,7 @@ if torch.cuda.is_available():
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_size=size))
-        sweep.prepare()
-        s = sweep.run()["last_session"]
+        s = one_sweep()
     from torch.autograd import DeviceType
 
     events = prof.key_averages()
