@@ -212,6 +212,44 @@ def triton_convert_req_index_to_global_index(*a, **kw):
         return k.triton_convert_req_index_to_global_index(*a, **kw)
 '''
 
+# Its outputs hold the right values before the call returns; then the kernel runs again
+# on a stream of its own and writes them once more, the caller's stream not made to wait.
+SAME_VALUES_LATE = '''
+"""Right values on the caller's stream, then the same values written again from a private stream."""
+import torch
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(*a, **kw):
+    r = k.triton_convert_req_index_to_global_index(*a, **kw)
+    out = r[0] if isinstance(r, tuple) else r
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        again = k.triton_convert_req_index_to_global_index(*a, **kw)
+        out.copy_(again[0] if isinstance(again, tuple) else again)
+    return r
+'''
+
+# A stream of its own, and the caller's stream made to wait for it: what vLLM may do.
+WAITED_STREAM = '''
+"""Launches on a stream of its own and makes the caller's stream wait before returning."""
+import torch
+import kernels_new as k
+from kernels_new import triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(*a, **kw):
+    caller = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        r = k.triton_convert_req_index_to_global_index(*a, **kw)
+    caller.wait_stream(side)
+    return r
+'''
+
 
 @pytest.mark.gpu
 def test_a_host_sync_fails_sync_and_graph_and_blames_its_side(broken_impl):
@@ -239,6 +277,23 @@ def test_a_private_stream_fails_the_stream_check(broken_impl):
     bad = broken_impl(PRIVATE_STREAM)
     v = run_case(CONVERT.replace(tokens=64, topk=2048, blocks_per_req=256), "old", bad, device="cuda").verdict
     assert Check.STREAM in _checks(v, bad) and _checks(v, "old") == set()
+
+
+@pytest.mark.gpu
+def test_work_left_on_another_stream_fails_the_stream_check_when_the_memory_already_holds_its_values(broken_impl):
+    """What a snapshot of the outputs cannot see: the caller's read and the late write
+    agree on every value; the event at the call's return says the write came after it."""
+    bad = broken_impl(SAME_VALUES_LATE)
+    v = run_case(CONVERT, "old", bad, device="cuda").verdict
+    assert Check.STREAM in _checks(v, bad) and _checks(v, "old") == set()
+    assert any("ms after the call returned" in f.message for f in v.failures if f.impl == bad)
+
+
+@pytest.mark.gpu
+def test_a_stream_the_caller_is_made_to_wait_for_passes_the_stream_check(broken_impl):
+    ok = broken_impl(WAITED_STREAM)
+    v = run_case(CONVERT.replace(tokens=64, topk=2048, blocks_per_req=256), "old", ok, device="cuda").verdict
+    assert v.passed and _checks(v, ok) == set()
 
 
 @pytest.mark.gpu

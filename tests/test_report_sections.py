@@ -16,7 +16,7 @@ from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.status import Check
 from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.call import _stream_evidence, sync_frame
+from remap_ab.subjects.remap.call import _stream_evidence, late_launches, sync_frame
 from remap_ab.subjects.remap.compare import Mismatch, Verdict
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.report import load_report, render, write_case_report
@@ -261,6 +261,17 @@ def test_sync_stream_and_graph_sections_from_their_findings_data():
         "frame": {"file": "/x/b.py", "line": 7, "function": "convert", "code": "total = int(counts.sum())"}})
     section = _section(md, "CUDA graph capture and replay")
     assert "/x/b.py:7 in convert" in section and "total = int(counts.sum())" in section
+
+
+def test_a_stream_finding_from_the_events_gives_its_timing_and_names_no_element():
+    # The stream check's event finding (call._stream_check): the outputs agreed, so no
+    # element can be named, and the section must not say they were compared as sets.
+    message, evidence = late_launches([-0.2, 1.02])
+    md = _finding_section(Check.STREAM, f"b: {message}", evidence)
+    section = _section(md, "Outputs not ready on the caller's stream")
+    assert "finished 1.020 ms after the call returned" in section and "| finished after ms | 1.02 |" in section
+    assert "| launches on other streams | 2 |" in section and "| finished after the return | 1 |" in section
+    assert "as sets per row" not in section
 
 
 def test_a_check_without_a_renderer_shows_its_evidence_side_by_side():

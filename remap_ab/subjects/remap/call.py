@@ -550,30 +550,48 @@ def production_findings(impl, config: CaseConfig, inputs: CaseInputs, out, count
     return found
 
 
+@contextlib.contextmanager
 def _other_streams_delayed(caller: torch.cuda.Stream):
     """Every Triton launch made on a stream other than ``caller`` waits behind a sleep
     queued there first, twice as long as the caller's: a kernel the caller's stream was
     not made to wait for is then still pending when the caller reads, whatever the
     GPU's scheduling (without it, such a kernel and the caller's read become ready
-    together and the read wins or loses by chance)."""
+    together and the read wins or loses by chance). Yields a list that gets a timing
+    event recorded right after each such launch, on its stream."""
+    launched: list[torch.cuda.Event] = []
 
     def delayed(launch, fn, *args, grid, warmup, **kwargs):
-        if not warmup and torch.cuda.current_stream(caller.device) != caller:
-            torch.cuda._sleep(2 * _STREAM_SLEEP_CYCLES)
-        return launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        if warmup or torch.cuda.current_stream(caller.device) == caller:
+            return launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        torch.cuda._sleep(2 * _STREAM_SLEEP_CYCLES)
+        kernel = launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        done = torch.cuda.Event(enable_timing=True)
+        done.record()
+        launched.append(done)
+        return kernel
 
-    return runtime.jit_launches_through(delayed)
+    with runtime.jit_launches_through(delayed):
+        yield launched
 
 
 def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFinding]:
+    """The call made on a stream of the caller's own that stays busy past the call's
+    return, read there twice: a snapshot of its outputs queued right after the call,
+    and an event at the return, which must not complete before any kernel the call
+    launched on another stream (``_other_streams_delayed``'s events). The event needs
+    no memory to differ: a snapshot alone misses work left on another stream when the
+    memory it reads already holds the same values (a cached block that an earlier,
+    correct output was freed from)."""
     own = PrivateInputs([inputs]).cases[0]
     caller = torch.cuda.Stream(inputs.device)
     caller.wait_stream(torch.cuda.current_stream(inputs.device))
     try:
-        with poisoned_empty(), torch.cuda.stream(caller), _other_streams_delayed(caller):
+        with poisoned_empty(), torch.cuda.stream(caller), _other_streams_delayed(caller) as elsewhere:
             buffers = caller_buffers(config, inputs.device)
             torch.cuda._sleep(_STREAM_SLEEP_CYCLES)  # keeps the caller's stream busy past the call's return
             got, got_counts = impl(config, own, buffers)
+            returned = torch.cuda.Event(enable_timing=True)
+            returned.record(caller)
             snap = got.clone()
             snap_counts = got_counts.clone() if got_counts is not None else None
         caller.synchronize()  # the caller's stream only: what a caller reading there would see
@@ -582,16 +600,28 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
                                           f"{exception_line(exc)[:200]}", {"raised": exception_line(exc)[:300]})]
     torch.cuda.synchronize(inputs.device)
     problems = []
+    late = [returned.elapsed_time(e) for e in elsewhere]
     if not (_same(snap, got, ordered) and _same(snap_counts, got_counts, True)):
         evidence = _stream_evidence(snap, got, snap_counts, got_counts, ordered, "on the caller's stream", "after a synchronize")
         problems.append(("outputs read on the caller's stream right after the call differ from the same outputs "
                          "after a device-wide synchronize" + (_first_difference(snap, got) if ordered else ""), evidence))
+    elif any(ms > 0 for ms in late):
+        problems.append(late_launches(late))
     elif not (_same(got, out, ordered) and _same(got_counts, counts, True)):
         evidence = _stream_evidence(got, out, got_counts, counts, ordered, "on a side stream", "on the default stream")
         problems.append(("outputs of a call on a non-default stream differ from the same call on the default stream"
                          + (_first_difference(got, out) if ordered else ""), evidence))
     return [CallFinding(Check.STREAM, f"{impl.name}: {p}; the call leaves work on another stream without making the "
                                       f"caller's stream wait", e) for p, e in problems]
+
+
+def late_launches(late: list[float]) -> tuple[str, dict]:
+    """The stream finding's words and evidence when launches on other streams finished
+    ``late`` ms after the call's return (some > 0) while the outputs agreed."""
+    return (f"a kernel it launched on another stream finished {max(late):.3f} ms after the call returned on the "
+            f"caller's stream (the outputs read there happened to hold the final values already)",
+            {"finished_after_ms": round(max(late), 3), "launches_on_other_streams": len(late),
+             "finished_after_the_return": sum(ms > 0 for ms in late)})
 
 
 def _stream_evidence(x, y, x_counts, y_counts, ordered: bool, x_is: str, y_is: str) -> dict:
