@@ -2,7 +2,8 @@
 # The passing default sweep in-process (issue 41, part 4): N runs (default 3), each a
 # fresh process on a warm Triton cache, their summary's time line (the phase split:
 # gen, kernels, compare, write) and compile line; one with --call-checks off; two sweeps
-# in one process (the second loads no kernel), Triton's launch path timed, and a third
+# in one process, timed by part (Triton's launches, the sampled checks, the host's waits,
+# the wrappers, the collector) with what the first paid over the second, and a third
 # under torch's profiler (GPU busy time, launches, host waits); then one more run under
 # cProfile, its top functions by own time and by cumulative time.
 #
@@ -32,11 +33,14 @@ done
 # shellcheck disable=SC2086
 $py -m remap_ab sweep -j 0 --no-progress --root "$work/runs" --call-checks off ${EXTRA:-} > "$work/last.txt" 2>&1
 grep -E '^  time:' "$work/last.txt" | sed 's/^/--call-checks off: /' >> "$out"
-# Two sweeps in one process: the second loads no kernel (Triton's in-memory cache), so
-# the difference is the loading of the compiled variants. Triton's launch path is timed
-# by wrapping it (cProfile misattributes once threads run): its launches, the variants
-# loaded from the disk cache, the handles made at their first launch.
+# Two sweeps in one process: the second loads no kernel (Triton's in-memory cache) and
+# runs no sampled graph or stream check (they sample what this process has not checked),
+# so the difference is what a fresh process pays. Timed by wrapping (cProfile
+# misattributes once threads run): Triton's launches, the variants loaded from the disk
+# cache, the handles made at their first launch; the sampled checks; the host's waits for
+# the device; the A and B wrappers; and, from the collector's callbacks, its pauses.
 $py - "$work/runs" ${EXTRA:-} >> "$out" 2>&1 <<'PY'
+import gc
 import sys
 import time
 import torch
@@ -52,7 +56,7 @@ def wrap(cls, name):
         try:
             return original(*args, **kwargs)
         finally:
-            calls = timed.setdefault(f"{cls.__name__}.{name}", [0, 0.0])
+            calls = timed.setdefault(f"{cls.__name__.rsplit('.', 1)[-1]}.{name}", [0, 0.0])
             calls[0] += 1
             calls[1] += time.perf_counter() - start
     setattr(cls, name, timing)
@@ -60,9 +64,28 @@ if torch.cuda.is_available():  # the interpreter launches nothing through JITFun
     from triton.compiler.compiler import CompiledKernel
     from triton.runtime.jit import JITFunction
 
-    for cls, name in ((JITFunction, "run"), (JITFunction, "_do_compile"), (CompiledKernel, "_init_handles")):
+    from remap_ab.subjects.remap import call, registry
+
+    for cls, name in ((JITFunction, "run"), (JITFunction, "_do_compile"), (CompiledKernel, "_init_handles"),
+                      (call, "production_findings"), (torch.cuda, "synchronize"), (registry.Implementation, "__call__")):
         if hasattr(cls, name):
             wrap(cls, name)
+
+
+collection_began = 0.0
+
+
+def collected(phase, info):
+    global collection_began
+    if phase == "start":
+        collection_began = time.perf_counter()
+        return
+    calls = timed.setdefault(f"collector generation {info['generation']}", [0, 0.0])
+    calls[0] += 1
+    calls[1] += time.perf_counter() - collection_began
+
+
+gc.callbacks.append(collected)
 
 tuning.tune_this_process()
 extra = sys.argv[2:]
@@ -73,14 +96,25 @@ size = next((int(extra[i + 1]) for i, a in enumerate(extra) if a == "--max-token
 def one_sweep() -> dict:
     sweep = Sweep(SweepOptions(workers=0, progress=False, root=sys.argv[1], filters=filters, max_size=size))
     sweep.prepare()
+    timed.clear()  # the run's own, not the set-up's
     return sweep.run()["last_session"]
 
 
+seen = []
 for label in ("one process, first sweep", "one process, second sweep"):
     s = one_sweep()
     print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}; "
-          + "; ".join(f"{name} {n} calls {seconds:.2f} s" for name, (n, seconds) in timed.items()))
-    timed.clear()
+          + "; ".join(f"{name} {n} calls {seconds:.3f} s" for name, (n, seconds) in sorted(timed.items())))
+    seen.append((s["wall_seconds"], {name: seconds for name, (_, seconds) in timed.items()}))
+# What the first sweep paid over the second, by part. Timers nest (run inside __call__;
+# the checks' own launches, already loaded, inside production_findings too).
+(first, t1), (second, t2) = seen
+more = {name: t1.get(name, 0.0) - t2.get(name, 0.0) for name in t1}
+named = ("JITFunction.run", "call.production_findings", "collector generation 0", "collector generation 1",
+         "collector generation 2")
+print(f"the first sweep over the second: {first - second:.2f} s; "
+      + "; ".join(f"{name} {more[name]:+.3f} s" for name in named if name in more)
+      + f"; the rest {first - second - sum(more[n] for n in named if n in more):+.3f} s")
 if torch.cuda.is_available():
     # A third sweep under torch's profiler: how busy the GPU was, how many launches,
     # and how long the host waited for the device (the waits are where GPU time is on
