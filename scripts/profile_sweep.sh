@@ -107,7 +107,8 @@ for label in ("one process, first sweep", "one process, second sweep"):
           + "; ".join(f"{name} {n} calls {seconds:.3f} s" for name, (n, seconds) in sorted(timed.items())))
     seen.append((s["wall_seconds"], {name: seconds for name, (_, seconds) in timed.items()}))
 # What the first sweep paid over the second, by part. Timers nest (run inside __call__;
-# the checks' own launches, already loaded, inside production_findings too).
+# the checks' own launches, already loaded, inside production_findings too; a collection
+# can pause inside any of them), so "the rest" is close, not exact.
 (first, t1), (second, t2) = seen
 more = {name: t1.get(name, 0.0) - t2.get(name, 0.0) for name in t1}
 named = ("JITFunction.run", "call.production_findings", "collector generation 0", "collector generation 1",
