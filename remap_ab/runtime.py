@@ -95,6 +95,13 @@ def hash_triton_in_background() -> bool:
     return True
 
 
+def triton_key_pending() -> bool:
+    """Whether the background hash is still running: a first lookup now would wait for
+    it (``triton_key_ready``)."""
+    thread = _triton_key_thread
+    return thread is not None and thread.is_alive()
+
+
 def triton_key_ready() -> None:
     """Wait for the background hash (if one was started): called before every call of
     an implementation (``call.calling``), so the first kernel lookup finds it done."""

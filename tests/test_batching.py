@@ -50,6 +50,26 @@ def test_recorded_input_hashes_are_unchanged_batched_and_one_by_one():
         assert hash_inputs(generate_inputs(c))[1] == expected[c.case_id], f"inputs of {c.case_id} changed"
 
 
+@pytest.mark.parametrize("n", [1, 7, 1024, 3000])
+def test_draw_kernel_gives_the_torch_draws_values(n):
+    """The GPU's one-pass hash (draw_kernel.py) against ``inputs._draw``'s torch ops, on
+    every key shape the generator passes it; here through the interpreter on the CPU,
+    on the device itself on a GPU (where ``_draw`` takes it)."""
+    from remap_ab.subjects.remap import draw_kernel
+    from remap_ab.subjects.remap.inputs import _draw
+
+    device = runtime.current()
+    g = torch.Generator().manual_seed(n)
+    index = torch.randint(0, 2**40, (n,), generator=g).to(device)
+    for shape in ((n,), (1,), (6, n), (4, 1)):
+        keys = torch.randint(0, 2**32, shape, generator=g).to(device)
+        # The torch form on the CPU (on a GPU, _draw would take the kernel itself).
+        want = _draw(keys.cpu(), index.cpu())
+        got = draw_kernel.draw(keys, index)
+        assert got.dtype == torch.int64 and got.shape == want.shape, shape
+        assert torch.equal(got.cpu(), want), (shape, int((got.cpu() != want).sum()))
+
+
 def _sample(n, seed):
     """Varied configurations, small enough for the CPU."""
     rng = random.Random(seed)

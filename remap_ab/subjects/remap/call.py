@@ -468,16 +468,25 @@ def _timed(impl, config: CaseConfig, inputs: CaseInputs, clock: Optional[CallClo
     return out, counts, (start, clock.start())
 
 
+_SYNC_SWITCH = getattr(torch._C, "_cuda_set_sync_debug_mode", None)
+_sync_switched = False
+
+
 def _set_sync_debug_mode(mode: int) -> None:
-    # The C switch itself: torch.cuda's wrapper re-checks its lazy init on every call,
-    # and the switch says the mode is a prototype each time (silenced here).
+    # The C switch itself: torch.cuda's wrapper re-checks its lazy init on every call.
+    # The switch warns that the mode is a prototype on its first use in a process only
+    # (silenced here); the sweep switches twice a call, so later switches skip the filter.
+    global _sync_switched
+    if _sync_switched and _SYNC_SWITCH is not None:
+        _SYNC_SWITCH(mode)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        setter = getattr(torch._C, "_cuda_set_sync_debug_mode", None)
-        if setter is None:
+        if _SYNC_SWITCH is None:
             torch.cuda.set_sync_debug_mode(mode)
         else:
-            setter(mode)
+            _SYNC_SWITCH(mode)
+    _sync_switched = True
 
 
 def sync_frame(exc: BaseException, impl) -> Optional[dict]:

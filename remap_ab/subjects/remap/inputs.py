@@ -3,7 +3,8 @@
 torch's random generators differ between CPU and CUDA, so inputs are drawn from a
 counter-based integer hash instead: lane ``i`` of stream ``s`` gets
 ``mix32(i, key(seed, s))``, computed with int64 tensor arithmetic whose every
-intermediate stays below 2**63. The same configuration therefore yields the same
+intermediate stays below 2**63 (on a GPU, by one Triton kernel in 32-bit unsigned
+arithmetic: draw_kernel.py). The same configuration therefore yields the same
 tensors, byte for byte, whether generated on the CPU or directly on a GPU, and the
 sha256 of each input proves it.
 
@@ -25,6 +26,7 @@ from typing import Optional
 
 import torch
 
+from remap_ab import runtime
 from remap_ab.errors import InputError, ResourceError
 from remap_ab.host import gil
 from remap_ab.subjects.remap.config import INT32_MAX, CaseConfig
@@ -69,13 +71,27 @@ _STREAMS = {
 }
 
 
-def _stream_key(seed: int, stream: str) -> int:
-    return _mix32_int(_mix32_int(seed & _M32) ^ _mix32_int(_STREAMS[stream] * 0x9E3779B9) ^ (seed >> 32))
+# Each stream's part of its keys (the same for every seed).
+_STREAM_PARTS = {name: _mix32_int(number * 0x9E3779B9) for name, number in _STREAMS.items()}
+
+
+def _stream_keys(seed: int, streams) -> list[int]:
+    """Key of each of ``streams`` for ``seed``: mix32(mix32(seed) ^ mix32(stream * φ) ^ (seed >> 32)).
+    Computed per case for every batch, so the seed's part is mixed once for all streams."""
+    seed_part = _mix32_int(seed & _M32) ^ (seed >> 32)
+    return [_mix32_int(seed_part ^ _STREAM_PARTS[s]) for s in streams]
 
 
 def _draw(keys: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Value ``index`` of the stream keyed ``keys`` (the two broadcast together):
     uniform 32-bit values in an int64 tensor."""
+    # On a GPU one Triton kernel computes the same values in one pass, except while
+    # Triton's installation is still being hashed beside the set-up (runtime.py): the
+    # first batch of a fresh process then draws here rather than wait for it.
+    if index.is_cuda and index.dim() == 1 and keys.dim() in (1, 2) and not runtime.triton_key_pending():
+        from remap_ab.subjects.remap import draw_kernel  # Triton: only on a GPU
+
+        return draw_kernel.draw(keys, index)
     x = _mix32_((index + keys).bitwise_and_(_M32))  # the sum is a new tensor: ours to change
     return _mix32_(x.bitwise_xor_(keys))
 
@@ -471,7 +487,7 @@ def _per_element(per_case: list[dict], device) -> tuple[torch.Tensor, dict[str, 
 
 
 def _keys(seed: int, streams) -> dict[str, int]:
-    return {"key:" + s: _stream_key(seed, s) for s in streams}
+    return dict(zip(["key:" + s for s in streams], _stream_keys(seed, streams)))
 
 
 def _draw_streams(p: dict, streams, index: torch.Tensor) -> dict[str, torch.Tensor]:
