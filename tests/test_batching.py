@@ -50,6 +50,16 @@ def test_recorded_input_hashes_are_unchanged_batched_and_one_by_one():
         assert hash_inputs(generate_inputs(c))[1] == expected[c.case_id], f"inputs of {c.case_id} changed"
 
 
+@pytest.mark.gpu
+def test_recorded_input_hashes_are_unchanged_in_batches_drawn_on_the_gpu():
+    """Batches of many cases drawn on the GPU (draw_kernel.py, per-element keys) give
+    the bytes recorded on the CPU."""
+    expected = {r["case_id"]: r["inputs_sha256"] for r in RECORDED}
+    for batch in _mixed_batches(_recorded_configs(), seed=2):
+        for c, x in zip(batch, generate_inputs_batch(batch, "cuda")):
+            assert hash_inputs(x)[1] == expected[c.case_id], f"inputs of {c.case_id} drawn on the GPU changed"
+
+
 @pytest.mark.parametrize("n", [1, 7, 1024, 3000])
 def test_draw_kernel_gives_the_torch_draws_values(n):
     """The GPU's one-pass hash (draw_kernel.py) against ``inputs._draw``'s torch ops, on
