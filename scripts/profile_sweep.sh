@@ -4,7 +4,8 @@
 # gen, kernels, compare, write) and compile line; one with --call-checks off; two sweeps
 # in one process, timed by part (Triton's launches, the sampled checks, the host's waits,
 # the wrappers, the collector) with what the first paid over the second, and a third
-# under torch's profiler (GPU busy time, launches, host waits); then one more run under
+# under torch's profiler (GPU busy time, launches, host waits, each step of batch.py's
+# host and device time, the kernels and host ops that dominate); then one more run under
 # cProfile, its top functions by own time and by cumulative time.
 #
 #   scripts/profile_sweep.sh [N]        (EXTRA="..." adds sweep options)
@@ -119,20 +120,46 @@ print(f"the first sweep over the second: {first - second:.2f} s; "
 if torch.cuda.is_available():
     # A third sweep under torch's profiler: how busy the GPU was, how many launches,
     # and how long the host waited for the device (the waits are where GPU time is on
-    # the critical path).
-    from torch.profiler import ProfilerActivity, profile
+    # the critical path). Each step of batch.run_batch runs in a range of its own: the
+    # host time of the range, and the device time of the kernels it launched.
+    from torch.profiler import ProfilerActivity, profile, record_function
 
+    from remap_ab.subjects.remap import batch
+
+    def ranged(owner, name, label=None):
+        original = getattr(owner, name)
+
+        def step(*args, **kwargs):
+            with record_function("step:" + (label or name)):
+                return original(*args, **kwargs)
+        setattr(owner, name, step)
+
+    for name in ("generate_inputs_batch", "hashing_started", "timed_call", "reference_batch", "_proofs",
+                 "_witness_round", "compare"):
+        ranged(batch, name)
+    ranged(batch.PrivateInputs, "each", "PrivateInputs.each")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         s = one_sweep()
     from torch.autograd import DeviceType
 
     events = prof.key_averages()
     # The device's own events only: an operator's row repeats its kernels' time.
-    busy = sum(e.self_device_time_total for e in events if e.device_type == DeviceType.CUDA) / 1e6
+    on_device = [e for e in events if e.device_type == DeviceType.CUDA]
+    busy = sum(e.self_device_time_total for e in on_device) / 1e6
     launches = {e.key: e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel")}
     waits = {e.key: (e.count, e.cpu_time_total / 1e6) for e in events if "Synchronize" in e.key}
     print(f"under torch.profiler: wall {s['wall_seconds']:.2f} s; GPU busy {busy:.2f} s; launches {launches}; "
           "host waits " + ", ".join(f"{k} {n} calls {t:.3f} s" for k, (n, t) in waits.items()))
+    # A step's host range (its span on the device's timeline, gaps included, is another row).
+    steps = sorted((e for e in events if e.key.startswith("step:") and e.device_type != DeviceType.CUDA),
+                   key=lambda e: -e.cpu_time_total)
+    print("by step, host / its kernels' device time: "
+          + "; ".join(f"{e.key[5:]} {e.cpu_time_total / 1e6:.3f} / {e.device_time_total / 1e6:.3f} s" for e in steps))
+    kernels = sorted(on_device, key=lambda e: -e.self_device_time_total)[:10]
+    print("kernels by device time: " + "; ".join(f"{e.key[:60]} {e.count} x {e.self_device_time_total / 1e3:.1f} ms"
+                                                  for e in kernels))
+    ops = sorted((e for e in events if e.key.startswith("aten::")), key=lambda e: -e.count)[:10]
+    print("host ops by count: " + ", ".join(f"{e.key} {e.count}" for e in ops))
 PY
 # shellcheck disable=SC2086
 $py -m cProfile -o "$dir/sweep.prof" -m remap_ab sweep -j 0 --no-progress --root "$work/runs" ${EXTRA:-} \
