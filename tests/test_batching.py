@@ -80,6 +80,22 @@ def test_draw_kernel_gives_the_torch_draws_values(n):
         assert torch.equal(got.cpu(), want), (shape, int((got.cpu() != want).sum()))
 
 
+def test_draws_the_kernel_cannot_take_go_to_the_torch_form():
+    """Keys whose last dimension is neither 1 nor the index's length (the kernel would
+    read past them) and indices of another rank are not given to draw_kernel.py: the
+    torch form gets them, and says why it cannot broadcast them."""
+    from remap_ab.subjects.remap.inputs import _draw, drawn_in_one_pass
+
+    index = torch.arange(5)
+    for shape in ((5,), (1,), (3, 5), (3, 1)):
+        assert drawn_in_one_pass(torch.zeros(shape, dtype=torch.int64), index), shape
+    for shape in ((4,), (3, 4), (3, 6), (2, 3, 5)):
+        assert not drawn_in_one_pass(torch.zeros(shape, dtype=torch.int64), index), shape
+    assert not drawn_in_one_pass(torch.zeros(5, dtype=torch.int64), index.view(5, 1))
+    with pytest.raises(RuntimeError, match="size"):
+        _draw(torch.zeros((3, 4), dtype=torch.int64), index)
+
+
 def _sample(n, seed):
     """Varied configurations, small enough for the CPU."""
     rng = random.Random(seed)

@@ -88,12 +88,20 @@ def _draw(keys: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     # On a GPU one Triton kernel computes the same values in one pass, except while
     # Triton's installation is still being hashed beside the set-up (runtime.py): the
     # first batch of a fresh process then draws here rather than wait for it.
-    if index.is_cuda and index.dim() == 1 and keys.dim() in (1, 2) and not runtime.triton_key_pending():
+    if index.is_cuda and drawn_in_one_pass(keys, index) and not runtime.triton_key_pending():
         from remap_ab.subjects.remap import draw_kernel  # Triton: only on a GPU
 
         return draw_kernel.draw(keys, index)
     x = _mix32_((index + keys).bitwise_and_(_M32))  # the sum is a new tensor: ours to change
     return _mix32_(x.bitwise_xor_(keys))
+
+
+def drawn_in_one_pass(keys: torch.Tensor, index: torch.Tensor) -> bool:
+    """Whether ``keys`` and ``index`` have a shape draw_kernel.py takes: a 1-D index and
+    keys of [N], [1], [S, N] or [S, 1] (N: the index's length). Any other pair goes to
+    the torch form, which broadcasts them or says why it cannot; the kernel would read
+    past the keys."""
+    return index.dim() == 1 and keys.dim() in (1, 2) and keys.shape[-1] in (1, index.shape[0])
 
 
 def _threshold(fraction: float) -> int:
