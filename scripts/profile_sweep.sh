@@ -38,8 +38,11 @@ grep -E '^  time:' "$work/last.txt" | sed 's/^/--call-checks off: /' >> "$out"
 # runs no sampled graph or stream check (they sample what this process has not checked),
 # so the difference is what a fresh process pays. Timed by wrapping (cProfile
 # misattributes once threads run): Triton's launches, the variants loaded from the disk
-# cache, the handles made at their first launch; the sampled checks; the host's waits for
-# the device; the A and B wrappers; and, from the collector's callbacks, its pauses.
+# cache, the handles made at their first launch; the sampled checks, whole and by half
+# (stream, graph, the capture); the host's waits for the device; the A and B wrappers and
+# a call's own parts around them (the sync check's switches, the clock, the layout and
+# aliasing checks); the batch's steps outside the calls; and, from the collector's
+# callbacks, its pauses. Each part: calls, seconds, microseconds a call.
 $py - "$work/runs" ${EXTRA:-} >> "$out" 2>&1 <<'PY'
 import gc
 import sys
@@ -65,10 +68,17 @@ if torch.cuda.is_available():  # the interpreter launches nothing through JITFun
     from triton.compiler.compiler import CompiledKernel
     from triton.runtime.jit import JITFunction
 
-    from remap_ab.subjects.remap import call, registry
+    from remap_ab.subjects.remap import batch, call, registry
 
     for cls, name in ((JITFunction, "run"), (JITFunction, "_do_compile"), (CompiledKernel, "_init_handles"),
-                      (call, "production_findings"), (torch.cuda, "synchronize"), (registry.Implementation, "__call__")):
+                      (call, "production_findings"), (torch.cuda, "synchronize"), (registry.Implementation, "__call__"),
+                      # a call's own parts around the wrapper, and the sampled checks' two halves
+                      (batch, "timed_call"), (call, "_sync_checked"), (call.CallClock, "start"),
+                      (call, "layout_findings"), (call, "aliasing"), (call, "_stream_check"), (call, "_graph_check"),
+                      (call, "_captured"),
+                      # the batch's steps outside the calls
+                      (batch, "generate_inputs_batch"), (batch, "hashing_started"), (batch, "reference_batch"),
+                      (batch, "_proofs")):
         if hasattr(cls, name):
             wrap(cls, name)
 
@@ -105,7 +115,8 @@ seen = []
 for label in ("one process, first sweep", "one process, second sweep"):
     s = one_sweep()
     print(f"{label}: wall {s['wall_seconds']:.2f} s; {phases_text(s['phase_seconds'])}; "
-          + "; ".join(f"{name} {n} calls {seconds:.3f} s" for name, (n, seconds) in sorted(timed.items())))
+          + "; ".join(f"{name} {n} calls {seconds:.3f} s ({seconds / n * 1e6:.0f} us each)"
+                      for name, (n, seconds) in sorted(timed.items())))
     seen.append((s["wall_seconds"], {name: seconds for name, (_, seconds) in timed.items()}))
 # What the first sweep paid over the second, by part. Timers nest (run inside __call__;
 # the checks' own launches, already loaded, inside production_findings too; a collection
@@ -143,8 +154,9 @@ if torch.cuda.is_available():
     from torch.autograd import DeviceType
 
     events = prof.key_averages()
-    # The device's own events only: an operator's row repeats its kernels' time.
-    on_device = [e for e in events if e.device_type == DeviceType.CUDA]
+    # The device's own events only: an operator's row repeats its kernels' time, and a
+    # step's range has a device row too (its span, gaps included), not a kernel.
+    on_device = [e for e in events if e.device_type == DeviceType.CUDA and not e.key.startswith("step:")]
     busy = sum(e.self_device_time_total for e in on_device) / 1e6
     launches = {e.key: e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel")}
     waits = {e.key: (e.count, e.cpu_time_total / 1e6) for e in events if "Synchronize" in e.key}
