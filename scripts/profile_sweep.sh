@@ -135,8 +135,6 @@ if torch.cuda.is_available():
     # host time of the range, and the device time of the kernels it launched.
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from remap_ab.subjects.remap import batch
-
     def ranged(owner, name, label=None):
         original = getattr(owner, name)
 
