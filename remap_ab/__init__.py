@@ -1,8 +1,9 @@
 """remap-ab: bit-exact A/B differential testing of GPU kernel pairs.
 
-The public surface is what this module exports: the errors, and the default subject's
+The public surface is what this module exports: the errors, the default subject's
 public names (its ``public.NAMES``: a case's config and ID, its inputs, the verdict, one
-case run), each served on first use from the module the subject names for it. The core
+case run) and ``record`` (the calls a process makes, recorded: docs/traces.md), each
+served on first use from the module named for it. The core
 (configs, inputs, comparators, reports) imports without Triton; running a case imports
 the kernels lazily, after the backend is chosen.
 
@@ -31,7 +32,10 @@ from remap_ab.errors import (
 )
 
 # The default subject's public names -> the modules holding them (imported on first use).
-_PUBLIC: dict[str, str] = importlib.import_module(f"remap_ab.subjects.{subjects.DEFAULT}.public").NAMES
+_PUBLIC: dict[str, str] = {
+    **importlib.import_module(f"remap_ab.subjects.{subjects.DEFAULT}.public").NAMES,
+    "record": "remap_ab.traces.recorder",  # ``with remap_ab.record(DIR):`` (docs/traces.md)
+}
 
 __all__ = [
     "BackendError",

@@ -42,7 +42,7 @@ def test_each_name_lives_where_its_subject_says_and_a_wrong_entry_is_caught():
 
 
 def test_the_surface_is_the_errors_and_the_subjects_names():
-    assert sorted(remap_ab.__all__) == sorted([*ERRORS, *PUBLIC.NAMES])
+    assert sorted(remap_ab.__all__) == sorted([*ERRORS, *PUBLIC.NAMES, "record"])  # record: docs/traces.md
     assert all(getattr(remap_ab, name) is getattr(errors, name) for name in ERRORS)
     assert set(remap_ab.__all__) <= set(dir(remap_ab))
     namespace: dict = {}

@@ -56,6 +56,9 @@ def add_arguments(p):
                    help="the grid: a shipped one by name (pr: remap_ab/subjects/remap/grid.toml, the default; models: the index widths "
                         "of the models that run this kernel, remap_ab/subjects/remap/grids/models.toml; callers: exactly the calls the "
                         "attention backends make, each named by its backend, remap_ab/subjects/remap/grids/callers.toml) or a TOML file")
+    p.add_argument("--trace", default=None, metavar="DIR",
+                   help="run the calls recorded in DIR (remap_ab.record, REMAP_AB_RECORD) instead of a grid: each "
+                        "through A, B and the oracle with every check a grid case gets (docs/traces.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument("--junitxml", metavar="FILE", default=None,
                    help="also write the run as JUnit XML: one testcase per selected case, the verdict line as "
@@ -106,7 +109,20 @@ def _list_points(args) -> int:
     return 0
 
 
+def _trace(args) -> None:
+    """--trace DIR: the trace's own subject (remap_ab/subjects/remap/trace_subject.py) runs DIR as its grid."""
+    if args.trace is None:
+        return
+    if args.grid is not None or args.subject != subjects.DEFAULT or args.resume:
+        raise UsageError("--trace DIR runs the recorded calls as the grid; drop --grid/--subject/--resume "
+                         "(a trace run resumes with --resume alone)")
+    from remap_ab.subjects.remap.trace_subject import NAME  # the trace machinery loads only for a trace
+
+    args.subject, args.grid = NAME, args.trace
+
+
 def main(args) -> int:
+    _trace(args)
     if args.list:
         return _list(args)
     if args.resume and (args.a or args.b or args.filter or args.max_size is not None or args.grid or args.memcheck
