@@ -23,8 +23,8 @@ import kernels_main
 import remap_ab
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import UsageError
-from remap_ab.traces import trace_file
 from remap_ab.subjects.remap.trace_subject import NAME as TRACE_SUBJECT
+from remap_ab.traces import trace_file
 
 ROOT = Path(__file__).resolve().parent.parent
 K = 2048  # DeepSeek's index width
@@ -157,6 +157,8 @@ def test_trace_replays_against_a_correct_b(trace, tmp_path, capsys):
     assert "convert:rows=2 (2)" in err and "convert:rows=3 (1)" in err and "dcp:rows=2 (1)" in err
     assert "envelope cells the trace does not touch: " in err and "convert:rows=16384" in err
     assert "result: PASS — every case passed: 5/5 on the recorded calls" in out
+    sigs = [line.split() for line in err.splitlines() if line.startswith("    ") and "T=" in line]
+    assert len(sigs) == 4 and sorted(int(words[1].rstrip(";")) for words in sigs) == [1, 1, 1, 2]
     df = pd.read_csv(tmp_path / "runs" / "ok" / "results.csv", keep_default_na=False)
     assert len(df) == 5 and set(df.status) == {"pass"} and df.signature.nunique() == 4
 
@@ -170,7 +172,8 @@ def test_trace_fails_on_the_one_broken_signature(trace, tmp_path, capsys, broken
     df = pd.read_csv(tmp_path / "runs" / "broken" / "results.csv", keep_default_na=False)
     failed = df[df.status != "pass"]
     assert list(failed.signature) == [prefill] and list(failed.check) == ["out"] and list(failed.mismatch_lanes) == [1]
-    assert f"FAILING signature {prefill}: 1 of 1 recorded calls" in out
+    assert (f"FAILING signature {prefill} (convert T={PREFILL_ROWS} K={K} BLOCK_N=128 B={BLOCK} W={WIDTH} Rq={SLOTS}, "
+            "prefill workspace, counts, table_slice inputs): 1 of 1 recorded calls") in out
     report = tmp_path / "runs" / "broken" / failed.report.iloc[0]
     assert f"replay: remap-ab replay {report}" in out
     assert "result: FAIL — not every case passed" in out

@@ -4,9 +4,9 @@ subject's functions (its ``traced.FUNCTIONS``) on the module they are looked up 
 originals back on exit. ``hook.py`` starts one from
 ``REMAP_AB_RECORD=DIR`` in a process one does not control.
 
-Each call is counted under its signature (the function, every tensor argument's shape,
-dtype, strides and device, whether it starts at a storage offset, and every other
-parameter's value). A call is sampled when its signature is new, and then every
+Each call is counted under its signature (the function, every argument it is given:
+a tensor's shape, dtype and strides, any other value itself; a sample also records
+each tensor's device and storage offset). A call is sampled when its signature is new, and then every
 ``every``-th call of that signature; only a sampled call costs more than the count:
 
 - its inputs are copied, on the caller's stream and before the call, into fresh
@@ -191,16 +191,25 @@ class Recorder:
         tensor_type = self._torch.Tensor
         calls, every = self.calls, self.every
 
+        def describe(v):
+            # A tensor by its shape, dtype and strides (its device and storage offset go
+            # into a sample, not the key: each attribute read costs every call); a scalar as itself.
+            if isinstance(v, tensor_type):
+                return (v.shape, v.dtype, v.stride())
+            return v if isinstance(v, _SCALARS) else type(v).__name__
+
         @functools.wraps(fn)
         def recorded(*args, **kwargs):
-            bound = dict(defaults)
-            bound.update(zip(names, args))
-            bound.update(kwargs)
-            key = (name, *[(k, _describe(v, tensor_type)) for k, v in bound.items()])
+            # The signature of the call as made (a parameter left at its default is not
+            # described: the same call site makes the same key).
+            key = (name, tuple(map(describe, args)), tuple([(k, describe(v)) for k, v in kwargs.items()]))
             count = calls.get(key, 0) + 1
             calls[key] = count
             pending = None
             if count == 1 or (count - 1) % every == 0:
+                bound = dict(defaults)
+                bound.update(zip(names, args))
+                bound.update(kwargs)
                 pending = self._snapshot(module_name, name, key, count, bound)
             result = fn(*args, **kwargs)
             if pending is not None:
@@ -338,16 +347,6 @@ class Recorder:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         tmp.replace(path)
-
-
-def _describe(v: Any, tensor_type) -> Any:
-    """A parameter's part of the signature: a tensor's shape, dtype, strides, device and
-    whether it starts past its storage's first element; a scalar itself."""
-    if isinstance(v, tensor_type):
-        return (tuple(v.shape), v.dtype, v.stride(), v.device.type, v.storage_offset() != 0)
-    if isinstance(v, _SCALARS):
-        return v
-    return type(v).__name__
 
 
 def signature_digest(key: tuple) -> str:

@@ -22,7 +22,7 @@ from remap_ab.subjects.remap import api_compat, compile_ahead, features, registr
 from remap_ab.subjects.remap import trace_case as traced
 from remap_ab.subjects.remap.config import variant_key
 from remap_ab.subjects.remap.subject import SUBJECT as REMAP
-from remap_ab.subjects.remap.trace_workload import envelope_lines, workload_lines
+from remap_ab.subjects.remap.trace_workload import envelope_lines, signature_lines, signature_words, workload_lines
 from remap_ab.traces import trace_file
 
 NAME = "remap_ab.subjects.remap.trace_subject:SUBJECT"
@@ -88,7 +88,9 @@ class TraceSubject:
         if not points and not unreadable:
             raise ConfigError(f"--trace {folder}: none of its {plural(len(cases), 'recorded call')} can run: "
                               f"neither {a} nor {b} takes what they pass (features above); give a --b that does")
-        header = workload_lines(str(folder), samples, configs, trace_file.manifests(folder))
+        manifests = trace_file.manifests(folder)
+        header = workload_lines(str(folder), samples, configs, manifests)
+        header += signature_lines(list(cases.values()), manifests)
         header += envelope_lines(configs) if configs else []
         header += [line for line in feature_lines if not line.startswith(features.QUIET_PREFIX)]
         if not_run:
@@ -103,7 +105,8 @@ class TraceSubject:
             meta={"implementations": loaded, "api": api, "features": feature_lines,
                   "trace": {"folder": str(folder), "files": len(paths), "calls": len(cases),
                             "signatures": len({c.signature for c in cases.values()}), "unreadable": unreadable,
-                            "not_run": not_run, "filtered": wanted is not None}},
+                            "not_run": not_run, "filtered": wanted is not None,
+                            "described": {c.signature: signature_words(c.config) for c in cases.values()}}},
             grid=None, header=header,
         )
 
@@ -174,8 +177,9 @@ class TraceSubject:
             first = (summary.get("signature_reports") or {}).get(sig) or {}
             where = (f"; replay: remap-ab replay {Path(summary['folder']) / first['report']}" if first.get("report")
                      else "")
-            findings.append(f"  FAILING signature {sig}: {bad} of {total} recorded calls; first {first.get('case_id', '?')}"
-                            + where)
+            words = (trace.get("described") or {}).get(sig, "")
+            findings.append(f"  FAILING signature {sig} ({words}): {bad} of {total} recorded calls; "
+                            f"first {first.get('case_id', '?')}" + where)
         return SummaryLines(cases_note=f"; recorded calls of {trace.get('folder')}", setup=setup, findings=findings,
                             other_report="")
 

@@ -59,6 +59,45 @@ def workload_lines(folder: str, samples: list, configs: list, manifests: list) -
     return lines
 
 
+def signature_words(config) -> str:
+    """A recorded call's signature in words, from the case it makes."""
+    words = [f"{config.mode} T={config.tokens} K={config.topk} BLOCK_N={config.block_n} B={config.block_size} "
+             f"W={config.blocks_per_req} Rq={config.num_reqs}"]
+    if config.block_stride:
+        words.append(f"BLOCK_STRIDE_ROWS={config.block_stride}")
+    if config.is_dcp:
+        words.append(f"DCP {config.dcp_size} rank {config.dcp_rank} interleave {config.interleave}"
+                     + (" compacted" if config.compacts else " in place"))
+    if config.has_prefill:
+        words.append("prefill workspace")
+    if config.counts:
+        words.append("counts")
+    if config.out_buffers:
+        words.append("caller buffers")
+    if config.layout != "contiguous":
+        words.append(f"{config.layout} inputs")
+    return ", ".join(words)
+
+
+def signature_lines(cases: list, manifests: list, show: int = 24) -> list[str]:
+    """One line per signature: its calls counted, its samples, its words (``cases``:
+    trace_case.TraceCase)."""
+    counted: Counter = Counter()
+    for m in manifests:
+        for e in m.get("signatures", []):
+            counted[str(e.get("signature"))] += int(e.get("calls", 0))
+    samples = Counter(c.signature for c in cases)
+    first = {}
+    for c in cases:
+        first.setdefault(c.signature, c.config)
+    lines = ["  signatures (calls counted; recorded calls replayed):"]
+    for sig in sorted(samples, key=lambda x: (-counted.get(x, 0), x))[:show]:
+        lines.append(f"    {sig}  {counted.get(sig, 0):>7,}; {samples[sig]:>3}  {signature_words(first[sig])}")
+    if len(samples) > show:
+        lines.append(f"    and {len(samples) - show} more")
+    return lines
+
+
 def _dense(shape) -> list:
     out, step = [], 1
     for n in reversed(shape):
