@@ -90,7 +90,7 @@ def main() -> int:
                                                  valid_counts_out=None):
         return out, valid_counts_out
 
-    stub.triton_convert_req_index_to_global_index = triton_convert_req_index_to_global_index
+    setattr(stub, "triton_convert_req_index_to_global_index", triton_convert_req_index_to_global_index)
     with tempfile.TemporaryDirectory() as tmp:
         bare = per_call(stub, 20_000)
         with remap_ab.record(Path(tmp) / "stub", module=stub, every=10**9):

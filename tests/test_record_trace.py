@@ -43,7 +43,7 @@ def serving_calls(device: str = "cpu", decode_steps: int = 3) -> list:
     out_buf = torch.full((64, K), -7, dtype=torch.int32, device=device)
     counts_buf = torch.zeros(64, dtype=torch.int32, device=device)
     convert, dcp = "triton_convert_req_index_to_global_index", "triton_filter_and_convert_dcp_index"
-    calls = []
+    calls: list = []
     for step in range(decode_steps):
         rows = 2 + step % 2
         ids = torch.randint(-1, WIDTH * BLOCK, (rows, K), dtype=torch.int32, generator=g).to(device)
@@ -321,3 +321,47 @@ def test_recording_on_cuda_syncs_nothing_and_keeps_the_stream(tmp_path):
     assert all(s.tensors["token_indices"].device.type == "cpu" for v in _signatures(tmp_path / "gpu").values() for s in v)
     assert json.loads(next((tmp_path / "gpu").glob("calls-*.json")).read_text())["stats"]["sampled"] >= 4
 
+
+
+def test_importing_remap_ab_loads_no_recorder_and_record_is_served_on_first_use():
+    code = ("import sys, remap_ab\n"
+            "print(sorted(m for m in sys.modules if m.startswith('remap_ab.traces') or m == 'torch'))\n"
+            "from remap_ab.traces import recorder\n"
+            "print(remap_ab.record is recorder.record)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True"]
+
+
+def test_a_recorded_call_crosses_to_a_worker_as_a_dict(trace):
+    from remap_ab.subjects.remap.trace_case import TraceCase, case_of
+
+    path = trace_file.files(trace[0])[0]
+    sample = trace_file.read(path)
+    config, inputs = case_of(sample)
+    case = TraceCase(str(path), sample.signature, config)
+    assert TraceCase.from_dict(json.loads(json.dumps(case.to_dict()))) == case
+    assert torch.equal(inputs.token_indices, sample.tensors["token_indices"])
+    # the seed is a digest of the inputs: another call of the signature is another case
+    other = next(p for p in trace_file.files(trace[0]) if p != path and trace_file.read(p).signature == sample.signature)
+    assert case_of(trace_file.read(other))[0].case_id != config.case_id
+
+
+@pytest.mark.gpu
+def test_a_call_under_cuda_graph_capture_is_counted_not_sampled(tmp_path):
+    name, args, kwargs = serving_calls("cuda")[0]
+    function = getattr(kernels_main, name)
+    function(*args, **kwargs)  # compiled outside the capture
+    torch.cuda.synchronize()
+    with remap_ab.record(tmp_path / "graph", module="kernels_main", every=1) as rec:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            getattr(kernels_main, name)(*args, **kwargs)  # sampled: a new signature
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            getattr(kernels_main, name)(*args, **kwargs)
+        graph.replay()
+        torch.cuda.synchronize()
+    assert rec.stats["in_graph_capture"] == 1 and rec.stats["written"] == 1 and not rec.stats["errors"]

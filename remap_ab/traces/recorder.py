@@ -101,7 +101,7 @@ class Recorder:
         self.patched: list[tuple[ModuleType, str, Any, Any]] = []  # (module, name, original, wrapper)
         self.calls: dict[tuple, int] = {}
         self.signatures: dict[tuple, str] = {}  # key -> its hex digest (sampled keys)
-        self.stats = {"sampled": 0, "written": 0, "duplicates": 0, "dropped_cap": 0, "evicted": 0,
+        self.stats: dict[str, Any] = {"sampled": 0, "written": 0, "duplicates": 0, "dropped_cap": 0, "evicted": 0,
                       "dropped_busy": 0, "in_graph_capture": 0, "bytes": 0, "errors": []}
         self._files: dict[str, list[tuple[Path, int]]] = {}
         self._digests: dict[str, set] = {}

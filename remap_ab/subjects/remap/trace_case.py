@@ -149,7 +149,7 @@ def judge_traces(cases: list, a: str, b: str, device: str, folder: Optional[str]
         result = run_case(case.config, a, b, device=device, inputs=inputs, memcheck=memcheck, production=production)
         v = result.verdict
         outcome = CaseOutcome(case.config, v, result.a.seconds * 1e3, result.b.seconds * 1e3,
-                              inputs_sha256=hash_inputs(result.inputs)[0],
+                              inputs_sha256=hash_inputs(result.inputs)[1],
                               max_row_valid=int(result.reference.counts.max()) if result.reference.counts.numel() else 0)
         report = ""
         if not v.passed and folder is not None:

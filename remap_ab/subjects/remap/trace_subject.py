@@ -54,7 +54,8 @@ class TraceSubject:
             raise InputError(f"--trace {folder}: holds no trace files (*{trace_file.SUFFIX}); record calls into it "
                              "with remap_ab.record or REMAP_AB_RECORD")
         unreadable: list[str] = []
-        samples, cases = [], {}
+        samples: list = []
+        cases: dict = {}
         for path in paths:
             try:
                 sample = trace_file.read(path, subject=REMAP.name)

@@ -33,7 +33,7 @@ def workload_lines(folder: str, samples: list, configs: list, manifests: list) -
     strides = Counter(f"{c.block_stride}@{c.block_size}" for c in configs if c.block_stride)
     lines.append("  BLOCK_STRIDE_ROWS: " + (", ".join(f"{k} ({n})" for k, n in sorted(strides.items()))
                                             if strides else "not passed"))
-    layouts = Counter()
+    layouts: Counter[str] = Counter()
     for s in samples:
         for name, meta in sorted(s.strides.items()):
             shape, stride = meta["shape"], meta["stride"]
@@ -44,7 +44,7 @@ def workload_lines(folder: str, samples: list, configs: list, manifests: list) -
                                         + " — replayed in the nearest shipped layout: "
                                         + _values(c.layout for c in configs)
                                         if layouts else "every input contiguous"))
-    buffers = Counter()
+    buffers: Counter[str] = Counter()
     for s in samples:
         for name, meta in sorted(s.buffers.items()):
             buffers[f"{name}= {tuple(meta['shape'])} strides {tuple(meta['stride'])}"] += 1
@@ -82,12 +82,12 @@ def signature_words(config) -> str:
 def signature_lines(cases: list, manifests: list, show: int = 24) -> list[str]:
     """One line per signature: its calls counted, its samples, its words (``cases``:
     trace_case.TraceCase)."""
-    counted: Counter = Counter()
+    counted: Counter[str] = Counter()
     for m in manifests:
         for e in m.get("signatures", []):
             counted[str(e.get("signature"))] += int(e.get("calls", 0))
     samples = Counter(c.signature for c in cases)
-    first = {}
+    first: dict = {}
     for c in cases:
         first.setdefault(c.signature, c.config)
     lines = ["  signatures (calls counted; recorded calls replayed):"]
