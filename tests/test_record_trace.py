@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -365,3 +366,46 @@ def test_a_call_under_cuda_graph_capture_is_counted_not_sampled(tmp_path):
         graph.replay()
         torch.cuda.synchronize()
     assert rec.stats["in_graph_capture"] == 1 and rec.stats["written"] == 1 and not rec.stats["errors"]
+
+
+def _stub_kernels():
+    """A module holding the two functions, launching nothing (a forked child runs no kernel)."""
+    module = types.ModuleType("stub_kernels")
+
+    def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, BLOCK_SIZE=64,
+                                                 NUM_TOPK_TOKENS=2048, BLOCK_N=128, return_valid_counts=False):
+        return token_indices
+
+    module.triton_convert_req_index_to_global_index = triton_convert_req_index_to_global_index  # type: ignore[attr-defined]
+    return module
+
+
+def test_a_forked_child_records_on_its_own(tmp_path):
+    folder, stub = tmp_path / "forked", _stub_kernels()
+    args = (torch.zeros(1, dtype=torch.int32), torch.zeros((1, 4), dtype=torch.int32))
+    with remap_ab.record(folder, module=stub, every=1) as rec:
+        stub.triton_convert_req_index_to_global_index(*args, torch.zeros((1, 128), dtype=torch.int32))
+        child = os.fork()
+        if child == 0:  # the child: one call of its own, then out without the parent's exit handlers
+            try:
+                stub.triton_convert_req_index_to_global_index(*args, torch.ones((1, 128), dtype=torch.int32))
+                rec.stop()
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+    by_pid: dict = {}
+    for path in trace_file.files(folder):
+        by_pid.setdefault(trace_file.read(path).pid, []).append(path)
+    assert sorted(by_pid) == sorted([os.getpid(), child]) and all(len(v) == 1 for v in by_pid.values())
+    counts = {m["pid"]: sum(e["calls"] for e in m["signatures"]) for m in trace_file.manifests(folder)}
+    assert counts == {os.getpid(): 1, child: 1}
+
+
+def test_calls_neither_side_takes_are_not_run_and_the_run_is_not_pass(trace, tmp_path, capsys):
+    code = cli_main(["sweep", "--trace", str(trace[0]), "-j", "0", "--device", "cpu", "--root", str(tmp_path),
+                     "--no-progress", "--run", "oldnew"])  # old and new take no stride, no caller buffers
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "NOT RUN: 3 recorded calls pass a parameter that neither A (old) nor B (new) takes" in captured.err
+    assert "result: FAIL — 3 recorded calls not run" in captured.out
+    assert len(pd.read_csv(tmp_path / "oldnew" / "results.csv")) == 2

@@ -16,7 +16,9 @@ each tensor's device and storage offset). A call is sampled when its signature i
   subject's ``traced.BUFFERS``) are outputs: their shape, strides and dtype are recorded,
   never their values;
 - a call made while its stream captures a CUDA graph is counted, not sampled (its
-  inputs hold nothing yet); calls a graph replays never reach Python at all.
+  inputs hold nothing yet); calls a graph replays never reach Python at all;
+- a forked child records on its own, into ``<its pid>-*`` files (a child that leaves
+  through ``os._exit``, as multiprocessing's do, keeps the samples written so far).
 
 What the call returns, and the stream it runs on, are the original's: the wrapper
 passes the arguments through untouched and returns the result as it came.
@@ -147,9 +149,27 @@ class Recorder:
         if waiting:
             self._finder = _PatchOnImport(set(waiting), lambda mod: self._patch(mod, strict=False))
             sys.meta_path.insert(0, self._finder)
+        self._start_writer()
+        os.register_at_fork(after_in_child=self._after_fork)
+        return self
+
+    def _start_writer(self) -> None:
         self._writer = threading.Thread(target=self._write_loop, name="remap-ab-record", daemon=True)
         self._writer.start()
-        return self
+
+    def _after_fork(self) -> None:
+        """A forked child records on its own: no thread survives a fork, and its counts,
+        files and cap are its own (``calls-<its pid>.json``)."""
+        if self._stopped:
+            return
+        self._pid, self._seq = os.getpid(), 0
+        self.calls.clear()
+        self.signatures.clear()
+        self.stats.update({k: 0 for k in self.stats if k != "errors"}, errors=[])
+        self._files, self._digests, self._streams = {}, {}, {}
+        self._queue = queue.Queue()
+        self._start_writer()
+        atexit.register(self.stop)
 
     def stop(self) -> dict:
         """Put the original functions back, write what is pending and the counts; the stats."""
