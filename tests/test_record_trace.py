@@ -376,7 +376,7 @@ def _stub_kernels():
                                                  NUM_TOPK_TOKENS=2048, BLOCK_N=128, return_valid_counts=False):
         return token_indices
 
-    module.triton_convert_req_index_to_global_index = triton_convert_req_index_to_global_index  # type: ignore[attr-defined]
+    module.triton_convert_req_index_to_global_index = triton_convert_req_index_to_global_index
     return module
 
 
