@@ -409,3 +409,23 @@ def test_calls_neither_side_takes_are_not_run_and_the_run_is_not_pass(trace, tmp
     assert "NOT RUN: 3 recorded calls pass a parameter that neither A (old) nor B (new) takes" in captured.err
     assert "result: FAIL — 3 recorded calls not run" in captured.out
     assert len(pd.read_csv(tmp_path / "oldnew" / "results.csv")) == 2
+
+
+def test_an_argument_the_recorder_cannot_describe_still_reaches_the_call(tmp_path):
+    stub = _stub_kernels()
+    seen = []
+    real = stub.triton_convert_req_index_to_global_index
+
+    def convert(req_id, block_table, token_indices, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048, BLOCK_N=128,
+                return_valid_counts=False):
+        seen.append(BLOCK_SIZE)
+        return real(req_id, block_table, token_indices)
+
+    class Unhashable(int):
+        __hash__ = None  # type: ignore[assignment]
+
+    stub.triton_convert_req_index_to_global_index = convert
+    x = torch.zeros((1, 128), dtype=torch.int32)
+    with remap_ab.record(tmp_path / "odd", module=stub, every=1) as rec:
+        assert stub.triton_convert_req_index_to_global_index(x[0], x, x, BLOCK_SIZE=Unhashable(64)) is x
+    assert seen == [64] and len(rec.stats["errors"]) == 1

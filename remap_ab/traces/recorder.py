@@ -222,15 +222,18 @@ class Recorder:
         def recorded(*args, **kwargs):
             # The signature of the call as made (a parameter left at its default is not
             # described: the same call site makes the same key).
-            key = (name, tuple(map(describe, args)), tuple([(k, describe(v)) for k, v in kwargs.items()]))
-            count = calls.get(key, 0) + 1
-            calls[key] = count
             pending = None
-            if count == 1 or (count - 1) % every == 0:
-                bound = dict(defaults)
-                bound.update(zip(names, args))
-                bound.update(kwargs)
-                pending = self._snapshot(module_name, name, key, count, bound)
+            try:  # the recorder's own failure never reaches the caller: the call is made as it came
+                key = (name, tuple(map(describe, args)), tuple([(k, describe(v)) for k, v in kwargs.items()]))
+                count = calls.get(key, 0) + 1
+                calls[key] = count
+                if count == 1 or (count - 1) % every == 0:
+                    bound = dict(defaults)
+                    bound.update(zip(names, args))
+                    bound.update(kwargs)
+                    pending = self._snapshot(module_name, name, key, count, bound)
+            except Exception as exc:
+                self._note(exc)
             result = fn(*args, **kwargs)
             if pending is not None:
                 self._submit(pending)
@@ -274,6 +277,10 @@ class Recorder:
     def _submit(self, pending: _Pending) -> None:
         self._queue.put(pending)
 
+    def _note(self, exc: BaseException) -> None:
+        if len(self.stats["errors"]) < 100:
+            self.stats["errors"].append(f"{type(exc).__name__}: {exc}"[:300])
+
     # -- the writer thread
     def _write_loop(self) -> None:
         while True:
@@ -283,7 +290,7 @@ class Recorder:
             try:
                 self._write(item)
             except Exception as exc:  # a sample lost is counted; the caller's process goes on
-                self.stats["errors"].append(f"{type(exc).__name__}: {exc}"[:300])
+                self._note(exc)
 
     def _host(self, item: _Pending) -> dict:
         if item.event is None:
