@@ -22,6 +22,7 @@ import torch
 
 import kernels_main
 import remap_ab
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap.trace_subject import NAME as TRACE_SUBJECT
@@ -31,9 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 K = 2048  # DeepSeek's index width
 BLOCK, WIDTH, SLOTS, STRIDE = 64, 32, 4, 4096
 PREFILL_ROWS = 16
+# Where this process runs kernels (the plugin chose it): the loop records there and the trace replays there.
+DEVICE = runtime.default_device()
 
 
-def serving_calls(device: str = "cpu", decode_steps: int = 3) -> list:
+def serving_calls(device: str = DEVICE, decode_steps: int = 3) -> list:
     """A small serving loop's calls, as ``(function name, args, kwargs)``: decode steps
     of 2-3 requests into caller-owned buffers with a packed cache's block stride, one
     chunked-prefill step from the prefill workspace, one DCP decode step. The persistent
@@ -111,7 +114,7 @@ def trace(tmp_path_factory):
 
 
 def _sweep(folder, root, b, *more) -> int:
-    return cli_main(["sweep", "--trace", str(folder), "--a", "main", "--b", b, "-j", "0", "--device", "cpu",
+    return cli_main(["sweep", "--trace", str(folder), "--a", "main", "--b", b, "-j", "0", "--device", DEVICE,
                      "--root", str(root), "--no-progress", *more])
 
 
@@ -207,10 +210,11 @@ def test_unreadable_files_are_one_line_each_and_the_rest_runs(trace, tmp_path, c
 
 def _decode_call(rows: int, seed: int, **kw):
     g = torch.Generator().manual_seed(seed)
-    table = torch.randint(0, 5000, (SLOTS, WIDTH), dtype=torch.int32, generator=g)
-    ids = torch.randint(-1, WIDTH * BLOCK, (rows, K), dtype=torch.int32, generator=g)
+    table = torch.randint(0, 5000, (SLOTS, WIDTH), dtype=torch.int32, generator=g).to(DEVICE)
+    ids = torch.randint(-1, WIDTH * BLOCK, (rows, K), dtype=torch.int32, generator=g).to(DEVICE)
     return kernels_main.triton_convert_req_index_to_global_index(
-        torch.arange(rows, dtype=torch.int32) % SLOTS, table, ids, BLOCK_SIZE=BLOCK, NUM_TOPK_TOKENS=K, **kw)
+        torch.arange(rows, dtype=torch.int32, device=DEVICE) % SLOTS, table, ids, BLOCK_SIZE=BLOCK, NUM_TOPK_TOKENS=K,
+        **kw)
 
 
 def test_identical_calls_are_written_once_and_unsampled_calls_not_at_all(tmp_path):
@@ -263,9 +267,9 @@ HOOKED = """
 import remap_ab.traces.hook as hook
 import sys
 assert "kernels_main" not in sys.modules  # nothing imported early
-from kernels_main import triton_convert_req_index_to_global_index as convert
 from remap_ab import runtime
 runtime.select("cpu")
+from kernels_main import triton_convert_req_index_to_global_index as convert
 import torch
 assert getattr(convert, "__remap_ab_recorded__", None) is not None, "not wrapped at import"
 convert(torch.zeros(1, dtype=torch.int32), torch.zeros((1, 4), dtype=torch.int32),
@@ -296,6 +300,10 @@ def test_trace_option_conflicts_and_an_empty_folder_are_one_line_errors(tmp_path
     assert "holds no trace files" in capsys.readouterr().err
     assert cli_main(["sweep", "--trace", str(tmp_path), "--grid", "pr"]) == 2
     assert "drop --grid" in capsys.readouterr().err
+    assert _sweep(tmp_path / "empty", tmp_path / "runs", "main", "--filter", "tokens=1") == 2
+    assert "takes only --filter case=ID" in capsys.readouterr().err
+    assert _sweep(tmp_path / "empty", tmp_path / "runs", "main", "--max-tokens", "4") == 2
+    assert "--max-tokens does not apply to a trace" in capsys.readouterr().err
     assert TRACE_SUBJECT.endswith(":SUBJECT")
 
 
@@ -402,7 +410,7 @@ def test_a_forked_child_records_on_its_own(tmp_path):
 
 
 def test_calls_neither_side_takes_are_not_run_and_the_run_is_not_pass(trace, tmp_path, capsys):
-    code = cli_main(["sweep", "--trace", str(trace[0]), "-j", "0", "--device", "cpu", "--root", str(tmp_path),
+    code = cli_main(["sweep", "--trace", str(trace[0]), "-j", "0", "--device", DEVICE, "--root", str(tmp_path),
                      "--no-progress", "--run", "oldnew"])  # old and new take no stride, no caller buffers
     captured = capsys.readouterr()
     assert code == 1
@@ -422,7 +430,7 @@ def test_an_argument_the_recorder_cannot_describe_still_reaches_the_call(tmp_pat
         return real(req_id, block_table, token_indices)
 
     class Unhashable(int):
-        __hash__ = None  # type: ignore[assignment]
+        __hash__ = None
 
     stub.triton_convert_req_index_to_global_index = convert
     x = torch.zeros((1, 128), dtype=torch.int32)
