@@ -307,7 +307,8 @@ class Recorder:
                 host[k].copy_(t, non_blocking=True)
             done = torch.cuda.Event()
             done.record(side)
-        done.synchronize()  # this thread waits for its own copies; the caller's stream and thread never do
+        while not done.query():  # this thread waits for its own copies, polling: no sync a sync check could see
+            time.sleep(0.0005)
         return host
 
     def _write(self, item: _Pending) -> None:
