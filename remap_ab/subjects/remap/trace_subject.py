@@ -15,6 +15,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Optional
 
+from remap_ab import command_line
 from remap_ab.errors import ConfigError, InputError, UsageError
 from remap_ab.status import Status, plural
 from remap_ab.subject import JudgeSettings, Point, Selection, SummaryLines
@@ -81,8 +82,9 @@ class TraceSubject:
         if wanted is not None:
             unknown = sorted(wanted - set(cases))
             if unknown:
+                listing = command_line.line("sweep", options=[("--trace", str(folder)), ("--list", None)])
                 raise ConfigError(f"--filter case={unknown[0]}: no recorded call of {folder} has that ID; "
-                                  f"`remap-ab sweep --trace {folder} --list` lists them")
+                                  f"`{listing}` lists them")
             runnable = [c for c in runnable if c.case_id in wanted]
         points = [Point(i, c.case_id, c, (("signature", c.signature), ("wrapper", c.config.mode)))
                   for i, c in enumerate(runnable)]
@@ -176,8 +178,8 @@ class TraceSubject:
         findings = []
         for sig, (bad, total) in sorted((summary.get("failing_signatures") or {}).items()):
             first = (summary.get("signature_reports") or {}).get(sig) or {}
-            where = (f"; replay: remap-ab replay {Path(summary['folder']) / first['report']}" if first.get("report")
-                     else "")
+            where = (f"; replay: {command_line.line('replay', str(Path(summary['folder']) / first['report']))}"
+                     if first.get("report") else "")
             words = (trace.get("described") or {}).get(sig, "")
             findings.append(f"  FAILING signature {sig} ({words}): {bad} of {total} recorded calls; "
                             f"first {first.get('case_id', '?')}" + where)
