@@ -196,16 +196,20 @@ def test_unreadable_files_are_one_line_each_and_the_rest_runs(trace, tmp_path, c
     sample = trace_file.read(files[2])
     sample.subject = "topology"
     other.write_bytes(trace_file.dumps(sample))
+    sample = trace_file.read(files[3])
+    sample.tensors["req_id"][0] = SLOTS  # past the block table's rows: no valid call (SPEC §2)
+    (folder / files[3].name).write_bytes(trace_file.dumps(sample))
     assert _sweep(folder, tmp_path / "runs", "main", "--run", "bad") == 1
     captured = capsys.readouterr()
     errors = [line for line in captured.err.splitlines() if "ERROR trace file" in line]
-    assert len(errors) == 3 and "Traceback" not in captured.err
+    assert len(errors) == 4 and "Traceback" not in captured.err
+    assert any(files[3].name in e and "req_id" in e and "block_table rows" in e for e in errors)
     assert any(str(truncated) in e and "cut short or is corrupt" in e for e in errors)
     assert any(str(corrupt) in e and "not a remap-ab trace sample" in e for e in errors)
     assert any(str(other) in e and "records subject 'topology'" in e for e in errors)
     df = pd.read_csv(tmp_path / "runs" / "bad" / "results.csv", keep_default_na=False)
-    assert len(df) == 3 and set(df.status) == {"pass"}  # the five files less the two spoiled ones
-    assert "result: FAIL — 3 trace files could not be read" in captured.out
+    assert len(df) == 2 and set(df.status) == {"pass"}  # the five files less the three spoiled ones
+    assert "result: FAIL — 4 trace files could not be read or hold no call of the remap" in captured.out
 
 
 def _decode_call(rows: int, seed: int, **kw):

@@ -20,7 +20,7 @@ from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.batch import CaseOutcome
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.failure_class import slot_key
-from remap_ab.subjects.remap.inputs import CaseInputs, hash_inputs
+from remap_ab.subjects.remap.inputs import CaseInputs, check_inputs, hash_inputs
 from remap_ab.subjects.remap.recording import outcome_row
 from remap_ab.subjects.remap.report import write_case_report
 from remap_ab.subjects.remap.runner import run_case
@@ -100,7 +100,9 @@ def case_of(sample) -> tuple:
                            or (has_prefill and k in ("prefill_request_ids", "prefill_starts"))})
     digest = hashlib.sha256(json.dumps(sorted(inputs.sha256().items())).encode()).hexdigest()
     fields["seed"] = int(digest[:8], 16)
-    return CaseConfig(**fields), inputs
+    config = CaseConfig(**fields)
+    check_inputs(config, inputs)  # SPEC §2 on the recorded values: one line now, not a crash where it is judged
+    return config, inputs
 
 
 @dataclass(frozen=True)

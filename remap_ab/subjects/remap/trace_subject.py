@@ -152,7 +152,8 @@ class TraceSubject:
                 by_dim[axis] = {str(k): [int(bad.get(k, 0)), int(n)] for k, n in total.items()}
         problems = []
         if trace.get("unreadable"):
-            problems.append(f"{plural(len(trace['unreadable']), 'trace file')} could not be read (the header names each)")
+            problems.append(f"{plural(len(trace['unreadable']), 'trace file')} could not be read or hold no call of the "
+                            "remap (the header names each)")
         if trace.get("not_run"):
             problems.append(f"{plural(trace['not_run'], 'recorded call')} not run (neither side takes what they pass)")
         api = meta.get("api", [])
