@@ -270,7 +270,7 @@ def test_recorder_refuses_bad_settings_in_one_line(tmp_path):
 HOOKED = """
 import remap_ab.traces.hook as hook
 import sys
-assert "kernels_main" not in sys.modules  # nothing imported early
+assert "kernels_main" not in sys.modules and "torch" not in sys.modules  # nothing imported early
 from remap_ab import runtime
 runtime.select("cpu")
 from kernels_main import triton_convert_req_index_to_global_index as convert

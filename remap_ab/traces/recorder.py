@@ -44,6 +44,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -128,9 +129,6 @@ class Recorder:
         wrapped the moment it is (the hook's way: nothing is imported early); otherwise
         each is imported now, and a module holding none of the functions is a
         UsageError."""
-        import torch
-
-        self._torch = torch
         self.folder.mkdir(parents=True, exist_ok=True)
         waiting = []
         for m in self.modules:
@@ -150,7 +148,8 @@ class Recorder:
             self._finder = _PatchOnImport(set(waiting), lambda mod: self._patch(mod, strict=False))
             sys.meta_path.insert(0, self._finder)
         self._start_writer()
-        os.register_at_fork(after_in_child=self._after_fork)
+        # The fork hook stays registered for the process's life; the recorder need not.
+        os.register_at_fork(after_in_child=functools.partial(_in_forked_child, weakref.ref(self)))
         return self
 
     def _start_writer(self) -> None:
@@ -208,7 +207,10 @@ class Recorder:
         params = list(inspect.signature(fn).parameters.values())
         names = [p.name for p in params]
         defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
-        tensor_type = self._torch.Tensor
+        import torch  # here, not at start: the hook's process has imported torch once a module is wrapped
+
+        self._torch = torch
+        tensor_type = torch.Tensor
         calls, every = self.calls, self.every
 
         def describe(v):
@@ -375,6 +377,12 @@ class Recorder:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         tmp.replace(path)
+
+
+def _in_forked_child(recorder: weakref.ref) -> None:
+    alive = recorder()
+    if alive is not None:
+        alive._after_fork()
 
 
 def signature_digest(key: tuple) -> str:
