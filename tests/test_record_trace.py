@@ -441,3 +441,16 @@ def test_an_argument_the_recorder_cannot_describe_still_reaches_the_call(tmp_pat
     with remap_ab.record(tmp_path / "odd", module=stub, every=1) as rec:
         assert stub.triton_convert_req_index_to_global_index(x[0], x, x, BLOCK_SIZE=Unhashable(64)) is x
     assert seen == [64] and len(rec.stats["errors"]) == 1
+
+
+def test_a_writer_that_falls_behind_drops_samples_and_holds_no_copies(tmp_path, monkeypatch):
+    from remap_ab.traces import recorder
+
+    monkeypatch.setattr(recorder, "MAX_PENDING", 0)  # the writer is always "behind"
+    stub = _stub_kernels()
+    x = torch.zeros((2, 128), dtype=torch.int32)
+    with remap_ab.record(tmp_path / "busy", module=stub, every=1) as rec:
+        for _ in range(3):
+            assert stub.triton_convert_req_index_to_global_index(x[:, 0], x, x) is x
+    assert rec.stats["dropped_busy"] == 3 and rec.stats["sampled"] == 0 and rec._pending_bytes == 0
+    assert trace_file.files(tmp_path / "busy") == []

@@ -27,7 +27,7 @@ Bounded on disk: identical samples of a signature are written once; past ``cap_m
 a later sample of a signature already on disk is dropped (the oldest are kept), and a
 new signature's first sample makes room by removing the newest later samples of the
 signature with the most. A writer that falls behind drops samples rather than hold
-device memory (``MAX_PENDING``). ``calls-<pid>.json`` keeps every count.
+device memory (``MAX_PENDING`` samples, ``MAX_PENDING_BYTES`` of copies). ``calls-<pid>.json`` keeps every count.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from remap_ab.traces import trace_file
 DEFAULT_EVERY = 100
 DEFAULT_CAP_MB = 256.0
 MAX_PENDING = 32  # sampled calls waiting for the writer; more are dropped (counted)
+MAX_PENDING_BYTES = 512 << 20  # and the bytes of their copies (a 16384-row prefill call's inputs are 128 MiB)
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -114,6 +115,8 @@ class Recorder:
         self._pid = os.getpid()
         self._seq = 0
         self._streams: dict = {}
+        self._pending_bytes = 0  # of the copies waiting for the writer
+        self._pending_lock = threading.Lock()
         self._stopped = False
 
     # -- starting and stopping
@@ -165,7 +168,8 @@ class Recorder:
         self.calls.clear()
         self.signatures.clear()
         self.stats.update({k: 0 for k in self.stats if k != "errors"}, errors=[])
-        self._files, self._digests, self._streams = {}, {}, {}
+        self._files, self._digests, self._streams, self._pending_bytes = {}, {}, {}, 0
+        self._pending_lock = threading.Lock()
         self._queue = queue.Queue()
         self._start_writer()
         atexit.register(self.stop)
@@ -264,9 +268,14 @@ class Recorder:
         if cuda and torch.cuda.is_current_stream_capturing():
             self.stats["in_graph_capture"] += 1
             return None
-        if self._queue.qsize() >= MAX_PENDING:
-            self.stats["dropped_busy"] += 1
-            return None
+        size = sum(bound[k].numel() * bound[k].element_size() for k in strides)
+        with self._pending_lock:
+            # One call larger than the bound alone is still taken when nothing waits.
+            busy = self._pending_bytes and self._pending_bytes + size > MAX_PENDING_BYTES
+            if self._queue.qsize() >= MAX_PENDING or busy:
+                self.stats["dropped_busy"] += 1
+                return None
+            self._pending_bytes += size
         for k in strides:
             tensors[k] = bound[k].detach().clone(memory_format=torch.contiguous_format)
         event = None
@@ -314,8 +323,12 @@ class Recorder:
         return host
 
     def _write(self, item: _Pending) -> None:
-        host = self._host(item)
-        item.tensors = {}  # the device copies go back to the caching allocator
+        try:
+            host = self._host(item)
+        finally:
+            with self._pending_lock:
+                self._pending_bytes -= sum(t.numel() * t.element_size() for t in item.tensors.values())
+            item.tensors = {}  # the device copies go back to the caching allocator
         sig = self.signatures.get(item.key)
         if sig is None:
             sig = self.signatures[item.key] = signature_digest(item.key)
