@@ -19,6 +19,7 @@ import tempfile
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -81,7 +82,7 @@ def main() -> int:
             times.append((time.perf_counter() - t0) / n * 1e6)
         return statistics.median(times)
 
-    stub = types.ModuleType("stub_kernels")
+    stub: Any = types.ModuleType("stub_kernels")
 
     def triton_convert_req_index_to_global_index(req_id, block_table, token_indices, BLOCK_SIZE=64,
                                                  BLOCK_STRIDE_ROWS=None, NUM_TOPK_TOKENS=2048, BLOCK_N=128,
@@ -90,7 +91,7 @@ def main() -> int:
                                                  valid_counts_out=None):
         return out, valid_counts_out
 
-    setattr(stub, "triton_convert_req_index_to_global_index", triton_convert_req_index_to_global_index)
+    stub.triton_convert_req_index_to_global_index = triton_convert_req_index_to_global_index
     with tempfile.TemporaryDirectory() as tmp:
         bare = per_call(stub, 20_000)
         with remap_ab.record(Path(tmp) / "stub", module=stub, every=10**9):
