@@ -111,6 +111,10 @@ def history(tmp_path_factory):
     return repo, commits, status, out.getvalue(), root
 
 
+def _blob(repo: Path, commit: str, path: str) -> str:
+    return git(repo, "rev-parse", f"{commit}:{path}").strip()
+
+
 def rows(stdout: str) -> list[tuple[str, ...]]:
     return [m.groups() for line in stdout.splitlines() if (m := ROW.match(line))]
 
@@ -159,18 +163,22 @@ def test_json_and_resume(history, tmp_path, capsys):
     state_file = copy / "h" / "history.json"
     state = json.loads(state_file.read_text())
     cut, lost = f"{c[7][:12]}-vs-{c[6][:12]}", f"{c[6][:12]}-vs-{c[4][:12]}"
-    # One pair's row lost with its folder (it reruns), one's row lost but its sweep finished (the sweep resumes).
+    # Each blob was loaded once: r7 holds r1's bytes, r4 r3's.
+    assert len(state["loads"]) == 6 and "vllm.platforms" in state["loads"][_blob(repo, c[5], NEW)]["why"]
+    # One pair's row lost with its folder (it reruns), one's row lost with its sweep's last case (the sweep resumes).
     del state["rows"][cut], state["rows"][lost]
     state_file.write_text(json.dumps(state))
     shutil.rmtree(copy / "h" / cut)
-    summary_before = json.loads((copy / "h" / lost / "summary.json").read_text())
+    results = copy / "h" / lost / "results.csv"
+    results.write_text("".join(results.read_text().splitlines(keepends=True)[:-1]))
 
     assert cli_main(["history", "--resume", "--root", str(copy), "--json", "-j", "0", "--no-progress"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["pairs_run"] == 2 and doc["pairs_done_before"] == 3
     assert [r["verdict"] for r in doc["rows"]] == ["base", "PASS", "PASS", "skipped", "PASS", "not loadable",
                                                    "API change", "FAIL"]
-    assert json.loads((copy / "h" / lost / "summary.json").read_text())["cases"] == summary_before["cases"] == 3
+    resumed = json.loads((copy / "h" / lost / "run.json").read_text())["last_session"]
+    assert resumed["cases"] == 1 and json.loads((copy / "h" / lost / "summary.json").read_text())["cases"] == 3
     # --json's shape: the settings, one dict per row, counts, the status.
     assert doc["format"] == 1 and doc["path"] == NEW and doc["repo"] == str(repo) and doc["subject"] == "remap"
     assert doc["revisions"] == 8 and doc["complete"] and not doc["passed"] and doc["exit_status"] == 1
@@ -191,6 +199,34 @@ def test_json_and_resume(history, tmp_path, capsys):
     # Its settings are the history's own.
     assert cli_main(["history", "--resume", "--root", str(copy), "--filter", "k=128"]) == 2
     assert "--resume continues a history with its own settings; drop --filter" in capsys.readouterr().err
+
+
+def test_an_interrupted_pair_is_resumed(history, tmp_path, monkeypatch, capsys):
+    import signal
+
+    from remap_ab.host.interrupts import Interrupted
+    from remap_ab.sweep.run import Sweep
+
+    repo, c, _, _, _ = history
+    judge = Sweep._run_inline
+
+    def stopped_at_r7(self):
+        if self.settings.b.startswith(c[6][:12]):
+            raise Interrupted(signal.SIGTERM)  # what the sweep's handler raises on SIGTERM
+        judge(self)
+
+    monkeypatch.setattr(Sweep, "_run_inline", stopped_at_r7)
+    argv = ["history", "--repo", str(repo), NEW, "--root", str(tmp_path), "--run", "cut", *SMALL]
+    assert cli_main(argv) == 143
+    out = capsys.readouterr().out
+    assert [r[3].strip() for r in rows(out)][-1] == "INCOMPLETE" and len(rows(out)) == 7
+    assert out.splitlines()[-1].startswith("result: INCOMPLETE — 7 of 8 revisions done")
+    assert out.splitlines()[-1].endswith(f"resume with: remap-ab history --resume --run cut --root {tmp_path}")
+    monkeypatch.setattr(Sweep, "_run_inline", judge)
+    assert cli_main(["history", "--resume", "--run", "cut", "--root", str(tmp_path), "--json", "-j", "0"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pairs_run"] == 2 and doc["pairs_done_before"] == 3 and doc["complete"]
+    assert [r["verdict"] for r in doc["rows"]][-2:] == ["API change", "FAIL"]
 
 
 def test_baseline_within_a_range(history, tmp_path, capsys):

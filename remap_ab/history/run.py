@@ -113,6 +113,9 @@ class History:
         os.environ[sources.REPO_VARIABLE] = self.walk.repo  # the pairs' workers read the revisions from it
         try:
             self._walk()
+        except KeyboardInterrupt as exc:  # between pairs (a pair's sweep returns its own interruption)
+            self.interrupted = getattr(exc, "name", "SIGINT")
+            self.interrupted_status = int(getattr(exc, "exit_status", 130))
         finally:
             if saved is None:
                 os.environ.pop(sources.REPO_VARIABLE, None)
