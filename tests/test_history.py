@@ -232,7 +232,7 @@ def test_an_interrupted_pair_is_resumed(history, tmp_path, monkeypatch, capsys):
 def test_baseline_within_a_range(history, tmp_path, capsys):
     repo, c, _, _, _ = history
     status = cli_main(["history", "--repo", str(repo), NEW, "--baseline", c[0], "--range", f"{c[1]}..",
-                       "--root", str(tmp_path), "--json", *SMALL])
+                       "--root", str(tmp_path), "--run", "b", "--json", *SMALL, "-j", "1"])  # a worker per pair's sweep
     doc = json.loads(capsys.readouterr().out)
     got = [(r["revision"], r["verdict"], r["against"], r["same_as"]) for r in doc["rows"]]
     assert got == [
@@ -245,6 +245,8 @@ def test_baseline_within_a_range(history, tmp_path, capsys):
         (c[7], "FAIL", c[0], ""),
     ], doc["rows"]
     assert status == 1 and doc["pairs_run"] == 4 and doc["baseline"] == c[0]
+    last = json.loads((Path(doc["rows"][-1]["folder"]) / "run.json").read_text())["last_session"]
+    assert last["workers"] == 1 and last["cases"] == 3  # the pool's worker read the revisions from --repo
 
 
 def test_the_walk_follows_the_first_parent_and_renames(tmp_path):
@@ -272,8 +274,9 @@ def test_the_walk_follows_the_first_parent_and_renames(tmp_path):
 def test_bad_input_is_one_line_exit_2(history, tmp_path, capsys):
     repo, c, _, _, _ = history
 
-    def error(*argv) -> str:
-        assert cli_main(["history", "--root", str(tmp_path), *argv]) == 2
+    def error(*argv, small=True) -> str:
+        # The tiny grid each time: a check that let bad input through must not sweep the whole grid.
+        assert cli_main(["history", "--root", str(tmp_path), *argv, *(SMALL if small else [])]) == 2
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in err, err
@@ -288,5 +291,25 @@ def test_bad_input_is_one_line_exit_2(history, tmp_path, capsys):
     assert "give the revision the range starts after" in error("--repo", str(repo), NEW, "--range", "..HEAD")
     assert "revision 'nope' does not exist" in error("--repo", str(repo), NEW, "--baseline", "nope")
     assert "give PATH" in error("--repo", str(repo))
-    assert "no history folder under --root" in error("--resume")
+    assert "vllm/v1/attention/ops: a folder at" in error("--repo", str(repo), "vllm/v1/attention/ops")
+    assert "no history folder under --root" in error("--resume", small=False)
     assert not any(tmp_path.glob("*/history.json"))  # nothing written for bad input
+
+
+def test_another_subject(tmp_path, capsys):
+    """--subject topology: the same walk over the topology subject's file (its smallest case)."""
+    repo = tmp_path / "topo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    text = (ROOT / "kernels_topology" / "fused.py").read_text()
+    for day, (message, body) in enumerate((("the kernel", text), ("a comment", "# the fused merge\n" + text),
+                                           ("raise on import", text + "raise RuntimeError('planted')\n")), start=1):
+        (repo / "witness.py").write_text(body)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", message, day=day)
+    status = cli_main(["history", "--subject", "topology", "--repo", str(repo), "witness.py", "--root", str(tmp_path),
+                       "--json", "-j", "0", "--max-tokens", "1", "--device", runtime.default_device()])
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["verdict"] for r in doc["rows"]] == ["base", "PASS", "not loadable"] and status == 1
+    assert doc["subject"] == "topology" and doc["rows"][1]["cases"] >= 1
+    assert "RuntimeError: planted" in doc["rows"][2]["change"]

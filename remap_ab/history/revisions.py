@@ -124,6 +124,9 @@ def walk(repo: str, path: str, bounds: Optional[str] = None, all_parents: bool =
     top = top_folder(repo)
     path = repo_path(top, path)
     start, end = parse_range(top, bounds)
+    kind = _git(top, "cat-file", "-t", f"{end}:{path}")
+    if kind.stdout.strip() == "tree":  # git log would walk every file under it
+        raise UsageError(f"PATH {path}: a folder at {end[:SHORT]} in {top}; give the implementation file's path")
     parents = [] if all_parents else ["--first-parent", "--diff-merges=first-parent"]
     spec = f"{start}..{end}" if start else end
     log = _git(top, "log", "--follow", "-M", "--name-status", _FORMAT, *parents, spec, "--", path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from remap_ab import command_line, runtime, sources, subjects
-from remap_ab.errors import UnloadableFileError, UsageError
+from remap_ab.errors import ImplementationError, UnloadableFileError, UsageError
 from remap_ab.history import row as rowmod
 from remap_ab.history import state as statemod
 from remap_ab.history.revisions import Revision, revision_at, walk
@@ -177,7 +177,7 @@ class History:
         try:
             self.subject.select(s["grid_file"], s["filters"], s[SIZE_KEY], rev.name, rev.name, self.device, None)
             why = ""
-        except UnloadableFileError as exc:
+        except ImplementationError as exc:  # the revision and its file exist: what fails is the file's (UnloadableFileError)
             why = " ".join(str(exc).replace(f"{rev.short}:{rev.path}", rev.path).split())
         self.state.loaded(rev.blob, {"why": why, "first_seen": rev.commit})
         return why
