@@ -290,6 +290,8 @@ def test_bad_input_is_one_line_exit_2(history, tmp_path, capsys):
     assert "does not exist" in error("--repo", str(repo), NEW, "--range", f"{c[0]}..nope")
     assert "give the revision the range starts after" in error("--repo", str(repo), NEW, "--range", "..HEAD")
     assert "revision 'nope' does not exist" in error("--repo", str(repo), NEW, "--baseline", "nope")
+    assert f"--baseline {c[5]}: the file does not load at {c[5][:12]}: {NEW} (line" in error(
+        "--repo", str(repo), NEW, "--baseline", c[5])
     assert "give PATH" in error("--repo", str(repo))
     assert "vllm/v1/attention/ops: a folder at" in error("--repo", str(repo), "vllm/v1/attention/ops")
     assert "no history folder under --root" in error("--resume", small=False)

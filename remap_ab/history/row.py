@@ -101,6 +101,15 @@ def judged(rev: Revision, against: Revision, summary: dict, report_file: str, se
     return Row.of(rev, PASS, verdict_text=PASS, change=f"API {added}" if added else "", **common)
 
 
+def same_files(rev: Revision, against: Revision, earlier: Row) -> Row:
+    """The row of a pair holding the same two files as ``earlier``'s: its verdict, its
+    run folder, and ``same_as`` naming it (a sweep of the same bytes judges the same)."""
+    said = f"the same two files as at {earlier.revision[:12]} (its verdict)"
+    return Row.of(rev, earlier.verdict, against=against.commit, verdict_text=earlier.verdict_text, checks=earlier.checks,
+                  cases=earlier.cases, selected=earlier.selected, folder=earlier.folder, report=earlier.report,
+                  same_as=earlier.revision, change=f"{said}: {earlier.change}" if earlier.change else said)
+
+
 def api_line(api: list[dict], failing: bool) -> str:
     """The API differences that fail (``failing``) or are reported, in one line:
     ``FUNCTION drops P, Q; FUNCTION2 adds R``."""

@@ -13,11 +13,12 @@ folder, its summary, its resume.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -96,6 +97,11 @@ class History:
         self.walk = walk(sources.repo_dir(o.repo), o.path or "", o.bounds, o.all_parents)
         self.baseline = revision_at(self.walk.repo, o.baseline, self._paths(), "--baseline") if o.baseline else None
         self.device = runtime.select(o.device)
+        if self.baseline is not None:  # every pair's A: a baseline that does not load is the command's input
+            with self._repository():
+                why = self._probe(self.baseline, o.grid_file, list(o.filters), o.max_size)
+            if why:
+                raise UsageError(f"--baseline {o.baseline}: the file does not load at {self.baseline.short}: {why}")
         name = o.run or statemod.new_name(self.walk.path)
         w = self.walk
         settings = {"repo": w.repo, "path": w.path, "bounds": f"{w.start}..{w.end}" if w.start else w.end,
@@ -109,20 +115,29 @@ class History:
 
     # -- running
     def run(self) -> dict:
-        saved = os.environ.get(sources.REPO_VARIABLE)
-        os.environ[sources.REPO_VARIABLE] = self.walk.repo  # the pairs' workers read the revisions from it
         try:
-            self._walk()
+            with self._repository():
+                self._walk()
         except KeyboardInterrupt as exc:  # between pairs (a pair's sweep returns its own interruption)
             self.interrupted = getattr(exc, "name", "SIGINT")
             self.interrupted_status = int(getattr(exc, "exit_status", 130))
+        finally:
+            self.state.close()
+        return self.document()
+
+    @contextlib.contextmanager
+    def _repository(self) -> Iterator[None]:
+        """$REMAP_AB_REPO the walk's repository, where this process and the pairs' workers
+        read the revisions (COMMIT:PATH names), restored after."""
+        saved = os.environ.get(sources.REPO_VARIABLE)
+        os.environ[sources.REPO_VARIABLE] = self.walk.repo
+        try:
+            yield
         finally:
             if saved is None:
                 os.environ.pop(sources.REPO_VARIABLE, None)
             else:
                 os.environ[sources.REPO_VARIABLE] = saved
-            self.state.close()
-        return self.document()
 
     def _walk(self) -> None:
         previous: Optional[Revision] = None  # the last revision that loaded
@@ -149,12 +164,7 @@ class History:
                 continue
             key = (against.blob, rev.blob)
             if key in swept:
-                earlier = swept[key]
-                self._emit(Row.of(rev, earlier.verdict, **{
-                    **{k: v for k, v in earlier.to_dict().items() if k in ("verdict_text", "checks", "cases", "selected",
-                                                                          "change", "folder", "report")},
-                    "against": against.commit, "same_as": earlier.revision,
-                    "change": f"the same two files as at {earlier.revision[:12]} (its verdict): {earlier.change}".rstrip(": ")}))
+                self._emit(rowmod.same_files(rev, against, swept[key]))
                 continue
             row = self._pair(rev, against)
             self._emit(row)
@@ -174,13 +184,17 @@ class History:
         if known is not None:
             return str(known.get("why", ""))
         s = self.state.settings
-        try:
-            self.subject.select(s["grid_file"], s["filters"], s[SIZE_KEY], rev.name, rev.name, self.device, None)
-            why = ""
-        except ImplementationError as exc:  # the revision and its file exist: what fails is the file's (UnloadableFileError)
-            why = " ".join(str(exc).replace(f"{rev.short}:{rev.path}", rev.path).split())
+        why = self._probe(rev, s["grid_file"], s["filters"], s[SIZE_KEY])
         self.state.loaded(rev.blob, {"why": why, "first_seen": rev.commit})
         return why
+
+    def _probe(self, rev: Revision, grid_file: Optional[str], filters: list, max_size: Optional[int]) -> str:
+        """"" where the subject's selection loads the file at ``rev`` as A and B, else why not."""
+        try:
+            self.subject.select(grid_file, filters, max_size, rev.name, rev.name, self.device, None)
+            return ""
+        except ImplementationError as exc:  # the revision and its file exist: what fails is the file's (UnloadableFileError)
+            return " ".join(str(exc).replace(f"{rev.short}:{rev.path}", rev.path).split())
 
     def _pair(self, rev: Revision, against: Revision) -> Row:
         name = f"{rev.short}-vs-{against.short}"
