@@ -293,6 +293,8 @@ def test_bad_input_is_one_line_exit_2(history, tmp_path, capsys):
     assert f"--baseline {c[5]}: the file does not load at {c[5][:12]}: {NEW} (line" in error(
         "--repo", str(repo), NEW, "--baseline", c[5])
     assert "give PATH" in error("--repo", str(repo))
+    (tmp_path / "a-file").write_text("")
+    assert "is a file, not a folder" in error("--repo", str(repo), NEW, "--root", str(tmp_path / "a-file"))
     assert "vllm/v1/attention/ops: a folder at" in error("--repo", str(repo), "vllm/v1/attention/ops")
     assert "no history folder under --root" in error("--resume", small=False)
     assert not any(tmp_path.glob("*/history.json"))  # nothing written for bad input

@@ -29,6 +29,7 @@ from remap_ab.history import row as rowmod
 from remap_ab.history import state as statemod
 from remap_ab.history.revisions import Revision, revision_at, walk
 from remap_ab.history.row import Row
+from remap_ab.options import checked_output_dir
 from remap_ab.report_cap import Cap
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.run_folder import SIZE_KEY
@@ -102,6 +103,7 @@ class History:
                 why = self._probe(self.baseline, o.grid_file, list(o.filters), o.max_size)
             if why:
                 raise UsageError(f"--baseline {o.baseline}: the file does not load at {self.baseline.short}: {why}")
+        checked_output_dir(o.root, "--root")
         name = o.run or statemod.new_name(self.walk.path)
         w = self.walk
         settings = {"repo": w.repo, "path": w.path, "bounds": f"{w.start}..{w.end}" if w.start else w.end,
