@@ -90,8 +90,8 @@ def judged(rev: Revision, against: Revision, summary: dict, report_file: str, se
     first = _first_failure(failures, names)
     if s.get("api_compatible") is False:
         text = API + (f"; FAIL ({failed_text})" if checks else "")
-        return Row.of(rev, API, verdict_text=text, change=api_line(api, failing=True) or _short(s.get("run_failure"), names),
-                      **common)
+        said = api_line(api, failing=True) or _short(s.get("run_failure"), names)
+        return Row.of(rev, API, verdict_text=text, change=f"{said}; {first}" if first else said, **common)
     if s.get("run_failure"):
         return Row.of(rev, FAIL, verdict_text=f"FAIL (run{'; ' + failed_text if checks else ''})",
                       change=_short(s["run_failure"], names), **common)
