@@ -38,6 +38,7 @@ COMMANDS = {
     "bench": "time old vs new inside CUDA graphs beside the pull request's figures (needs a GPU)",
     "resources": "cross-compile every variant of A and B for GPU targets: registers, spills, shared memory, occupancy",
     "soak": "run fresh random configurations beyond the grid through A, B and the oracle until a deadline",
+    "history": "A/B every revision of a file against the one before it (git log --follow), one row per revision",
 }
 
 TRACEBACK_VARIABLE = "REMAP_AB_TRACEBACK"
