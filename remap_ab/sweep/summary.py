@@ -8,6 +8,7 @@ checks, what its cases cover) comes from the subject run.json names
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -62,7 +63,8 @@ def summarise(folder: Path, grid: Any = None, *, lock_held_here: bool = False) -
         "missing": missing,
         "partial_row_ignored": partial > 0,
         "complete": complete,
-        "resume": "" if complete else resume_command(folder),
+        "resume": "" if complete else resume_command(folder, meta),
+        "python_path": meta.get("python_path") or [],  # what every line printed for the run carries
         "running": "" if lock_held_here else (RunLock.holder(folder) or ""),
         "counts": counts,
         "unknown_status": other,
@@ -258,8 +260,10 @@ def other_report_command(s: dict, other_report: str = "") -> str:
     subject = s.get("subject", subjects.DEFAULT)
     more = [("--subject", subject)] if subject != subjects.DEFAULT else []
     grid = [("--grid", str(s["grid_file"]))] if s.get("grid_file") else []
+    root = [("--root", os.path.abspath(Path(s["folder"]).parent))] if s.get("folder") else []
     again = command_line.line("sweep", a=str(s["a"]), b=str(s["b"]), case="--filter case=ID[,ID...]",
-                              device=str(s["device"]), options=[*more, *grid, ("--reports", "all")])
+                              device=str(s["device"]), options=[*more, *grid, *root, ("--reports", "all")],
+                              path_entries=s.get("python_path") or ())
     text = f"`{again}` (a new run)"
     if other_report:
         text += f", or {other_report}"
