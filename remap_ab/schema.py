@@ -216,6 +216,7 @@ class RunMeta(Open):
     wall_seconds: float = ABSENT
     last_session: dict[str, Any] = ABSENT
     python_path: list[str] = ABSENT  # the sweep's PYTHONPATH folders (command_line.environment_entries)
+    case_ids: list[str] = ABSENT  # the selected cases' IDs, in order
 
 
 @functools.cache

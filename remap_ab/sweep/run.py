@@ -217,6 +217,7 @@ class Sweep:
             "selected": len(self.points),
             **{k: v for k, v in sel.meta.items() if k != "implementations"},  # the subject's run-level facts
             "selection": self.selection,
+            "case_ids": [p.case_id for p in self.points],  # what a row may name (run_folder.row_problems)
             "memcheck": o.memcheck,
             "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
             "reports": o.reports,

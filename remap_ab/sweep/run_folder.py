@@ -261,12 +261,15 @@ def read_table(folder: Path) -> tuple[list[str], list[list[str]], int]:
     return lines[0], lines[1:], cut
 
 
-def row_problems(header: list[str], rows: list[list[str]]) -> list[RowProblem]:
-    """Every row that is not valid: the wrong number of fields, or a field that breaks
-    ``schema.ResultRow`` (status a verdict, index and worker numbers, a case ID)."""
+def row_problems(header: list[str], rows: list[list[str]], selected: Optional[set] = None) -> list[RowProblem]:
+    """Every row that is not valid: the wrong number of fields, a field that breaks
+    ``schema.ResultRow`` (status a verdict, index and worker numbers, a case ID), a case
+    an earlier row holds already (a sweep writes each case once), or (``selected``: the
+    run's case IDs) a case the run does not select."""
     from remap_ab import schema  # pydantic is loaded only when a file is read
 
     problems = []
+    seen: dict[str, int] = {}
     at = {name: i for i, name in enumerate(header)}
     for n, row in enumerate(rows, 1):
         cid = row[at["case_id"]] if "case_id" in at and len(row) > at["case_id"] else ""
@@ -278,6 +281,14 @@ def row_problems(header: list[str], rows: list[list[str]]) -> list[RowProblem]:
             schema.load(schema.ResultRow, fields, where="", error=ReportError)
         except ReportError as exc:
             problems.append(RowProblem(n, cid, str(exc).strip()))
+            continue
+        if selected is not None and cid not in selected:
+            problems.append(RowProblem(n, "", f"is case {cid!r}, which this run does not select (a damaged row, or "
+                                              "a row of another run)"))
+        elif cid in seen:
+            problems.append(RowProblem(n, cid, f"field 'case_id' names the case of row {seen[cid]} again"))
+        else:
+            seen[cid] = n
     return problems
 
 
@@ -287,19 +298,21 @@ def repair_line(folder: Path) -> str:
             "(re-runs the rows that fail validation, keeps the others)")
 
 
-def checked_rows(folder: Path, header: list[str], rows: list[list[str]]) -> None:
+def checked_rows(folder: Path, header: list[str], rows: list[list[str]], selected: Optional[set] = None) -> None:
     """ReportError naming the file, the first invalid row and its field, and the repair
-    line, if any row is not valid."""
-    problems = row_problems(header, rows)
+    line, if any row is not valid (``row_problems``)."""
+    problems = row_problems(header, rows, selected)
     if problems:
         more = f" ({len(problems)} rows are not valid)" if len(problems) > 1 else ""
         raise ReportError(f"{problems[0].line(results_path(folder))}{more}; {repair_line(folder)}")
 
 
-def read_results(folder: Path, columns: Optional[list] = None, *, validate: bool = True):
+def read_results(folder: Path, columns: Optional[list] = None, *, validate: bool = True,
+                 selected: Optional[list] = None):
     """The results table (pandas, every cell a string), complete rows only; ReportError
     if it is missing or unreadable, or (``validate``) if a row is not valid
-    (``checked_rows``). ``df.attrs['partial_bytes']`` counts what was cut."""
+    (``checked_rows``; ``selected``: the run's case IDs, run.json's ``case_ids``).
+    ``df.attrs['partial_bytes']`` counts what was cut."""
     import pandas as pd
 
     path = results_path(folder)
@@ -311,7 +324,7 @@ def read_results(folder: Path, columns: Optional[list] = None, *, validate: bool
         raise ReportError(f"{path} is not a results table (missing {', '.join(sorted(need - set(header)))})")
     else:
         if validate:
-            checked_rows(folder, header, rows)
+            checked_rows(folder, header, rows, set(selected) if selected is not None else None)
         df = pd.DataFrame([r for r in rows if len(r) == len(header)], columns=header, dtype=str)
     df.attrs["partial_bytes"] = cut
     return df
@@ -321,10 +334,10 @@ def check_resumable(folder: Path, meta: dict, columns: list[str], case_ids: list
                     grid_version, *, repair: bool = False) -> tuple[set, list[RowProblem]]:
     """The case IDs already done, after checking that the run folder was written for
     exactly this selection and table layout and that every row is valid; with
-    ``repair``, the rows that are not (and rows of no selected case: the selection's
-    fingerprint matched, so they are damaged ones) are returned instead, to be dropped
-    (``drop_rows``) and re-run. Reads only: a refusal (ReportError) leaves every file
-    as it was."""
+    ``repair``, the rows that are not (rows of no selected case among them: the
+    selection's fingerprint matched, so they are damaged ones) are returned instead,
+    to be dropped (``drop_rows``) and re-run. Reads only: a refusal (ReportError)
+    leaves every file as it was."""
     where = Path(folder) / "run.json"
     if meta.get("grid_version", grid_version) != grid_version:
         raise ReportError(f"{where}: written with grid version {meta['grid_version']}, the grid is now version "
@@ -340,20 +353,11 @@ def check_resumable(folder: Path, meta: dict, columns: list[str], case_ids: list
         raise ReportError(f"{path}: its columns are not this version's results table "
                           f"({len(header)} columns, expected {len(columns)}); start a new run")
     if not repair:
-        checked_rows(folder, header, rows)
-    problems = row_problems(header, rows)
+        checked_rows(folder, header, rows, set(case_ids))
+    problems = row_problems(header, rows, set(case_ids))
     bad = {p.row for p in problems}
     at = header.index("case_id")
-    selected = set(case_ids)
-    for n, row in enumerate(rows, 1):
-        if n not in bad and row[at] not in selected:
-            if not repair:
-                raise ReportError(f"{path}: row {n} is case {row[at]!r}, which this run does not select; the table "
-                                  f"belongs to another selection or grid, or the row is damaged; {repair_line(folder)}")
-            problems.append(RowProblem(n, row[at], "is a case this run does not select"))
-            bad.add(n)
-    done = {row[at] for n, row in enumerate(rows, 1) if n not in bad}
-    return done, sorted(problems, key=lambda p: p.row)
+    return {row[at] for n, row in enumerate(rows, 1) if n not in bad}, problems
 
 
 def drop_rows(folder: Path, rows: set) -> None:

@@ -27,7 +27,7 @@ def summarise(folder: Path, grid: Any = None, *, lock_held_here: bool = False) -
     folder = Path(folder)
     meta = read_run_json(folder)
     subject = subjects.get(meta.get("subject", subjects.DEFAULT))
-    df = read_results(folder)
+    df = read_results(folder, selected=meta.get("case_ids"))  # every row checked (run_folder.row_problems)
     partial = int(df.attrs.get("partial_bytes", 0))
     dupes = int(df["case_id"].duplicated().sum())
     statuses = [s.value for s in Status]
