@@ -172,16 +172,18 @@ def test_a_run_name_that_is_a_link_out_of_root_is_refused(tmp_path, capsys):
 
 
 def test_rows_are_written_whole_in_one_write_and_flushed_to_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_folder.ResultsWriter, "SYNC_SECONDS", 0.0)  # every write synced
     writes, syncs = [], []
     real_write, real_fsync = os.write, os.fsync
     monkeypatch.setattr(os, "write", lambda fd, data: writes.append(bytes(data)) or real_write(fd, data))
     monkeypatch.setattr(os, "fsync", lambda fd: syncs.append(fd) or real_fsync(fd))
     table = run_folder.ResultsWriter(tmp_path, ["index", "case_id", "status"])
     table.write([{"index": 0, "case_id": "a" * 12, "status": "pass"}, {"index": 1, "case_id": "b" * 12, "status": "fail"}])
-    table.close()
-    # The header, then the batch's two rows in one write; each write ends a line and is fsynced.
-    assert writes == [b"index,case_id,status\r\n", b"0,aaaaaaaaaaaa,pass\r\n1,bbbbbbbbbbbb,fail\r\n"]
     assert len(syncs) == 2
+    table.close()
+    # The header, then the batch's two rows in one write; each write ends a line and is fsynced, and the close too.
+    assert writes == [b"index,case_id,status\r\n", b"0,aaaaaaaaaaaa,pass\r\n1,bbbbbbbbbbbb,fail\r\n"]
+    assert len(syncs) == 3
 
 
 def test_a_row_cut_by_a_kill_is_ignored_then_dropped_and_run_again(run, capsys):
