@@ -70,6 +70,12 @@ def import_entries(module_names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def run_entries(module_names: Iterable[str]) -> list[str]:
+    """What a line printed by this process must put on PYTHONPATH for the named modules
+    (implementations, a subject): its PYTHONPATH's folders, then ``import_entries``."""
+    return list(dict.fromkeys([*environment_entries(), *import_entries(module_names)]))
+
+
 def line(subcommand: str, *what: str, subject: Optional[str] = None, a: Optional[str] = None,
          b: Optional[str] = None, repo: Optional[str] = None, case: str = "",
          schedule: Optional[tuple[str, int]] = None, device: Optional[str] = None, inputs: Optional[str] = None,

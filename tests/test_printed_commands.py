@@ -192,3 +192,25 @@ def test_the_lines_of_a_sweep_with_a_timed_out_case_run_in_a_fresh_shell(tmp_pat
         # failure that does not reproduce), never a bad command line (2).
         assert r.returncode in (0, 1), (line, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr and "error:" not in r.stderr, (line, r.stderr)
+
+
+def test_the_lines_of_a_failing_topology_sweep_run_in_a_fresh_shell(tmp_path):
+    from remap_ab.subjects.topology import mutants, report
+
+    work, elsewhere = _folders(tmp_path)
+    mutant = next(m for m in mutants.mutants() if m.id == "edge_rounded_down")
+    (work / "mods" / "topo_bad.py").write_text(mutants.mutated_source(mutant))
+    case = report.case_id(mutant.witness_case)
+    sweep = shell(f"PYTHONPATH=mods remap-ab sweep --subject topology --b topo_bad --filter case={case} --device cpu "
+                  "--root runs --run t -j 0 --no-progress", work, bare_env(tmp_path))
+    assert sweep.returncode == 1, sweep.stdout + sweep.stderr
+    text = (work / "runs" / "t" / case / "report.md").read_text()
+    lines = printed_lines(sweep.stdout) + re.findall(r"^ {4}((?:PYTHONPATH=\S+ )?remap-ab (?:replay|sweep) .+)$", text,
+                                                     flags=re.M)
+    assert len(lines) >= 2, (sweep.stdout, text)
+    for line in lines:
+        assert f"PYTHONPATH={work / 'mods'}" in line, line
+        r = shell(line.replace("ID[,ID...]", case).replace(" ID ", f" {case} "), elsewhere, bare_env(tmp_path))
+        assert r.returncode == 1, (line, r.stdout, r.stderr)  # B's mismatch again
+        assert "Traceback" not in r.stderr and "error:" not in r.stderr, (line, r.stderr)
+    assert list(elsewhere.iterdir()) == []
