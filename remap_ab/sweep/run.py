@@ -225,7 +225,7 @@ class Sweep:
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
             # What found A, B and the subject: every line the run prints carries it (command_line.py).
-            "python_path": command_line.run_entries([o.a, o.b, self.subject.name]),
+            "python_path": command_line.run_entries([n for n in (o.a, o.b, self.subject.name) if n]),
             "phase_seconds": {},
             "wall_seconds": 0.0,
         }
