@@ -76,6 +76,16 @@ def run_entries(module_names: Iterable[str]) -> list[str]:
     return list(dict.fromkeys([*environment_entries(), *import_entries(module_names)]))
 
 
+def repo_of(implementations: Optional[dict]) -> Optional[str]:
+    """The repository a revision of A or B was read from (run.json's ``implementations``,
+    each a ``sources.Source.to_dict`` or None): a printed line's ``--repo``, so that it
+    reads the same revision from any working folder. None: no revision."""
+    for loaded in (implementations or {}).values():
+        if isinstance(loaded, dict) and loaded.get("kind") == "git" and loaded.get("repo"):
+            return str(loaded["repo"])
+    return None
+
+
 def line(subcommand: str, *what: str, subject: Optional[str] = None, a: Optional[str] = None,
          b: Optional[str] = None, repo: Optional[str] = None, case: str = "",
          schedule: Optional[tuple[str, int]] = None, device: Optional[str] = None, inputs: Optional[str] = None,

@@ -83,10 +83,25 @@ def _table(folder: Path) -> pd.DataFrame:
     return pd.read_csv(folder / "results.csv", dtype=str, keep_default_na=False)
 
 
-def test_the_lines_of_a_failing_sweep_run_in_a_fresh_shell(tmp_path):
+def _git_commit(work: Path, env: dict) -> None:
+    for argv in (["init", "-q"], ["add", "mods"], ["-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "B"]):
+        subprocess.run(["git", *argv], cwd=work, env=env, check=True, capture_output=True)
+
+
+# B found through a relative PYTHONPATH, or read at a git revision of the working folder's repository.
+@pytest.mark.parametrize("found", ["pythonpath", "revision"])
+def test_the_lines_of_a_failing_sweep_run_in_a_fresh_shell(tmp_path, found):
     work, elsewhere = _folders(tmp_path)
     shutil.copy(REPO / "tests" / "impls" / "writes_inputs.py", work / "mods" / "writes_inputs.py")
-    sweep = shell("PYTHONPATH=mods remap-ab sweep --b writes_inputs " + " ".join(SELECT) + " --root runs --run fail -j 0",
+    if found == "revision":
+        if shutil.which("git") is None:
+            pytest.skip("needs git")
+        _git_commit(work, bare_env(tmp_path))
+        b, needs = "HEAD:mods/writes_inputs.py", f"--repo {work}"
+    else:
+        b, needs = "writes_inputs", f"PYTHONPATH={work / 'mods'}"
+    prefix = "PYTHONPATH=mods " if found == "pythonpath" else ""
+    sweep = shell(f"{prefix}remap-ab sweep --b {b} " + " ".join(SELECT) + " --root runs --run fail -j 0",
                   work, bare_env(tmp_path))
     assert sweep.returncode == 1, sweep.stdout + sweep.stderr
     folder = work / "runs" / "fail"
@@ -100,7 +115,7 @@ def test_the_lines_of_a_failing_sweep_run_in_a_fresh_shell(tmp_path):
     lines += [m.strip() for m in re.findall(r"^ {4}((?:PYTHONPATH=\S+ )?remap-ab (?:replay|run) .+)$", report_md, flags=re.M)]
     assert len(lines) == 4, report_md  # and the report's replay of its folder and its run line
     for line in lines:
-        assert f"PYTHONPATH={work / 'mods'}" in line, line
+        assert needs in line, line
         line = line.replace("ID[,ID...]", unreported).replace(" ID ", f" {unreported} ")
         r = shell(line, elsewhere, bare_env(tmp_path))
         # 1: the case fails again, as it did (writes_inputs writes into its input).

@@ -54,7 +54,8 @@ def build(folder: Path, points: list) -> ET.ElementTree:
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
     grid = [("--grid", meta["grid_file"])] if meta.get("grid_file") else []
-    sweep_again = command_line.line("sweep", a=meta["a"], b=meta["b"], device=meta["device"],
+    sweep_again = command_line.line("sweep", a=meta["a"], b=meta["b"], repo=command_line.repo_of(meta.get("implementations")),
+                                    device=meta["device"],
                                     options=[*grid, ("--root", os.path.abspath(folder.parent))],
                                     path_entries=meta.get("python_path") or ())
     for p in points:

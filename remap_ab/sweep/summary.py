@@ -261,7 +261,8 @@ def other_report_command(s: dict, other_report: str = "") -> str:
     more = [("--subject", subject)] if subject != subjects.DEFAULT else []
     grid = [("--grid", str(s["grid_file"]))] if s.get("grid_file") else []
     root = [("--root", os.path.abspath(Path(s["folder"]).parent))] if s.get("folder") else []
-    again = command_line.line("sweep", a=str(s["a"]), b=str(s["b"]), case="--filter case=ID[,ID...]",
+    again = command_line.line("sweep", a=str(s["a"]), b=str(s["b"]), repo=command_line.repo_of(s.get("implementations")),
+                              case="--filter case=ID[,ID...]",
                               device=str(s["device"]), options=[*more, *grid, *root, ("--reports", "all")],
                               path_entries=s.get("python_path") or ())
     text = f"`{again}` (a new run)"

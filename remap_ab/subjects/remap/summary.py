@@ -107,6 +107,7 @@ def summary_lines(s: dict) -> SummaryLines:
     replay = ""
     if s.get("replay_reports", True):
         again = command_line.line("replay", "ID", a=str(s["a"]), b=str(s["b"]), device=str(s["device"]),
+                                  repo=command_line.repo_of(s.get("implementations")),
                                   path_entries=s.get("python_path") or ())
         replay = f"`{again}` (its verdict again, from regenerated inputs)"
     return SummaryLines(
