@@ -9,8 +9,7 @@ words)`` instead); this file only dispatches and turns exceptions into exit stat
 - ``InternalError`` (remap-ab's own bug): one line, exit 3;
 - anything else unexpected: one line naming the type, exit 3; the traceback only
   with ``REMAP_AB_TRACEBACK=1``;
-- stdout closed early (``remap-ab report --json | head``): exit quietly.
-
+- stdout closed early (``remap-ab report --json | head``): exit quietly;
 - Ctrl-C or SIGTERM at any moment, the imports of the first second included: one
   line ("remap-ab sweep: interrupted by Ctrl-C", and what to do next where the command
   knows it, e.g. the run's resume line), exit 130 or 143, never a traceback.
