@@ -209,3 +209,12 @@ def test_a_whole_file_write_killed_before_its_rename_leaves_the_old_file(tmp_pat
         run_folder.write_run_json(tmp_path, {"run": "new"})
     assert (tmp_path / "run.json").read_bytes() == old
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left
+
+
+def test_a_run_that_exists_already_says_the_line_that_continues_it(run, capsys):
+    assert _sweep(run.parent, "--run", "r") == 2
+    err = capsys.readouterr().err
+    line = err.split("continue it with: ")[1].strip()
+    assert err.startswith(f"remap-ab sweep: error: run folder {run} already exists; give another --run") and line.endswith(
+        f"remap-ab sweep --resume --run r --root {run.parent}"), err
+    assert cli_main(line.split("remap-ab ", 1)[1].split() + ["--no-progress"]) == 0  # nothing left: the summary again

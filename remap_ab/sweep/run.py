@@ -58,6 +58,7 @@ from remap_ab.sweep.run_folder import (
     new_run_name,
     read_run_json,
     result_columns,
+    resume_command,
     selection_fingerprint,
     write_run_json,
     write_whole,
@@ -178,7 +179,8 @@ class Sweep:
             name = o.run or new_run_name(o.a, o.b, self.device)
             self.folder = Path(o.root) / name
             if self.folder.exists() and any(self.folder.iterdir()):
-                raise ConfigError(f"run folder {self.folder} already exists; use --resume --run {name} or another --run")
+                raise ConfigError(f"run folder {self.folder} already exists; give another --run, or continue it with: "
+                                  f"{resume_command(self.folder)}")
             made = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
             try:
