@@ -9,10 +9,16 @@ words)`` instead); this file only dispatches and turns exceptions into exit stat
 - ``InternalError`` (remap-ab's own bug): one line, exit 3;
 - anything else unexpected: one line naming the type, exit 3; the traceback only
   with ``REMAP_AB_TRACEBACK=1``;
-- stdout closed early (``remap-ab report --json | head``): exit quietly.
+- stdout closed early (``remap-ab report --json | head``): exit quietly;
+- Ctrl-C or SIGTERM at any moment, the imports of the first second included: one
+  line ("remap-ab sweep: interrupted by Ctrl-C", and what to do next where the command
+  knows it, e.g. the run's resume line), exit 130 or 143, never a traceback.
 
 The command line, not ``import remap_ab``, picks the kernel backend: a CPU-only
 machine gets the Triton interpreter before any command can import a kernel.
+
+Only the standard library and remap-ab's light modules are imported at the top: the
+signals are taken before torch and the commands' machinery load (``main``).
 """
 
 from __future__ import annotations
@@ -22,11 +28,8 @@ import importlib
 import os
 import sys
 
-from remap_ab import runtime
 from remap_ab.errors import InternalError, RemapABError, UnloadableFileError
-from remap_ab.host import tuning
-from remap_ab.host.interrupts import terminate_as_interrupt
-from remap_ab.options import BISECT_ABORT, bisect_status, resolve_implementations
+from remap_ab.host import interrupts
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
@@ -76,6 +79,7 @@ def _choose_backend_early() -> None:
     # Triton decides interpreter-or-GPU when a kernel is decorated, i.e. imported.
     # A command line without a GPU turns the interpreter on before any command runs;
     # the library itself never touches the environment on import.
+    from remap_ab import runtime
 
     runtime.choose_early()
 
@@ -89,17 +93,41 @@ CLOSED_STDOUT_STATUS = 141
 
 
 def main(argv=None) -> int:
-    tuning.tune_this_process()  # the command line's process is remap-ab's own (tuning.py)
+    words = sys.argv[1:] if argv is None else list(argv)
+    name = " ".join(["remap-ab", *(w for w in words[:1] if w in COMMANDS)])
+    # SIGTERM unwinds like Ctrl-C (clean-ups run, no process or semaphore left), and
+    # either, at any moment, is one line: taken before the first heavy import.
+    with interrupts.command_line_signals():
+        try:
+            from remap_ab.host import tuning
+
+            tuning.tune_this_process()  # the command line's process is remap-ab's own (tuning.py)
+            status = _main(argv)
+            sys.stdout.flush()  # a reader that left during the last write is seen here, not at exit
+            return status
+        except BrokenPipeError:
+            return _closed_stdout()
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside a command's own handling
+            return _interrupted(name, exc)
+
+
+def _interrupted(name: str, exc: KeyboardInterrupt) -> int:
+    """The one line of a stopped command, and its exit status (128 + the signal)."""
+    stopped = interrupts.as_interrupted(exc)
+    then = f"; {stopped.then}" if stopped.then else ""
     try:
-        status = _main(argv)
-        sys.stdout.flush()  # a reader that left during the last write is seen here, not at exit
-        return status
-    except BrokenPipeError:
-        return _closed_stdout()
+        print(f"{name}: interrupted by {'SIGTERM' if stopped.exit_status == 143 else 'Ctrl-C'}{then}",
+              file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    return stopped.exit_status
 
 
 def _main(argv) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    from remap_ab.options import BISECT_ABORT, bisect_status
+
+    interrupts.moment("imports")
     parser = build_parser(next((w for w in words if w in COMMANDS), ""), words)
     try:
         args = parser.parse_args(argv)
@@ -129,7 +157,8 @@ def _run(name: str, args) -> int:
     """The command's status; every error but an unloadable implementation file (which
     ``--bisect`` maps on its own) already printed and turned into its status."""
 
-    terminate_as_interrupt()  # SIGTERM unwinds like Ctrl-C: clean-ups run, no process or semaphore left
+    from remap_ab.options import resolve_implementations
+
     try:
         _choose_backend_early()
         resolve_implementations(args)
@@ -144,9 +173,7 @@ def _run(name: str, args) -> int:
         print(f"{name}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (interrupts.Interrupted)
-        status = getattr(exc, "exit_status", 130)
-        print(f"{name}: interrupted by {'SIGTERM' if status == 143 else 'Ctrl-C'}", file=sys.stderr)
-        return status
+        return _interrupted(name, exc)
     except Exception as exc:  # a remap-ab bug: one line, never a wall of traceback unless asked
         _maybe_traceback()
         print(

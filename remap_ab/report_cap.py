@@ -54,28 +54,37 @@ class ReportSlots:
     def __init__(self, folder, cap: Cap):
         self.folder = Path(folder)
         self.cap = cap
-        self._full: set = set()  # classes this process found full: no more file system calls for them
+        self._full: dict = {}  # classes this process found full -> their holders: no more file system calls
 
     def claim_key(self, key: str, case_id: str) -> bool:
         """Whether case ``case_id`` of failure class ``key`` (a file-name-safe word) gets
-        a slot: the first ``cap`` claims of a class win, one slot file each."""
+        a slot: the first ``cap`` claims of a class win, one slot file each. A case that
+        holds a slot already (run again by a resume: killed before its row was written,
+        or its row dropped by ``--resume --repair``) keeps it."""
         if self.cap == ALL:
             return True
         if key in self._full:
-            return False
+            return case_id in self._full[key]
         slots = self.folder / SLOTS_FOLDER
         slots.mkdir(parents=True, exist_ok=True)
+        holders = set()
         for i in range(int(self.cap)):
             try:
                 fd = os.open(slots / f"{key}.{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
+                try:
+                    holders.add((slots / f"{key}.{i}").read_text().strip())
+                except OSError:
+                    pass
+                if case_id in holders:
+                    return True
                 continue
             try:
                 os.write(fd, case_id.encode() + b"\n")
             finally:
                 os.close(fd)
             return True
-        self._full.add(key)
+        self._full[key] = holders
         return False
 
 

@@ -170,6 +170,7 @@ def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[s
 from pydantic import AfterValidator, BeforeValidator, Field, create_model  # noqa: E402
 
 from remap_ab.sources import Source  # noqa: E402
+from remap_ab.status import Status  # noqa: E402
 
 # Enums are read from their plain words (``strict=False`` on those fields only).
 WORD = Field(strict=False)
@@ -214,6 +215,8 @@ class RunMeta(Open):
     phase_seconds: dict[str, float] = ABSENT
     wall_seconds: float = ABSENT
     last_session: dict[str, Any] = ABSENT
+    python_path: list[str] = ABSENT  # the sweep's PYTHONPATH folders (command_line.environment_entries)
+    case_ids: list[str] = ABSENT  # the selected cases' IDs, in order
 
 
 @functools.cache
@@ -221,6 +224,35 @@ def run_meta(size_key: str) -> type[RunMeta]:
     """run.json's shape: ``RunMeta`` and the grid's size cap (``max_size``, null: none),
     kept under ``size_key``, the cap option's name (``run_folder.SIZE_KEY``)."""
     return create_model("RunMeta", __base__=RunMeta, max_size=(Optional[int], Field(ge=1, alias=size_key)))
+
+
+# results.csv (run_folder.py): one row per finished case, every cell read as the string
+# it was written as. What every run's row holds; a subject's own columns are its own.
+
+
+def _whole_number(value: str) -> str:
+    if not value.isdigit():
+        raise ValueError("a whole number")
+    return value
+
+
+def _worker(value: str) -> str:
+    if value and not value.isdigit():
+        raise ValueError("a worker number or empty")
+    return value
+
+
+def _one_word(value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError("a case ID (one word)")
+    return value
+
+
+class ResultRow(Open):
+    index: typing.Annotated[str, AfterValidator(_whole_number)]
+    case_id: typing.Annotated[str, AfterValidator(_one_word)]
+    status: Status = WORD  # a verdict (status.Status): pass, fail, error, crash or timeout
+    worker: typing.Annotated[str, AfterValidator(_worker)] = ""
 
 
 # Implementations as a report folder records them, and tensors as torch read them.

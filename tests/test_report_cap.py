@@ -5,12 +5,13 @@ another's; ``--filter`` keeps the rejection calls as it keeps the grid's points.
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from remap_ab import runtime, subjects
+from remap_ab import command_line, runtime, subjects
 from remap_ab.cli import main as cli_main
 from remap_ab.report_cap import ReportSlots, describe
 from remap_ab.subjects.remap import grid as gridmod
@@ -36,12 +37,15 @@ def _claim(slots: ReportSlots, config: CaseConfig, check: str) -> bool:
 
 def test_slots_give_n_per_class_across_processes(tmp_path):
     convert, counts = CaseConfig(mode="convert", counts=False), CaseConfig(mode="convert", counts=True)
+    others = [CaseConfig(mode="convert", counts=False, tokens=n) for n in (2, 3, 5)]  # the same class, other cases
     first, second = ReportSlots(tmp_path, 2), ReportSlots(tmp_path, 2)  # two workers of one run
-    assert [_claim(first, convert, "out"), _claim(second, convert, "out"), _claim(first, convert, "out"),
-            _claim(second, convert, "out")] == [True, True, False, False]
+    assert [_claim(first, convert, "out"), _claim(second, others[0], "out"), _claim(first, others[1], "out"),
+            _claim(second, others[2], "out")] == [True, True, False, False]
+    # A case run again (a resume after a kill, or --resume --repair) keeps the slot it holds.
+    assert _claim(ReportSlots(tmp_path, 2), others[0], "out") and _claim(second, convert, "out")
     assert _claim(second, counts, "out") and _claim(second, convert, "counts")  # other classes: their own slots
-    assert not _claim(ReportSlots(tmp_path, 2), convert, "out")  # a resumed run keeps counting
-    assert _claim(ReportSlots(tmp_path, 3), convert, "out")  # a larger cap has room again
+    assert not _claim(ReportSlots(tmp_path, 2), others[2], "out")  # a resumed run keeps counting
+    assert _claim(ReportSlots(tmp_path, 3), others[1], "out")  # a larger cap has room again
     assert not _claim(ReportSlots(tmp_path / "other", 0), convert, "out")
     assert all(_claim(ReportSlots(tmp_path, "all"), convert, "out") for _ in range(5))
 
@@ -110,10 +114,14 @@ def test_the_summary_counts_the_folders_and_says_how_to_get_the_others(failing, 
     assert cli_main(["report", str(root / "capped")]) == 1  # cases without a folder are no missing report
     out = capsys.readouterr().out
     failed = _table(root / "capped").query("status == 'fail'")
+    # B was imported from a folder on this process's sys.path: every line carries it.
+    env = command_line.python_path(json.loads((root / "capped" / "run.json").read_text())["python_path"])
+    assert str(Path(sys.modules[impl].__file__).parent) in env
     assert (f"  report folders: 6 written for {len(failed)} failing cases, the first 3 failing cases of each failure "
-            f"class (check × path); any other case's report: `remap-ab sweep --a old "
-            f"--b {impl} --filter case=ID[,ID...] --device {DEVICE} --reports all` (a new run), or `remap-ab replay ID "
-            f"--a old --b {impl} --device {DEVICE}` (its verdict again, from regenerated inputs)") in out
+            f"class (check × path); any other case's report: `{env}remap-ab sweep --a old "
+            f"--b {impl} --filter case=ID[,ID...] --device {DEVICE} --root {root} --reports all` (a new run), or "
+            f"`{env}remap-ab replay ID --a old --b {impl} --device {DEVICE}` (its verdict again, from regenerated "
+            "inputs)") in out
     s = json.loads((root / "capped" / "summary.json").read_text())
     assert s["report_folders"] == 6 and s["failing_cases"] == len(failed) and s["reports"] == 3
     # failures_by_dimension stays complete: every failing case counted, folder or not.

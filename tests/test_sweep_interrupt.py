@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remap_ab import runtime
+from remap_ab import command_line, runtime
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,6 +85,8 @@ def _alive_in_group(pgid: int) -> list:
 def _remap_ab(command: str) -> list:
     """The printed ``remap-ab ...`` command, run from this checkout."""
     argv = shlex.split(command)
+    if argv[0].startswith("PYTHONPATH="):  # the run's own, which the test's environment holds already
+        argv = argv[1:]
     assert argv[0] == "remap-ab", command
     return [sys.executable, "-m", "remap_ab", *argv[1:]]
 
@@ -143,7 +145,8 @@ def test_a_stopped_sweep_says_what_ran_and_resumes_from_the_printed_command(tmp_
                         f"{total - done} not run yet")
     assert lines[2] == f"  stopped: interrupted by {name}; the cases in flight were dropped (a resume runs them)"
     assert f"  verdicts: pass {done}, fail 0, error 0, crash 0, timeout 0" in lines
-    resume = f"remap-ab sweep --resume --run r --root {root}"
+    # The PYTHONPATH that found B (tests/test_printed_commands.py runs such a line in a bare shell).
+    resume = command_line.python_path(env["PYTHONPATH"].split(os.pathsep)) + f"remap-ab sweep --resume --run r --root {root}"
     assert lines[-1] == f"  result: INCOMPLETE — {total - done} of {total} selected cases not run; resume with: {resume}"
     # No traceback, no "leaked semaphore" or other warning, no line of an interrupted interpreter.
     assert err == "", err

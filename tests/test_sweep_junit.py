@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -13,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remap_ab import runtime
+from remap_ab import command_line, runtime
 from remap_ab.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +40,11 @@ def _cpu_sweep(args: list, badlane) -> subprocess.CompletedProcess:
                            capture_output=True, text=True, timeout=300)
     assert "Traceback" not in r.stderr, r.stderr
     return r
+
+
+def _run_env(folder: Path) -> str:
+    """The PYTHONPATH every line printed for the run in ``folder`` carries (its run.json's)."""
+    return command_line.python_path(json.loads((folder / "run.json").read_text())["python_path"])
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +97,10 @@ def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_co
         assert out[1] == (f"replay: PYTHONPATH={badlane_module.folder}${{PYTHONPATH:+:$PYTHONPATH}} remap-ab replay "
                           f"{(folder / row['case_id']).resolve()}")
         assert out[2] == f"report: {folder / row['case_id'] / 'diff.html'}"
-        assert out[3] == f"run it alone: remap-ab sweep --a old --b badlane --device cpu --filter case={row['case_id']}"
+        env = _run_env(folder)
+        assert str(badlane_module.folder) in env  # B's folder: the line runs in a shell without it
+        assert out[3] == (f"run it alone: {env}remap-ab sweep --a old --b badlane --device cpu --root {folder.parent} "
+                          f"--filter case={row['case_id']}")
 
 
 def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane_run):
@@ -112,7 +121,8 @@ def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane_r
     skipped = root.findall(".//skipped")
     assert root.get("skipped") == "5" and len(skipped) == 5
     assert skipped[0].get("message") == (
-        f"not run: the run is incomplete; resume with: remap-ab sweep --resume --run r --root {tmp_path / 'runs'}")
+        f"not run: the run is incomplete; resume with: {_run_env(folder)}remap-ab sweep --resume --run r "
+        f"--root {tmp_path / 'runs'}")
 
 
 def test_filter_case_reruns_exactly_the_cases_named(tmp_path, badlane_run, badlane_module):

@@ -151,7 +151,8 @@ def test_a_mutant_b_fails_naming_b_with_a_report_that_replays_it(tmp_path):
     consequences = text.split("consequences of the mismatches above)")[1]
     assert "fused_equals_pair" in consequences and "checked on a, b" in consequences
     assert f"remap-ab replay --subject topology '{mutant.witness_case.to_json()}' --b {path.resolve()}" in text
-    assert f"remap-ab sweep --b {path.resolve()} --device {DEVICE} --subject topology --filter case={row['case_id']}" in text
+    assert (f"remap-ab sweep --b {path.resolve()} --device {DEVICE} --subject topology --root {tmp_path} "
+            f"--filter case={row['case_id']}") in text  # the run's --root (the run folder's parent)
     assert TopologyCase.from_json((runs / row["report"] / "case.json").read_text()) == mutant.witness_case
     # The replay line it prints runs the mutant again: a mismatch, exit 1.
     assert replay_main([mutant.witness_case.to_json(), "--b", str(path)]) == 1

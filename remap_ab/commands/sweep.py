@@ -17,6 +17,7 @@ import sys
 
 from remap_ab import options, runtime, subjects
 from remap_ab.errors import UsageError
+from remap_ab.host.interrupts import as_interrupted, moment
 from remap_ab.status import plural
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import registry
@@ -24,6 +25,7 @@ from remap_ab.subjects.remap.rejections import sweep_points
 from remap_ab.subjects.remap.selection import cap_note, select_with_calls
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
+from remap_ab.sweep.run_folder import resume_command
 from remap_ab.sweep.summary import format_summary
 
 
@@ -49,9 +51,13 @@ def add_arguments(p):
     options.add_reports(p, resumed=True)
     options.add_bisect(p)
     options.add_root(p, "runs")
-    p.add_argument("--run", default=None, metavar="NAME", help="run name (default: timestamp-A-vs-B-device)")
+    p.add_argument("--run", default=None, metavar="NAME",
+                   help="run name: the folder under --root, a name and not a path (default: timestamp-A-vs-B-device)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run named by --run (default: the newest) without repeating a case")
+    p.add_argument("--repair", action="store_true",
+                   help="with --resume: re-run the cases whose results.csv rows fail validation (a status that is "
+                        "no verdict, a damaged field), keeping every valid row")
     p.add_argument("--grid", default=None, metavar="NAME|FILE",
                    help="the grid: a shipped one by name (pr: remap_ab/subjects/remap/grid.toml, the default; models: the index widths "
                         "of the models that run this kernel, remap_ab/subjects/remap/grids/models.toml; callers: exactly the calls the "
@@ -125,6 +131,8 @@ def main(args) -> int:
     _trace(args)
     if args.list:
         return _list(args)
+    if args.repair and not args.resume:
+        raise UsageError("--repair mends a run folder that --resume continues; add --resume (and --run NAME)")
     if args.resume and (args.a or args.b or args.filter or args.max_size is not None or args.grid or args.memcheck
                         or args.device != "auto" or args.reports is not None or args.subject != subjects.DEFAULT):
         raise UsageError("--resume continues a run with its own settings; "
@@ -141,6 +149,7 @@ def main(args) -> int:
         root=args.root,
         run=args.run,
         resume=args.resume,
+        repair=args.repair,
         grid_file=args.grid,
         progress=not args.no_progress,
         case_timeout=args.case_timeout,
@@ -151,13 +160,24 @@ def main(args) -> int:
     if args.junitxml is not None:
         options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)
-    sweep.prepare()
-    for line in sweep.selected.header:  # e.g. the remap's: how each optional parameter is exercised
-        print(line, file=sys.stderr)
-    if sweep.already:
-        print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run", file=sys.stderr)
-    summary = sweep.run()
-    print(format_summary(summary))
+    try:
+        sweep.prepare()
+        moment("prepared")
+        for line in sweep.selected.header:  # e.g. the remap's: how each optional parameter is exercised
+            print(line, file=sys.stderr)
+        for damaged in sweep.repaired:
+            print(f"repairing: {damaged.line(sweep.folder / 'results.csv')}; dropped, its case runs again", file=sys.stderr)
+        if sweep.already:
+            print(f"resuming {sweep.folder}: {plural(sweep.already, 'case')} already done, {len(sweep.todo)} to run",
+                  file=sys.stderr)
+        summary = sweep.run()
+        print(format_summary(summary))
+    except KeyboardInterrupt as exc:  # outside the run's own handling (set-up, the summary): one line
+        stopped = as_interrupted(exc)
+        folder = getattr(sweep, "folder", None)
+        if folder is not None and (folder / "run.json").is_file():
+            stopped.then = f"what ran is kept; resume with: {resume_command(folder)}"
+        raise stopped from None
     if args.junitxml is not None:
         junit.write(args.junitxml, sweep.folder, sweep.points)
         print(f"JUnit XML: {args.junitxml} ({len(sweep.points)} testcases)", file=sys.stderr)

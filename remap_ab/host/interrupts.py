@@ -8,11 +8,18 @@ end, so a signal never cuts a row in half.
 
 ``Interrupts(first_asks=say)`` (the soak) lets the work finish what is in flight: the
 first signal only sets ``asked`` and says so, the second raises ``Interrupted``.
+
+``command_line_signals()`` is the command line's: installed before its first heavy
+import, so a signal at any moment of a command (its imports included) is one
+``Interrupted`` that ``cli.py`` turns into one line. ``moment(NAME)`` marks the moments
+the interrupt tests stop a command at (``REMAP_AB_PAUSE_AT``).
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -22,11 +29,14 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class Interrupted(KeyboardInterrupt):
     """The run was stopped by a signal: a KeyboardInterrupt, so that whatever handles
-    Ctrl-C (and no ``except Exception`` that records a failed case) handles SIGTERM too."""
+    Ctrl-C (and no ``except Exception`` that records a failed case) handles SIGTERM too.
+    ``then``: what the one line says after "interrupted by ..." (e.g. the resume line of
+    the run folder the command was writing), set by whoever knows it."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, then: str = ""):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.then = then
 
     @property
     def name(self) -> str:
@@ -88,19 +98,56 @@ class Interrupts:
             self._raise()
 
 
-def terminate_as_interrupt() -> None:
-    """From now on SIGTERM raises ``Interrupted`` (exit status 143) in the main thread,
-    once, instead of ending the process on the spot (no clean-up, no atexit: worker
-    processes and semaphores left behind). The command line calls it for every command."""
+@contextmanager
+def command_line_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread (once: a second
+    signal while the first unwinds is noted, not raised), from the block's first line
+    to its last; the handlers before it are back after it (a test may call the command
+    line in its own process)."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
+        yield
         return
     fired: list[int] = []
 
-    def on_term(signum: int, _frame) -> None:
+    def on_signal(signum: int, _frame) -> None:
         if not fired:
             fired.append(signum)
             raise Interrupted(signum)
 
-    signal.signal(signal.SIGTERM, on_term)
+    previous = {s: signal.signal(s, on_signal) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def as_interrupted(exc: KeyboardInterrupt) -> Interrupted:
+    """``exc`` as an ``Interrupted`` (a KeyboardInterrupt raised by Python's own handler is SIGINT's)."""
+    return exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+
+
+# A test's pause at a named moment of a command: ``REMAP_AB_PAUSE_AT=MOMENT:FILE``.
+PAUSE_VARIABLE = "REMAP_AB_PAUSE_AT"
+MOMENTS = ("imports", "prepared", "pool", "row", "summary")
+PAUSE_SECONDS = 60.0
+_paused: set[str] = set()
+
+
+def moment(name: str) -> None:
+    """The command reached the moment ``name`` (one of ``MOMENTS``). Where
+    ``$REMAP_AB_PAUSE_AT`` is ``NAME:FILE``, the first time: FILE is written and the
+    process waits there (up to a minute) for the signal a test sends it
+    (tests/test_interrupt_moments.py). Otherwise nothing."""
+    spec = os.environ.get(PAUSE_VARIABLE, "")
+    wanted, _, marker = spec.partition(":")
+    if wanted != name or name in _paused or not marker:
+        return
+    _paused.add(name)
+    with open(marker, "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + PAUSE_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from remap_ab import runtime, subjects
 from remap_ab.errors import InternalError, exception_line
-from remap_ab.host import gpus, tuning
+from remap_ab.host import gpus, interrupts, tuning
 from remap_ab.processes import start
 from remap_ab.processes.precompile import Loads
 from remap_ab.status import Status
@@ -196,6 +196,7 @@ class Pool:
         try:
             for w in workers:
                 self._start(w, result_q)
+            interrupts.moment("pool")  # the workers starting (a test stops the sweep here)
             while pending or inflight or refill is not None:
                 idle = sum(w.ready and w.batch is None for w in workers)
                 # Enough batches for every idle worker, while refill has them.

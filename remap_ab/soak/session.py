@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import signal
 import sys
 import time
@@ -67,7 +68,9 @@ def run(job: Soak) -> int:
     print(f"soak {s.a} vs {s.b} for {job.minutes:g} min, seed {job.seed}: {soak.describe}", flush=True)
     repeat = [("--minutes", f"{job.minutes:g}"), ("--seed", str(job.seed))]
     repeat += [("--subject", job.subject)] if job.subject != subjects.DEFAULT else []
-    print("  repeat with: " + command_line.line("soak", a=s.a, b=s.b, device=s.device, options=repeat + soak.repeat),
+    root = [("--root", os.path.abspath(job.root))]  # its folders land beside this soak's, from any working folder
+    print("  repeat with: " + command_line.line("soak", a=s.a, b=s.b, device=s.device, options=repeat + soak.repeat + root,
+                                                path_entries=command_line.run_entries([s.a, s.b, job.subject])),
           flush=True)
 
     start = time.time()

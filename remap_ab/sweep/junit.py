@@ -11,6 +11,7 @@ every JUnit reader (Jenkins, GitLab, GitHub's test reporters, junitparser) reads
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -52,8 +53,11 @@ def build(folder: Path, points: list) -> ET.ElementTree:
     suite = ET.Element("testsuite", name=SUITE)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
-    sweep_again = command_line.line("sweep", a=meta["a"], b=meta["b"], device=meta["device"],
-                                    options=[("--grid", meta["grid_file"])] if meta.get("grid_file") else [])
+    grid = [("--grid", meta["grid_file"])] if meta.get("grid_file") else []
+    sweep_again = command_line.line("sweep", a=meta["a"], b=meta["b"], repo=command_line.repo_of(meta.get("implementations")),
+                                    device=meta["device"],
+                                    options=[*grid, ("--root", os.path.abspath(folder.parent))],
+                                    path_entries=meta.get("python_path") or ())
     for p in points:
         labels = dict(p.labels)  # a grid point's axes, or a rejection call's id
         kind = labels.get("path") or ("rejection" if "rejection" in labels else "case")
@@ -62,7 +66,7 @@ def build(folder: Path, points: list) -> ET.ElementTree:
         row = rows.get(p.case_id)
         if row is None:
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=f"not run: the run is incomplete; resume with: {resume_command(folder)}")
+            ET.SubElement(case, "skipped", message=f"not run: the run is incomplete; resume with: {resume_command(folder, meta)}")
             continue
         seconds = _seconds(row)
         total_time += seconds

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab import runtime, subjects
+from remap_ab import command_line, runtime, subjects
 from remap_ab.errors import ConfigError, UsageError, exception_line
 from remap_ab.host import gpus
-from remap_ab.host.interrupts import Interrupted, Interrupts
+from remap_ab.host.interrupts import Interrupted, Interrupts, moment
 from remap_ab.options import checked_output_dir
 from remap_ab.processes import background, precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
@@ -52,12 +52,16 @@ from remap_ab.sweep.run_folder import (
     ResultsWriter,
     RunLock,
     check_resumable,
+    checked_run_name,
+    drop_rows,
     find_run,
     new_run_name,
     read_run_json,
     result_columns,
+    resume_command,
     selection_fingerprint,
     write_run_json,
+    write_whole,
 )
 from remap_ab.sweep.summary import summarise
 
@@ -80,6 +84,7 @@ class SweepOptions:
     root: str = "reports"
     run: Optional[str] = None
     resume: bool = False
+    repair: bool = False  # with resume: re-run the rows that fail validation (run_folder.check_resumable)
     grid_file: Optional[str] = None
     progress: bool = True
     case_timeout: Optional[float] = None  # None: DEFAULT_CASE_TIMEOUT
@@ -96,11 +101,14 @@ class Sweep:
         self.compile_ahead = ""  # precompile.Ahead.line(), where variants were compiled ahead
         self.report_helpers: Optional[dict] = None  # what the report helpers did (processes/background.py)
         self.lock: Optional[RunLock] = None
+        self.repaired: list = []  # --resume --repair: the rows dropped (run_folder.RowProblem)
 
     # -- setup: every check before anything is written
     def prepare(self) -> None:
         o = self.opts
         checked_output_dir(o.root, "--root")
+        if o.run is not None:
+            checked_run_name(o.run, o.root)
         meta: Optional[dict] = None
         if o.resume:
             self.folder = find_run(o.root, o.run)
@@ -159,19 +167,33 @@ class Sweep:
             self.lock = RunLock(self.folder).acquire()
             try:
                 assert meta is not None
-                done = check_resumable(self.folder, meta, self.columns, [p.case_id for p in self.points],
-                                       self.selection, sel.grid_version)
+                done, damaged = check_resumable(self.folder, meta, self.columns, [p.case_id for p in self.points],
+                                                self.selection, sel.grid_version, repair=o.repair)
+                if damaged:  # --repair: the rows that fail validation go, and their cases run again
+                    drop_rows(self.folder, {p.row for p in damaged})
             except BaseException:
                 self.lock.release()
                 raise
+            self.repaired = damaged
         else:
             name = o.run or new_run_name(o.a, o.b, self.device)
             self.folder = Path(o.root) / name
             if self.folder.exists() and any(self.folder.iterdir()):
-                raise ConfigError(f"run folder {self.folder} already exists; use --resume --run {name} or another --run")
+                raise ConfigError(f"run folder {self.folder} already exists; give another --run, or continue it with: "
+                                  f"{resume_command(self.folder)}")
+            made = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
-            self.lock = RunLock(self.folder).acquire()
-            write_run_json(self.folder, self._new_meta(name))
+            try:
+                self.lock = RunLock(self.folder).acquire()
+                write_run_json(self.folder, self._new_meta(name))
+            except BaseException:  # e.g. Ctrl-C: a folder without run.json holds nothing to resume
+                if self.lock is not None:
+                    self.lock.release()
+                if made:
+                    for leftover in self.folder.iterdir():
+                        leftover.unlink()
+                    self.folder.rmdir()
+                raise
             done = set()
         self.settings = JudgeSettings(o.a, o.b, self.device, str(self.folder), o.memcheck, o.call_checks, o.reports)
         self.todo = [p for p in self.points if p.case_id not in done]
@@ -197,12 +219,15 @@ class Sweep:
             "selected": len(self.points),
             **{k: v for k, v in sel.meta.items() if k != "implementations"},  # the subject's run-level facts
             "selection": self.selection,
+            "case_ids": [p.case_id for p in self.points],  # what a row may name (run_folder.row_problems)
             "memcheck": o.memcheck,
             "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
             "reports": o.reports,
             "cap_note": self.note,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
+            # What found A, B and the subject: every line the run prints carries it (command_line.py).
+            "python_path": command_line.run_entries([n for n in (o.a, o.b, self.subject.name) if n]),
             "phase_seconds": {},
             "wall_seconds": 0.0,
         }
@@ -218,6 +243,7 @@ class Sweep:
             self.recorded += len(full)
             self.last_result_at = time.perf_counter()
             self.progress.update([r["status"] for r in rows], [self.subject.cost(self.by_id[r["case_id"]].config) for r in rows])
+        moment("row")
 
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
         self.record([self.subject.lost_row(point.config, self.settings, message, status)], worker, gpu)
@@ -258,11 +284,12 @@ class Sweep:
                         self.phases["write"] = self.phases.get("write", 0.0) + helpers.waited
                         self.report_helpers = {"workers": helpers.workers, "folders": helpers.done,
                                                "waited_seconds": helpers.waited, "failures": helpers.failures}
+                moment("summary")
                 self._save_timings()
                 summary = summarise(self.folder, self.selected.grid, lock_held_here=True)
                 summary["interrupted"] = stopped.name if stopped else ""
                 summary["interrupted_status"] = stopped.exit_status if stopped else 0
-                (self.folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+                write_whole(self.folder / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
                 return summary
         finally:
             if self.lock is not None:

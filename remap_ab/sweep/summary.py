@@ -8,6 +8,7 @@ checks, what its cases cover) comes from the subject run.json names
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,7 +27,7 @@ def summarise(folder: Path, grid: Any = None, *, lock_held_here: bool = False) -
     folder = Path(folder)
     meta = read_run_json(folder)
     subject = subjects.get(meta.get("subject", subjects.DEFAULT))
-    df = read_results(folder)
+    df = read_results(folder, selected=meta.get("case_ids"))  # every row checked (run_folder.row_problems)
     partial = int(df.attrs.get("partial_bytes", 0))
     dupes = int(df["case_id"].duplicated().sum())
     statuses = [s.value for s in Status]
@@ -62,7 +63,8 @@ def summarise(folder: Path, grid: Any = None, *, lock_held_here: bool = False) -
         "missing": missing,
         "partial_row_ignored": partial > 0,
         "complete": complete,
-        "resume": "" if complete else resume_command(folder),
+        "resume": "" if complete else resume_command(folder, meta),
+        "python_path": meta.get("python_path") or [],  # what every line printed for the run carries
         "running": "" if lock_held_here else (RunLock.holder(folder) or ""),
         "counts": counts,
         "unknown_status": other,
@@ -258,8 +260,11 @@ def other_report_command(s: dict, other_report: str = "") -> str:
     subject = s.get("subject", subjects.DEFAULT)
     more = [("--subject", subject)] if subject != subjects.DEFAULT else []
     grid = [("--grid", str(s["grid_file"]))] if s.get("grid_file") else []
-    again = command_line.line("sweep", a=str(s["a"]), b=str(s["b"]), case="--filter case=ID[,ID...]",
-                              device=str(s["device"]), options=[*more, *grid, ("--reports", "all")])
+    root = [("--root", os.path.abspath(Path(s["folder"]).parent))] if s.get("folder") else []
+    again = command_line.line("sweep", a=str(s["a"]), b=str(s["b"]), repo=command_line.repo_of(s.get("implementations")),
+                              case="--filter case=ID[,ID...]",
+                              device=str(s["device"]), options=[*more, *grid, *root, ("--reports", "all")],
+                              path_entries=s.get("python_path") or ())
     text = f"`{again}` (a new run)"
     if other_report:
         text += f", or {other_report}"

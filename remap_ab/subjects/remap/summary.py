@@ -106,7 +106,9 @@ def summary_lines(s: dict) -> SummaryLines:
     findings += speed_lines(s.get("speed") or [], s.get("device"), s.get("a") or "A", s.get("b") or "B")
     replay = ""
     if s.get("replay_reports", True):
-        again = command_line.line("replay", "ID", a=str(s["a"]), b=str(s["b"]), device=str(s["device"]))
+        again = command_line.line("replay", "ID", a=str(s["a"]), b=str(s["b"]), device=str(s["device"]),
+                                  repo=command_line.repo_of(s.get("implementations")),
+                                  path_entries=s.get("python_path") or ())
         replay = f"`{again}` (its verdict again, from regenerated inputs)"
     return SummaryLines(
         cases_note=f"; {calls} of those run are rejection calls" if calls else "",

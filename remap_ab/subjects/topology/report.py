@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -105,14 +107,17 @@ def claim(folder: Path, cap: Any, check: str, cid: str) -> bool:
     return slots is None or slots.claim_key("topology." + check.replace(":", "-"), cid)
 
 
-def replay_command(case: TopologyCase, a: str = "a", b: str = "b") -> str:
-    """The case's replay line, naming A and B where they are not the defaults."""
-    return case.replay_command(a, b)
+def replay_command(case: TopologyCase, a: str = "a", b: str = "b", path_entries: Optional[Iterable[str]] = None) -> str:
+    """The case's replay line, naming A and B where they are not the defaults, with the
+    PYTHONPATH they need (``path_entries``; None: this process's, command_line.run_entries)."""
+    return case.replay_command(a, b, command_line.run_entries([a, b]) if path_entries is None else path_entries)
 
 
-def sweep_command(case: TopologyCase, a: str, b: str, device: str) -> str:
+def sweep_command(case: TopologyCase, a: str, b: str, device: str, root: Optional[str] = None) -> str:
     return command_line.line("sweep", a=a if a != "a" else None, b=b if b != "b" else None, device=device,
-                             options=[("--subject", "topology"), ("--filter", f"case={case_id(case)}")])
+                             options=[("--subject", "topology"), *([("--root", root)] if root else []),
+                                      ("--filter", f"case={case_id(case)}")],
+                             path_entries=command_line.run_entries([a, b]))
 
 
 def write(folder: Path, case: TopologyCase, result: Optional[CaseResult], a: str, b: str, device: str,
@@ -125,12 +130,13 @@ def write(folder: Path, case: TopologyCase, result: Optional[CaseResult], a: str
     st, check, first = verdict(result) if result is not None else (status, str(status), error)
     saved = dict(zip(VERDICT_FIELDS, (cid, str(Status(st).value), check, first, a, b, device)))
     (out / "verdict.json").write_text(json.dumps(saved, indent=1) + "\n")
-    (out / "report.md").write_text("\n".join(markdown(case, result, a, b, device, error, status)) + "\n")
+    root = os.path.abspath(Path(folder).parent)  # the run's --root: the sweep line writes beside this run
+    (out / "report.md").write_text("\n".join(markdown(case, result, a, b, device, error, status, root)) + "\n")
     return out
 
 
 def markdown(case: TopologyCase, result: Optional[CaseResult], a: str, b: str, device: str, error: str = "",
-             status: Status = Status.ERROR) -> list[str]:
+             status: Status = Status.ERROR, root: Optional[str] = None) -> list[str]:
     cid = case_id(case)
     if result is None:
         head = [f"# topology case {cid}: {str(status).upper()}", "", f"{error}", ""]
@@ -163,7 +169,7 @@ def markdown(case: TopologyCase, result: Optional[CaseResult], a: str, b: str, d
         "Replay (A, B, the oracle and every property, printed):", "",
         f"    {replay_command(case, a, b)}", "",
         "The same case as a sweep (this report again):", "",
-        f"    {sweep_command(case, a, b, device)}",
+        f"    {sweep_command(case, a, b, device, root)}",
         "",
     ]
     return lines

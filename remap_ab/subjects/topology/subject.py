@@ -265,7 +265,8 @@ def summarise(df: Any, meta: dict, grid: Any = None) -> dict:
         case = cases.get(cid)
         findings[name] = {
             "cases": int(len(hit)), "smallest": cid, "smallest_case": case.key() if case else "",
-            "replay": report.replay_command(case, meta.get("a") or "a", meta.get("b") or "b") if case else "",
+            "replay": report.replay_command(case, meta.get("a") or "a", meta.get("b") or "b",
+                                            meta.get("python_path") or ()) if case else "",
             "known": name in DOES_NOT_HOLD,
         }
     return {
