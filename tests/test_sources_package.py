@@ -137,3 +137,14 @@ def test_a_file_without_a_package_still_loads(repo):
     module, source = sources.load(sources.parse("HEAD:top.py", str(repo)))
     assert module.VALUE == 7 and source.files is None
     assert source.sha256 == hashlib.sha256(b"VALUE = 7\n").hexdigest()
+
+
+def test_a_directory_on_the_command_line_is_one_line_exit_2(repo, capsys):
+    from remap_ab.cli import main as cli_main
+
+    assert cli_main(["run", "--repo", str(repo), "--a", "two:pkg", "--b", "new", "--tokens", "1", "--topk", "128",
+                     "--device", "cpu"]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert "pkg is a directory at revision two" in lines[0] and "e.g. two:pkg/helper.py" in lines[0]
