@@ -2,9 +2,9 @@
 shows a missing ``tl.debug_barrier`` on the CPU.
 
 Triton orders a program's statements for the program as a whole, but a store is done by
-the threads that hold its lanes: two stores to one address from different threads are
+the threads that hold its elements: two stores to one address from different threads are
 ordered only by a barrier between them. The interpreter runs each statement to the end
-for every lane before the next, so a kernel that leans on an order no barrier gives
+for every element before the next, so a kernel that leans on an order no barrier gives
 still passes there. ``relaxed_stores()`` holds each program's stores from one barrier
 (or the program's start) to the next (or its end) and then lands them last-issued
 first: the adversary's order, where a later store of another thread lands before an
