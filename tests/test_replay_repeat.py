@@ -65,6 +65,16 @@ def test_a_failure_no_replay_repeats_is_nondeterministic_exit_1(saved_failure, c
     assert args.impls == FLAKY and args.tokens == "2"
 
 
+def test_the_nondet_line_runs_and_finds_the_flaky_b(saved_failure, counter, capsys, tmp_path, monkeypatch):
+    assert cli.main(["replay", str(saved_failure), "--device", DEVICE, "--repeat", "2"]) == 1
+    nondet = next(line.split("nondet: ", 1)[1] for line in capsys.readouterr().out.splitlines()
+                  if line.startswith("  nondet: "))
+    counter("1")  # the study's first call fails, as the saved run's did
+    monkeypatch.chdir(tmp_path)  # its artifacts land under ./reports
+    assert cli.main(shlex.split(nondet)[1:]) == 1
+    assert "nondet: 1 failure(s) of the rule" in capsys.readouterr().out
+
+
 def test_some_replays_failing_is_nondeterministic_with_the_count(saved_failure, counter, capsys):
     counter("2")  # the replays' calls are 1, 2, 3: the second fails
     assert cli.main(["replay", str(saved_failure), "--device", DEVICE, "--repeat", "3"]) == 1
