@@ -8,6 +8,15 @@ its vLLM import served by vllm_shim.py. A revision's file is written first to a
 content-addressed folder under the temporary directory, because Triton reads a
 kernel's source from its file.
 
+A revision's file imports its package's siblings from that same commit: its relative
+imports (``from . import x``) and the absolute ones of its own top package (``from pkg
+import x``, for a file under ``pkg/``) are served from the git tree (``_RevisionFinder``,
+a meta-path finder reading ``git cat-file``), as modules under the private package
+``_remap_ab_rev_<commit>``, never the working tree's. The finder sits on
+``sys.meta_path`` only while such an import runs; in a process remap-ab did not start
+the siblings leave ``sys.modules`` as well once the import is done. The Source's
+sha256 then covers every file loaded (``Source.files``).
+
 Canonical names (what run.json, workers, reports and replay use): a file by its
 absolute path; a revision as ``REV@SHA12:PATH`` (or ``SHA12:PATH`` when REV was a
 commit id), which loads that commit again whatever REV points at later.
@@ -15,7 +24,11 @@ commit id), which loads that commit again whatever REV points at later.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
+import importlib.abc
+import importlib.util
 import os
 import posixpath
 import re
@@ -23,12 +36,14 @@ import subprocess
 import sys
 import tempfile
 import types
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 from remap_ab import vllm_shim
 from remap_ab.errors import ImplementationError, UnloadableFileError, exception_line
+from remap_ab.host import tuning
 
 REPO_VARIABLE = "REMAP_AB_REPO"  # --repo, inherited by worker processes
 _PINNED = re.compile(r"^(?P<label>.+)@(?P<hex>[0-9a-f]{7,40})$")
@@ -40,7 +55,10 @@ SHORT = 12  # hex digits of a commit in a canonical name
 class Source:
     """What was loaded: recorded on the Implementation, in reports, run.json and
     summary.json. ``kind`` "file": ``path`` is the absolute file path; "git": ``path``
-    is the path in the repository ``repo`` at ``commit`` (``rev`` as asked)."""
+    is the path in the repository ``repo`` at ``commit`` (``rev`` as asked).
+    ``files``: for a revision's file that imported siblings from its commit, every file
+    loaded ("PATH SHA256" each, comma-separated, the named file first); ``sha256`` is
+    then the sha256 of those entries joined by newlines, not the named file's alone."""
 
     kind: str
     path: str
@@ -48,6 +66,7 @@ class Source:
     repo: Optional[str] = None
     rev: Optional[str] = None
     commit: Optional[str] = None
+    files: Optional[str] = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,7 +74,11 @@ class Source:
     def line(self) -> str:
         """One line for a header: where the bytes came from and their sha256."""
         if self.kind == "git":
-            return f"{self.path} at commit {self.commit} ({self.rev}) of {self.repo}, sha256 {self.sha256}"
+            over = ""
+            if self.files:
+                paths = [entry.strip().rsplit(" ", 1)[0] for entry in self.files.split(",")]
+                over = f" over the {len(paths)} files loaded from that commit ({', '.join(paths)})"
+            return f"{self.path} at commit {self.commit} ({self.rev}) of {self.repo}, sha256 {self.sha256}{over}"
         return f"{self.path}, sha256 {self.sha256}"
 
 
@@ -144,6 +167,15 @@ def _revision(name: str, repo: str) -> Spec:
         )
     commit = found.stdout.decode().strip()
     blob = _git(root, "cat-file", "blob", f"{commit}:{norm}")
+    if blob.returncode != 0 and _object_type(root, commit, norm) == "tree":
+        files = _git(root, "ls-tree", "--name-only", f"{commit}:{norm}").stdout.decode().split()
+        inside = [f for f in files if f.endswith(".py") and f != "__init__.py"] or files
+        example = f"{rev}:{norm}/{inside[0]}" if inside else f"{rev}:{norm}/FILE.py"
+        holds = f" (it holds {', '.join(inside[:5])}{', ...' if len(inside) > 5 else ''})" if inside else ""
+        raise ImplementationError(
+            f"{norm} is a directory at revision {label} (commit {commit[:SHORT]}) of {root} (implementation {name}), "
+            f"not a file{holds}; give the .py file inside it that defines the implementation, e.g. {example}"
+        )
     if blob.returncode != 0:
         raise UnloadableFileError(
             f"{norm} does not exist at revision {label} (commit {commit[:SHORT]}) of {root} (implementation {name}); "
@@ -176,18 +208,147 @@ def _dotted(path: str) -> Optional[str]:
     return ".".join(parts[start:])
 
 
-def _written(spec: Spec) -> str:
-    """The revision's bytes as a file (content-addressed, written once, atomically)."""
-    folder = Path(tempfile.gettempdir()) / f"remap-ab-sources-{os.getuid()}" / spec.source.sha256[:16]
-    target = folder / posixpath.basename(spec.source.path)
-    if target.is_file() and target.read_bytes() == spec.content:
+def _object_type(root: str, commit: str, path: str) -> str:
+    """``git cat-file -t``: "blob", "tree", or "" where ``path`` is nothing at ``commit``."""
+    found = _git(root, "cat-file", "-t", f"{commit}:{path}")
+    return found.stdout.decode().strip() if found.returncode == 0 else ""
+
+
+def _written(content: bytes, digest: str, path: str) -> str:
+    """A revision's file as a file (content-addressed, written once, atomically)."""
+    folder = Path(tempfile.gettempdir()) / f"remap-ab-sources-{os.getuid()}" / digest[:16]
+    target = folder / posixpath.basename(path)
+    if target.is_file() and target.read_bytes() == content:
         return str(target)
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
-        f.write(spec.content)
+        f.write(content)
     os.replace(tmp, target)
     return str(target)
+
+
+# --------------------------------------------------------------------------- a revision's package
+
+
+REVISION_PACKAGE = "_remap_ab_rev_"  # + the commit's SHORT hex digits: the commit's top folder as a package
+
+
+class _Tree:
+    """One commit's files, read with git as imports ask for them; ``loaded``: each
+    file executed as a module ("PATH SHA256"), in order."""
+
+    def __init__(self, repo: str, commit: str):
+        self.repo, self.commit = repo, commit
+        self.package = f"{REVISION_PACKAGE}{commit[:SHORT]}"
+        self.loaded: list[str] = []
+        self.depth = 0  # imports through the finder now running (only the outermost cleans up)
+        self._types: dict[str, str] = {}
+
+    def kind(self, path: str) -> str:
+        if path == "":
+            return "tree"
+        if path not in self._types:
+            self._types[path] = _object_type(self.repo, self.commit, path)
+        return self._types[path]
+
+    def blob(self, path: str) -> bytes:
+        return _git(self.repo, "cat-file", "blob", f"{self.commit}:{path}").stdout
+
+    def module_of(self, folder: str) -> str:
+        """The private package name of ``folder`` (a path in the repository)."""
+        return ".".join([self.package, *[p for p in folder.split("/") if p]])
+
+
+class _RevisionFinder(importlib.abc.MetaPathFinder):
+    """Finds ``_remap_ab_rev_<commit>.a.b`` in the commit's tree: ``a/b/__init__.py``
+    or ``a/b.py``, or the folder ``a/b`` as a package without a file."""
+
+    def __init__(self, tree: _Tree):
+        self.tree = tree
+
+    def find_spec(self, fullname, path=None, target=None):
+        tree = self.tree
+        if fullname != tree.package and not fullname.startswith(tree.package + "."):
+            return None
+        rel = "/".join(fullname.split(".")[1:])
+        init = posixpath.join(rel, "__init__.py") if rel else "__init__.py"
+        if tree.kind(rel) == "tree":
+            file = init if tree.kind(init) == "blob" else None
+            return importlib.util.spec_from_loader(fullname, _RevisionLoader(tree, file), is_package=True)
+        if rel and tree.kind(rel + ".py") == "blob":
+            return importlib.util.spec_from_loader(fullname, _RevisionLoader(tree, rel + ".py"), is_package=False)
+        return None
+
+
+class _RevisionLoader(importlib.abc.Loader):
+    """Executes one file of the commit (None: a folder without ``__init__.py``)."""
+
+    def __init__(self, tree: _Tree, path: Optional[str]):
+        self.tree, self.path = tree, path
+
+    def create_module(self, spec):
+        return None  # the default module
+
+    def exec_module(self, module) -> None:
+        if self.path is None:
+            return
+        content = self.tree.blob(self.path)
+        digest = hashlib.sha256(content).hexdigest()
+        filename = _written(content, digest, self.path)
+        module.__file__ = filename
+        module.__dict__["__builtins__"] = _builtins(self.tree, self.path)
+        self.tree.loaded.append(f"{self.path} {digest}")
+        exec(compile(content, filename, "exec", dont_inherit=True), module.__dict__)
+
+
+@contextlib.contextmanager
+def _hooked(tree: _Tree) -> Iterator[None]:
+    """The tree's finder first on ``sys.meta_path`` for the block; in a process remap-ab
+    did not start, the block's revision modules are dropped from ``sys.modules`` after
+    it (a guest leaves the import system as it found it)."""
+    if tree.depth:  # inside an import of the same tree: the outer block holds the finder
+        yield
+        return
+    finder = _RevisionFinder(tree)
+    before = set(sys.modules)
+    sys.meta_path.insert(0, finder)
+    tree.depth += 1
+    try:
+        yield
+    finally:
+        tree.depth -= 1
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(finder)
+        if not tuning.owned():
+            for name in [n for n in sys.modules if n not in before and n.startswith(REVISION_PACKAGE)]:
+                del sys.modules[name]
+
+
+def _builtins(tree: Optional[_Tree], path: str) -> dict:
+    """The ``__builtins__`` of a loaded file: vllm_shim's, and for a revision's file an
+    ``__import__`` that serves the file's package from the commit (the module docstring)."""
+    table = vllm_shim.builtins_for(_dotted(path))
+    if tree is None:
+        return table
+    shim_import = table["__import__"]
+    parts = path.split("/")
+    top = parts[0] if len(parts) > 1 and parts[0] != "vllm" else None  # vllm stays the shim's
+
+    def revision_import(name, globals=None, locals=None, fromlist=(), level=0):
+        first = name.split(".")[0]
+        if level == 0 and top is not None and first == top:
+            with _hooked(tree):
+                module = shim_import(f"{tree.package}.{name}", globals, locals, fromlist, 0)
+                return module if fromlist else sys.modules[f"{tree.package}.{top}"]
+        package = (globals or {}).get("__package__") or ""
+        if level and package.startswith(tree.package):
+            with _hooked(tree):
+                return shim_import(name, globals, locals, fromlist, level)
+        return shim_import(name, globals, locals, fromlist, level)
+
+    table["__import__"] = revision_import
+    return table
 
 
 def load(spec: Spec) -> tuple[types.ModuleType, Source]:
@@ -195,11 +356,13 @@ def load(spec: Spec) -> tuple[types.ModuleType, Source]:
     UnloadableFileError if they do not parse, raise, or import a vLLM module other
     than vllm.triton_utils."""
 
-    filename = spec.source.path if spec.source.kind == "file" else _written(spec)
+    git = spec.source.kind == "git"
+    filename = _written(spec.content, spec.source.sha256, spec.source.path) if git else spec.source.path
     key = hashlib.sha256(f"{spec.canonical}\0{spec.source.sha256}".encode()).hexdigest()[:16]
     module_name = f"_remap_ab_impl_{key}"
     if module_name in sys.modules:
-        return sys.modules[module_name], spec.source
+        module = sys.modules[module_name]
+        return module, getattr(module, "__remap_ab_source__", spec.source)
     try:
         code = compile(spec.content, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -208,10 +371,17 @@ def load(spec: Spec) -> tuple[types.ModuleType, Source]:
         ) from None
     module = types.ModuleType(module_name)
     module.__file__ = filename
-    module.__dict__["__builtins__"] = vllm_shim.builtins_for(_dotted(spec.source.path))
+    tree = None
+    if git:
+        assert spec.source.repo is not None and spec.source.commit is not None
+        tree = _Tree(spec.source.repo, spec.source.commit)
+        tree.loaded.append(f"{spec.source.path} {spec.source.sha256}")
+        module.__package__ = tree.module_of(posixpath.dirname(spec.source.path))  # its siblings: the commit's
+    module.__dict__["__builtins__"] = _builtins(tree, spec.source.path)
     sys.modules[module_name] = module
     try:
-        exec(code, module.__dict__)
+        with _hooked(tree) if tree is not None else contextlib.nullcontext():
+            exec(code, module.__dict__)
     except vllm_shim.ForeignVllmImport as exc:
         del sys.modules[module_name]
         raise UnloadableFileError(f"{spec.canonical}{_line_in(exc, filename)} {exc}") from None
@@ -220,7 +390,12 @@ def load(spec: Spec) -> tuple[types.ModuleType, Source]:
         raise UnloadableFileError(
             f"{spec.canonical} failed while loading{_line_in(exc, filename)}: {exception_line(exc)}; fix the file"
         ) from None
-    return module, spec.source
+    source = spec.source
+    if tree is not None and len(tree.loaded) > 1:
+        source = dataclasses.replace(source, sha256=hashlib.sha256("\n".join(tree.loaded).encode()).hexdigest(),
+                                     files=", ".join(tree.loaded))
+    module.__dict__["__remap_ab_source__"] = source
+    return module, source
 
 
 def _line_in(exc: BaseException, filename: str) -> str:

@@ -1,6 +1,7 @@
 """The fused kernel's seeded mutants (remap_ab/subjects/topology/mutants.toml): each
 is killed, by its witness grid case differing from the oracle or by a rejection
-that no longer raises; the one no interpreter can show says so and runs on a GPU."""
+that no longer raises; the missing barrier, which no plain run shows, by its witness
+under relaxed stores (remap_ab/interpreter/barriers.py) on the CPU."""
 
 from __future__ import annotations
 
@@ -46,6 +47,18 @@ def test_output_mutant_is_killed_on_its_grid_witness(built, mutant):
     if mutant.needs_gpu and DEVICE != "cuda":
         pytest.skip(f"needs a GPU: {mutant.needs_gpu}")
     assert check.check_case(case, DEVICE).equal, "the real kernel must pass the witness case"
+    if mutant.schedule:
+        if DEVICE != "cpu":
+            pytest.skip(f"{mutant.schedule} is a CPU interpreter schedule (the command runs it in a CPU child)")
+        from remap_ab.interpreter.barriers import relaxed_stores
+
+        inputs = generate(case, DEVICE)
+        want = calls.call("a", inputs, case)
+        assert torch.equal(calls.call_module(built[mutant.id], inputs, case), want), "no plain run shows it"
+        with relaxed_stores():
+            assert torch.equal(calls.call_module(fused, inputs, case), want), "the real kernel holds under the schedule"
+            assert not torch.equal(calls.call_module(built[mutant.id], inputs, case), want), mutant.schedule_why
+        return
     if mutant.needs_gpu:
         # A race: the same launch again and again against A's result (equal to the
         # oracle's, just checked), without the oracle's minutes per run.

@@ -35,6 +35,7 @@ from remap_ab.errors import NeedsGPUError, exception_line
 from remap_ab.speed import judge_speed, parse_fail_slower
 from remap_ab.status import CellStatus, SectionStatus
 
+DEFAULT_REPEATS = 20  # --repeats of a subject's pair bench when not given
 METHOD = ("µs per call, the median over the repeats of a CUDA graph of the calls (a side that synchronises with the "
           "host cannot be captured: its calls run eagerly, host overhead included; a_method and b_method say which), "
           "A and B interleaved repeat by repeat")
@@ -201,7 +202,7 @@ def main(bench: ModuleType, args, session: Session) -> int:
     subject = subjects.get(args.subject)
     return bench_pairs(bench, args.a or subject.default_a, args.b or subject.default_b, session.device,
                        session.output_folder(), environment=session.environment, command=session.command,
-                       calls=args.calls, repeats=args.repeats or 20, fail_slower=fail_slower, budget_s=args.budget_s)
+                       calls=args.calls, repeats=args.repeats or DEFAULT_REPEATS, fail_slower=fail_slower, budget_s=args.budget_s)
 
 
 def bench_pairs(bench: ModuleType, a: str, b: str, device: str, folder: Path, *, environment: dict, command: str,

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 from remap_ab import command_line, options, runtime, subjects
+from remap_ab.bench import pairs
 from remap_ab.bench.session import Session
 from remap_ab.commands.common import compose_subject_part, environment, subject_named, subject_part
+from remap_ab.subjects.remap.bench import command as remap_bench
 
 # Each subject's bench part (remap_ab/subjects/NAME/bench.py, or a package bench/) declares
 #   DESCRIPTION                    its part of this command's --help text;
@@ -60,7 +62,9 @@ def _compose(p, name: str) -> None:
     t = p.add_argument_group("timing")
     t.add_argument("--calls", type=options.positive_int, default=200, help="calls captured per graph (default 200)")
     t.add_argument("--repeats", type=options.positive_int, default=None,
-                   help="timed replays per graph (default 20 for pr alone, 10 with --all)")
+                   help=f"timed replays per graph (default {remap_bench.PR_ALONE_REPEATS} when the remap's pr is the "
+                        f"only section timed, as without --sections; {remap_bench.OTHER_REPEATS} with other timed "
+                        f"sections, e.g. --all; {pairs.DEFAULT_REPEATS} for another subject)")
     options.add(t, options.FAIL_SLOWER)
     if part is not None:
         part.add_arguments(p, dict(zip(SHARED_GROUPS, (what, t))))

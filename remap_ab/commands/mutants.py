@@ -387,7 +387,8 @@ def _print_subject_matrix(results, device: str, wall: float, verbose: bool) -> N
             by_check[k.check] = by_check.get(k.check, 0) + 1
     _print_matrix(device, "judge: the witness case through the subject's judge, the mutant as B, after the real kernel "
                           "passed it; rejection: the declared rejection call; repeats: a needs_gpu witness the judge "
-                          "passed, run again against A on a GPU",
+                          "passed, run again against A on a GPU; schedule: the witness under its CPU interpreter "
+                          "schedule (relaxed stores), the real kernel equal to A there",
                   columns, rows, _tally([k.verdict for k in results], by_check, "not run, not killed here",
                                         f"wall {wall:.1f} s"),
                   [(k.id, k.needs_gpu) for k in results if k.verdict == Outcome.NEEDS_GPU],

@@ -9,7 +9,10 @@ Each case that does not pass is listed with its replay command (the first ones a
 come, all of them in ROOT/soak/<time>/soak.json); the first --reports of each failure
 class (the subject's classes, as --reports says) get a normal case report folder there
 too. Ctrl-C stops after the cases in flight and prints the summary (a second
-Ctrl-C abandons them). Exit status: 0 every case passed,
+Ctrl-C abandons them). The deadline holds whatever B does: a case still in flight 5 s
+after it is abandoned unjudged and named in the summary (ABANDONED, with the line that
+runs it alone); a call stuck where no signal reaches it ends the soak 5 s later still,
+the summary printed. Exit status: 0 every case passed,
 1 a case did not pass (or none finished), 2 bad input, 130 stopped by Ctrl-C with no
 failure.
 """
@@ -50,7 +53,8 @@ from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 def add_arguments_for(p, words: list[str]) -> None:
     """The soak's options, with the size options of the subject the words name (the
     default subject's where it has no soak part)."""
-    p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that)")
+    p.add_argument("--minutes", type=positive_float, required=True, help="how long to soak (no case starts after that; one still in flight "
+                        "5 s later is abandoned, named in the summary)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
     add(p, SUBJECT)

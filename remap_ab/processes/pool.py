@@ -165,12 +165,16 @@ class Pool:
     ``on_lost(point, message, status, worker, gpu)`` for a case that crashed or timed out."""
 
     def __init__(self, job: Job, envs: list[dict], case_timeout: float,
-                 on_rows: Callable, on_lost: Callable, on_ready: Optional[Callable] = None):
+                 on_rows: Callable, on_lost: Callable, on_ready: Optional[Callable] = None,
+                 abandon_at: Optional[float] = None, on_abandoned: Optional[Callable] = None):
         self.job = job
         self.subject = subjects.get(job.subject)
         self.envs = envs
         self.case_timeout = case_timeout
         self.on_rows, self.on_lost, self.on_ready = on_rows, on_lost, on_ready
+        # A deadline (time.time()) past which the batches in flight are abandoned, their
+        # workers killed: ``on_abandoned(points, worker, seconds in flight)`` for each.
+        self.abandon_at, self.on_abandoned = abandon_at, on_abandoned
         self.ctx = start.context()
 
     def _start(self, w: _Worker, result_q) -> None:
@@ -222,6 +226,9 @@ class Pool:
                     msg = None
                 if msg is not None:
                     self._receive(msg, workers, inflight)
+                if self.abandon_at is not None and time.time() >= self.abandon_at:
+                    self._abandon(workers, inflight)
+                    return
                 # Look for workers that died or ran past the timeout (also while others
                 # keep answering, or a hang beside a busy worker would go unseen).
                 if time.monotonic() - checked < 0.25:
@@ -248,6 +255,18 @@ class Pool:
         finally:
             self._stop(workers)
             _close(result_q)
+
+    def _abandon(self, workers, inflight) -> None:
+        """Past ``abandon_at``: each batch in flight handed to ``on_abandoned``, its worker killed."""
+        for w in workers:
+            if w.batch is None or w.batch not in inflight:
+                continue
+            w.proc.kill()
+            w.proc.join(timeout=10)
+            points = inflight.pop(w.batch)
+            if self.on_abandoned is not None:
+                self.on_abandoned(points, w.wid, time.monotonic() - w.started)
+            w.batch = None
 
     def _drain(self, result_q, workers, inflight) -> None:
         while True:

@@ -17,16 +17,28 @@ its own. On a GPU, where the subject compiles ahead (``SoakPlan.compile_ahead``,
 is compiled by processes on the host's other cores (precompile.py) while the device
 judges the drawn cases whose variants are compiled (``run_ahead``). Where the time went
 is kept per worker (``WorkerTimes``).
+
+The deadline holds whatever B does: no case starts after it, and a case still in flight
+``DEADLINE_GRACE_S`` after it is abandoned unjudged (``Tally.abandoned``, named in the
+summary with its replay line). In this process a SIGALRM raises ``DeadlinePassed`` in
+the call in flight (``_alarm``; the previous handler and timer restored after), which
+stops B wherever it runs Python or sleeps; a call stuck in C code that never returns
+(a GPU kernel that never ends) holds the main thread, so a watchdog thread then hands
+the summary to ``on_stuck`` (the command line's: it prints it and leaves the process).
+In pool.py's workers the worker in flight is killed (``Pool.abandon_at``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
+import signal
+import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -167,8 +179,49 @@ def record(plan: WorkerPlan, soak: SoakPlan, drawn: Any, row: dict, seconds: flo
 # --------------------------------------------------------------------------- one worker
 
 
+DEADLINE_GRACE_S = 5.0  # how long past the deadline a case in flight may run before it is abandoned
+STUCK_AFTER_S = 5.0  # past the grace: a call the alarm could not stop (stuck in C) ends the process
+
+
+class DeadlinePassed(BaseException):
+    """The soak's deadline and its grace passed with a case in flight (raised by the
+    alarm; a BaseException, so that no ``except Exception`` recording a case's error
+    takes it for B's)."""
+
+
+@dataclass
+class InFlight:
+    """The draws being judged now and since when (time.time()); empty between batches."""
+
+    draws: list = field(default_factory=list)
+    since: float = 0.0
+
+
+@contextlib.contextmanager
+def _alarm(at: float) -> Iterator[None]:
+    """DeadlinePassed raised in this thread at ``time.time() == at`` (SIGALRM), for the
+    block; the previous handler and timer are restored after. Nothing where a signal
+    cannot be set (a thread other than the main one, a system without setitimer)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(_signum, _frame):
+        raise DeadlinePassed()
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    earlier = signal.setitimer(signal.ITIMER_REAL, max(at - time.time(), 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if earlier[0] > 0:
+            signal.setitimer(signal.ITIMER_REAL, *earlier)
+
+
 def run_worker(plan: WorkerPlan, soak: SoakPlan, emit: Callable[[CaseRecord], None], stopping: Callable[[], bool],
-               times: Optional[WorkerTimes] = None) -> int:
+               times: Optional[WorkerTimes] = None, in_flight: Optional[InFlight] = None) -> int:
     """Draw and judge cases in this process until the deadline, ``max_cases`` or
     ``stopping()``; ``emit`` every case's record as it is judged. Where the time went
     is added to ``times``. Returns the number of cases.
@@ -180,7 +233,7 @@ def run_worker(plan: WorkerPlan, soak: SoakPlan, emit: Callable[[CaseRecord], No
     times = times if times is not None else WorkerTimes()
     device = runtime.select(plan.device)
     stream = soak.draws(soak_random(plan.seed, plan.worker))
-    judge = _Batches(plan, soak, device, emit, times)
+    judge = _Batches(plan, soak, device, emit, times, in_flight if in_flight is not None else InFlight())
     if device == "cuda" and plan.compile_workers:
         ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
         try:
@@ -277,8 +330,9 @@ class _Batches:
     """A worker's batches of draws: judged (the plan's judge), their records emitted,
     the times kept."""
 
-    def __init__(self, plan: WorkerPlan, soak: SoakPlan, device: str, emit, times: WorkerTimes):
+    def __init__(self, plan: WorkerPlan, soak: SoakPlan, device: str, emit, times: WorkerTimes, in_flight: InFlight):
         self.plan, self.soak, self.device, self.emit, self.times = plan, soak, device, emit, times
+        self.in_flight = in_flight
         self.judge = batch_judge(soak.judge, plan.subject)
         self.settings = JudgeSettings(plan.a, plan.b, device, plan.folder, reports=plan.reports)
         self.done = 0
@@ -289,9 +343,11 @@ class _Batches:
             return
         loads = _loads(self.device)
         start = time.perf_counter()
+        self.in_flight.draws, self.in_flight.since = list(draws), time.time()
         with loads:
             rows = self.judge([d.config for d in draws], self.settings, BatchTimes(),
                               [getattr(d, "extra", None) for d in draws])
+        self.in_flight.draws = []
         spent = time.perf_counter() - start
         self.times.run_s += spent - loads.compile_seconds - loads.load_seconds
         self.times.compile_s += loads.compile_seconds
@@ -314,6 +370,7 @@ class Tally:
 
     records: list = field(default_factory=list)
     not_passing: list = field(default_factory=list)  # the records that did not pass, kept as they come
+    abandoned: list = field(default_factory=list)  # cases in flight at the deadline and its grace: dicts, unjudged
     started: dict = field(default_factory=dict)  # worker -> time.time() it was ready
     gpus: dict = field(default_factory=dict)  # worker -> its GPU ("" on the CPU)
     times: dict = field(default_factory=dict)  # worker -> WorkerTimes, once it is done
@@ -322,6 +379,13 @@ class Tally:
         self.records.append(rec)
         if rec.status != "pass":
             self.not_passing.append(rec)
+
+    def abandon(self, plan: WorkerPlan, soak: SoakPlan, draws: list, seconds: float, worker: int) -> None:
+        """The draws in flight when the deadline's grace ran out: named, never judged."""
+        for d in draws:
+            self.abandoned.append({"worker": worker, "case_id": str(d.case_id), "labels": d.labels(),
+                                   "seconds_in_flight": round(seconds, 1),
+                                   "replay": soak.replay(d.config, {}, plan.folder)})
 
     @property
     def failures(self) -> list:
@@ -367,6 +431,7 @@ class Tally:
             "report_folders": self.report_folders,
             "times": {str(w): asdict(t) for w, t in sorted(self.times.items())},
             "failures": [r.to_dict() for r in self.failures],
+            "abandoned": list(self.abandoned),
         }
 
     def failures_by_check(self) -> dict:
@@ -416,8 +481,10 @@ PROGRESS_EVERY_S = 10.0
 
 
 def run_inline(plan: WorkerPlan, soak: SoakPlan, tally: Tally, interrupted: Interrupts,
-               progress: Callable[[], None]) -> None:
-    """One worker in this process (the CPU default, or a single GPU)."""
+               progress: Callable[[], None], on_stuck: Optional[Callable[[], None]] = None) -> None:
+    """One worker in this process (the CPU default, or a single GPU). ``on_stuck``: what
+    the watchdog calls, from its thread, when a call in flight outlives the alarm by
+    STUCK_AFTER_S (None: no watchdog)."""
     tally.started[plan.worker] = time.time()
     tally.gpus[plan.worker] = os.environ.get("CUDA_VISIBLE_DEVICES", "0") if plan.device == "cuda" else ""
 
@@ -426,14 +493,29 @@ def run_inline(plan: WorkerPlan, soak: SoakPlan, tally: Tally, interrupted: Inte
         progress()
 
     times = tally.times.setdefault(plan.worker, WorkerTimes())
+    in_flight = InFlight()
+    at = plan.deadline + DEADLINE_GRACE_S
+    done = threading.Event()
+    if on_stuck is not None:
+        def watch() -> None:
+            if not done.wait(max(at + STUCK_AFTER_S - time.time(), 0.0)) and in_flight.draws:
+                tally.abandon(plan, soak, in_flight.draws, time.time() - in_flight.since, plan.worker)
+                on_stuck()
+
+        threading.Thread(target=watch, name="remap-ab-soak-watchdog", daemon=True).start()
     try:
-        run_worker(plan, soak, emit, lambda: interrupted.asked, times=times)
+        with _alarm(at):
+            run_worker(plan, soak, emit, lambda: interrupted.asked, times=times, in_flight=in_flight)
+    except DeadlinePassed:
+        tally.abandon(plan, soak, in_flight.draws, time.time() - in_flight.since, plan.worker)
     except KeyboardInterrupt:
         pass  # the second Ctrl-C: the case in flight is abandoned, the summary follows
     except ProcessUnusable as exc:
         # One process, one CUDA context: nothing more can run in it.
         tally.add(CaseRecord(plan.worker, "-", {}, "crash", 0.0, line=f"soak stopped: {exc}"))
         progress()
+    finally:
+        done.set()
 
 
 @dataclass(frozen=True)
@@ -512,9 +594,14 @@ def run_pool(plan: WorkerPlan, soak: SoakPlan, envs: list, tally: Tally, interru
         tally.add(record(dataclasses.replace(plan, worker=wid), soak, d, row, 0.0))
         progress()
 
+    def on_abandoned(points, wid, seconds):
+        draws = [held.pop(p.case_id) for p in points if p.case_id in held]
+        tally.abandon(dataclasses.replace(plan, worker=wid), soak, draws, seconds, wid)
+
     pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak.run:judge_batch",
                     reports=plan.reports, subject=plan.subject),
-                envs, case_timeout, on_rows=on_rows, on_lost=on_lost)
+                envs, case_timeout, on_rows=on_rows, on_lost=on_lost,
+                abandon_at=plan.deadline + DEADLINE_GRACE_S, on_abandoned=on_abandoned)
     try:
         pool.run(deque(), refill)
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from remap_ab import command_line, subjects
 from remap_ab.errors import UsageError
-from remap_ab.host import gpus
+from remap_ab.host import gpus, tuning
 from remap_ab.host.interrupts import Interrupts
 from remap_ab.report_cap import describe
 from remap_ab.soak import run as engine
@@ -101,9 +101,19 @@ def run(job: Soak) -> int:
             _say(f"soak {_clock(now - start)}/{_clock(job.minutes * 60)}: {len(tally.records)} cases, "
                  f"{len(tally.failures)} not passing; {tally.rate_line(now)}")
 
+    def stuck() -> None:
+        # The watchdog's thread: the main one is inside a call that never returns to Python.
+        _say(f"soak: a call in flight did not return {engine.DEADLINE_GRACE_S + engine.STUCK_AFTER_S:g} s past the "
+             "deadline (stuck outside Python); printing the summary and leaving the process")
+        status = _summary(job, soak, tally, interrupted, start, folder)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
     with interrupted:
         if s.workers == 1:
-            engine.run_inline(plan, soak, tally, interrupted, progress)
+            # Only a process of remap-ab's own may be left from a thread (a guest's is not ours to end).
+            engine.run_inline(plan, soak, tally, interrupted, progress, on_stuck=stuck if tuning.owned() else None)
         else:
             # One draw stream for the pool, the same cases as --max-cases per worker.
             total = None if job.max_cases is None else job.max_cases * s.workers
@@ -125,6 +135,12 @@ def _summary(job: Soak, soak: SoakPlan, tally: engine.Tally, interrupted: Interr
     print(f"  {len(tally.records)} cases judged, {len(failures)} not passing"
           + ("" if not failures else " (by check: " + ", ".join(f"{c} {n}" for c, n in tally.failures_by_check().items())
                                      + ")"))
+    for case in tally.abandoned:
+        late = max(now - (start + job.minutes * 60), 0.0)
+        print(f"  ABANDONED {case['case_id']}: in flight at the deadline, stopped {late:.1f} s past it after "
+              f"{case['seconds_in_flight']:.1f} s in the judge, not judged "
+              f"({', '.join(f'{k} {v}' for k, v in case['labels'].items())})")
+        print(f"       run it alone: {case['replay']}")
     print(f"  throughput: {tally.rate_line(now) or 'no worker started'}")
     if tally.times:
         print(f"  time: {tally.total_times().line()}")
@@ -157,11 +173,14 @@ def _summary(job: Soak, soak: SoakPlan, tally: engine.Tally, interrupted: Interr
     if failures:
         print(f"soak: FAIL — {len(failures)} of {len(tally.records)} cases did not pass")
         return 1
+    left = (f"; {len(tally.abandoned)} more, in flight at the deadline, abandoned unjudged (ABANDONED above)"
+            if tally.abandoned else "")
     if not tally.records:
-        print("soak: no case finished; nothing was checked")
+        print(f"soak: no case finished; nothing was checked{left}")
         return 1
     if interrupted.asked:
-        print(f"soak: interrupted — the {len(tally.records)} cases judged all passed")
+        print(f"soak: interrupted — the {len(tally.records)} cases judged all passed{left}")
         return 130
-    print(f"soak: PASS — all {len(tally.records)} cases passed")
+    print(f"soak: PASS — all {len(tally.records)} cases judged passed{left}" if left
+          else f"soak: PASS — all {len(tally.records)} cases passed")
     return 0

@@ -1,14 +1,15 @@
 """The remap's part of ``remap-ab replay`` (``commands/replay.py`` composes it through
 ``common.subject_part``): a case or rejection call found by its report folder or its ID
 (a report under --root, else the shipped grids and rejection calls), run again beside
-its saved verdict."""
+its saved verdict, N times (``--repeat``; replays.py counts the runs and names a
+nondeterministic failure, beside a ``nondet`` line that studies it)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from remap_ab import command_line, options, runtime
+from remap_ab import command_line, options, replays, runtime
 from remap_ab.errors import ImplementationError, ReportError, UsageError
 from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.status import Status
@@ -54,6 +55,9 @@ def main(args) -> int:
         return _replay_call(report.rejection, report, a, b, device, args)
     if report is None and config is None:
         return _replay_call(call, None, a, b, device, args)
+    saved_failed = None if report is None else not Status(report.verdict.status).passed
+    runs = replays.runs_for(getattr(args, "repeat", None), saved_failed)
+    results = []
     try:
         if report is not None:
             config = report.config
@@ -70,22 +74,30 @@ def main(args) -> int:
                     return interpreter_schedule(policy, int(seed))
 
                 source += f", program schedule {policy}:{seed}"
-            result = run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule, memcheck=args.memcheck)
+            for _ in range(runs):
+                results.append(run_case(config, a, b, device=device, inputs=report.inputs, schedule=schedule,
+                                        memcheck=args.memcheck))
         else:
             assert config is not None  # found in the grid above
             source = "the grid's configuration (inputs generated afresh)"
-            result = run_case(config, a, b, device=device, memcheck=args.memcheck)
+            for _ in range(runs):
+                results.append(run_case(config, a, b, device=device, memcheck=args.memcheck))
     except ImplementationError as exc:
         hint = _path_hint(report, a, b, args)
         raise ImplementationError(f"{exc}{hint}") from None
+    failing = [i for i, r in enumerate(results) if not r.verdict.passed]
+    result = results[failing[0] if failing else 0]  # the verdict shown: the first failing run's, if any
     v = result.verdict
     config = result.config
     changed = _changed_files(report, a, b)
     print(f"replay of case {config.case_id}: {a} vs {b} (oracle checked) on {device}, from {source}"
-          + (" with memcheck" if args.memcheck else ""))
+          + (" with memcheck" if args.memcheck else "") + (f", {runs} runs" if runs > 1 else ""))
     print(f"  config: {config.cli_args() or '(defaults)'}")
     for line in changed:
         print(f"  note: {line}")
+    if runs > 1:
+        print("  runs: " + ", ".join(Status(r.verdict.status).value.upper() for r in results)
+              + (f" (the verdict below is run {failing[0] + 1}'s)" if failing else ""))
     _print_verdict(v)
     if report is not None:
         saved = report.verdict
@@ -98,7 +110,22 @@ def main(args) -> int:
         line = _outputs_line(report, result)
         if line:
             print(f"  outputs: {line}")
-    return 0 if v.passed else 1
+    same_code = not changed and report is not None and (a, b) == (report.a.pinned, report.b.pinned)
+    counted = replays.Replays(runs, len(failing), saved_failed, same_code)
+    if runs > 1 or counted.nondeterministic:
+        print("  " + counted.line())
+    if counted.nondeterministic:
+        print("  nondet: " + _nondet_line(config, b, device))
+    return counted.status
+
+
+def _nondet_line(config, b: str, device: str) -> str:
+    """The nondeterminism study of B at this case's size (``remap-ab nondet``)."""
+    words = [("--impls", b), ("--topk", str(config.topk)), ("--tokens", str(config.tokens)),
+             ("--invalid-ratio", f"{config.invalid_ratio:g}"), ("--seed", str(config.seed))]
+    if config.mode == "dcp" and config.dcp_size >= 2:
+        words.append(("--dcp-size", str(config.dcp_size)))
+    return command_line.line("nondet", device=device, options=words)
 
 
 def _outputs_line(report, result) -> str:

@@ -7,11 +7,21 @@ topology --b MUTANT.py --filter case=ID` runs), after the same case passed with 
 kernel as B; a rejection mutant gets its rejection call instead. A ``needs_gpu`` mutant
 is not run on the CPU (verdict "needs a GPU", never a kill); on a GPU a witness that the
 judge passes is repeated ``GPU_REPEATS`` times against A, as a race may show in few runs.
+
+A mutant with a ``schedule`` (``relaxed_stores``: remap_ab/interpreter/barriers.py, a
+program's stores between barriers landed last-issued first, as racing threads may) is
+killed by its witness run under that schedule on the CPU interpreter, after the real
+kernel gave A's output under the same schedule (check "schedule"): in this process on
+the CPU, in a CPU child process (``python -m remap_ab.subjects.topology.mutants``) where
+this one runs CUDA, whose Triton cannot interpret.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 import time
 import tomllib
@@ -33,6 +43,7 @@ from remap_ab.subjects.topology.inputs import generate
 MUTANTS_FILE = Path(__file__).with_name("mutants.toml")
 TARGET = Path(__file__).resolve().parents[3] / "kernels_topology" / "fused.py"
 CAUGHT_BY = ("output", "rejection")
+SCHEDULES = ("relaxed_stores",)  # program schedules a mutant's witness may run under (the CPU interpreter's)
 GPU_REPEATS = 50  # a race may show in few runs: a needs_gpu witness the judge passes runs this often
 
 
@@ -45,6 +56,8 @@ class Mutant:
     witness_case: Optional[TopologyCase]  # caught_by == "output"
     witness_rejection: Optional[str]  # caught_by == "rejection"
     needs_gpu: Optional[str] = None
+    schedule: Optional[str] = None  # SCHEDULES: the witness runs under it (see the module docstring)
+    schedule_why: Optional[str] = None  # why only that schedule shows the bug
 
     @property
     def module_name(self) -> str:
@@ -60,6 +73,8 @@ def mutants() -> tuple[Mutant, ...]:
             raise ValueError(f"mutant {entry['id']}: caught_by must be one of {CAUGHT_BY}, got {entry['caught_by']!r}")
         witness = dict(entry["witness"])
         rejection = witness.pop("rejection", None)
+        if entry.get("schedule") is not None and entry["schedule"] not in SCHEDULES:
+            raise ValueError(f"mutant {entry['id']}: schedule must be one of {SCHEDULES}, got {entry['schedule']!r}")
         out.append(
             Mutant(
                 id=entry["id"],
@@ -69,6 +84,8 @@ def mutants() -> tuple[Mutant, ...]:
                 witness_case=TopologyCase(**witness) if rejection is None else None,
                 witness_rejection=rejection,
                 needs_gpu=entry.get("needs_gpu"),
+                schedule=entry.get("schedule"),
+                schedule_why=entry.get("schedule_why"),
             )
         )
     return tuple(out)
@@ -123,7 +140,7 @@ class Kill:
     caught_by: str
     witness: str  # the witness case's key, or the rejection's id
     verdict: Outcome
-    check: str  # what decided it: "judge", "repeats" (a needs_gpu witness rerun on a GPU) or "rejection"
+    check: str  # what decided it: "judge", "repeats" (a needs_gpu witness rerun on a GPU), "schedule" or "rejection"
     detail: str  # the judge's verdict line, what was not run and why, or what broke
     seconds: float = 0.0
     needs_gpu: Optional[str] = None
@@ -228,6 +245,12 @@ def _decide(mutant: Mutant, row: Kill, path: str, device: str, repeats: int, con
     if blamed:
         row.verdict, row.detail = Outcome.KILLED, blamed
         return
+    if mutant.schedule:
+        row.check = "schedule"
+        verdict, detail = (_scheduled(mutant.schedule, path, case) if device == "cpu"
+                           else _scheduled_in_a_cpu_child(mutant.schedule, path, case))
+        row.verdict, row.detail = Outcome(verdict), detail
+        return
     if mutant.needs_gpu:
         row.check = "repeats"
         differs = _repeated(calls.resolve(path, "b").module, case, device, repeats)
@@ -236,6 +259,42 @@ def _decide(mutant: Mutant, row: Kill, path: str, device: str, repeats: int, con
                                 f"(possibly equivalent on this GPU: {mutant.needs_gpu})")
         return
     row.verdict, row.detail = Outcome.SURVIVED, "the judge passes it on its witness case"
+
+
+def _scheduled(schedule: str, path: str, case: TopologyCase) -> tuple[str, str]:
+    """(verdict, detail) of the mutant at ``path`` on ``case`` under ``schedule``, on the
+    CPU interpreter: BROKEN if the real kernel differs from A there, KILLED if the
+    mutant does, else SURVIVED."""
+    from remap_ab.interpreter.barriers import relaxed_stores  # the interpreter's, only for a scheduled witness
+
+    assert schedule == "relaxed_stores"
+    inputs = generate(case, "cpu")
+    want = calls.call("a", inputs, case)
+    with relaxed_stores():
+        real = calls.call_module(calls.module("b"), inputs, case)
+        mutated = calls.call_module(calls.resolve(path, "b").module, inputs, case)
+    where = "under relaxed stores (each program's stores between barriers landed last-issued first)"
+    unfit = calls.first_mismatch("merged", real, want)
+    if unfit is not None:
+        return Outcome.BROKEN.value, f"the real kernel differs from A {where}: {unfit.describe('real', 'A')}"
+    differs = calls.first_mismatch("merged", mutated, want)
+    if differs is None:
+        return Outcome.SURVIVED.value, f"the judge passes it, and {where} it still equals A"
+    return Outcome.KILLED.value, (f"{where} it differs from A, where the real kernel equals A: "
+                                  f"{differs.describe('mutant', 'A')}")
+
+
+def _scheduled_in_a_cpu_child(schedule: str, path: str, case: TopologyCase) -> tuple[str, str]:
+    """``_scheduled`` in a child process on the CPU interpreter (this one runs CUDA)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = os.pathsep.join([str(TARGET.parents[1])] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    try:
+        proc = subprocess.run([sys.executable, "-m", __name__, schedule, path, case.to_json()], env=env,
+                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+        return str(found["verdict"]), f"in a CPU child process: {found['detail']}"
+    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError, KeyError) as exc:
+        return Outcome.BROKEN.value, f"the CPU child process gave no verdict ({exception_line(exc)})"
 
 
 def kill_all(selected: Sequence[Mutant], device: str, folder: Path, *, repeats: int = GPU_REPEATS,
@@ -248,3 +307,11 @@ def kill_all(selected: Sequence[Mutant], device: str, folder: Path, *, repeats: 
         if progress is not None:
             progress(out[-1])
     return out
+
+
+if __name__ == "__main__":  # a scheduled witness in a CPU child (_scheduled_in_a_cpu_child)
+    from remap_ab import runtime
+
+    runtime.select("cpu")
+    verdict, detail = _scheduled(sys.argv[1], sys.argv[2], TopologyCase.from_json(sys.argv[3]))
+    print(json.dumps({"verdict": verdict, "detail": detail}))

@@ -7,9 +7,11 @@ case's JSON text (the replay line a finding prints), or a case ID (12 hex digits
 results.csv has it): the newest report of that case under the root, else the grid's
 case of that ID. The case is judged as the sweep judges it (A, B, the oracle, every
 property) and its verdict printed; a folder's saved verdict is printed beside it, with
-whether this replay reproduced it.
+whether this replay reproduced it. ``repeat`` runs it that many times (default 5 after a
+saved failure; remap_ab/replays.py counts them and names a nondeterministic failure).
 
-Exit status: 0 the case passes, 1 a mismatch, a property finding or a side that raised;
+Exit status: 0 the case passes, 1 a mismatch, a property finding, a side that raised or
+a nondeterministic failure;
 bad input (a missing or corrupt folder, JSON that is no case, an unknown ID, an
 implementation that cannot be loaded) is a ReportError or an ImplementationError, which
 the command line prints in one line with exit 2.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from remap_ab import command_line, replays
 from remap_ab.errors import ReportError, exception_line
 from remap_ab.subjects.topology import calls, grid, report
 from remap_ab.subjects.topology.check import SideRaised, check_case
@@ -108,24 +111,27 @@ def _by_id(case_id: str, root: Path) -> Target:
                       "ID; give a report folder, a case's JSON text, or --root where its run is")
 
 
-def replay(target: Target, a: Optional[str], b: Optional[str], device: str) -> int:
+def replay(target: Target, a: Optional[str], b: Optional[str], device: str, repeat: Optional[int] = None,
+           given: str = "") -> int:
     """Judge ``target`` on ``device`` with implementations ``a`` and ``b`` (None: the
-    folder's, else the subject's defaults) and print the verdict; 0 pass, 1 not."""
+    folder's, else the subject's defaults) ``repeat`` times (replays.runs_for) and print
+    the verdict; 0 pass, 1 not (or a nondeterministic failure). ``given``: the target as
+    the command line named it, for the line that repeats the replay."""
     saved = target.saved or {}
     a = a or saved.get("a") or "a"
     b = b or saved.get("b") or "b"
     impl_a, impl_b = calls.resolve(a, "a"), calls.resolve(b, "b")
     case = target.case
-    try:
-        result = check_case(case, device, b_module=impl_b.module, a_module=impl_a.module)
-    except SideRaised as exc:  # a verdict on that side, as the sweep records it
-        print(f"case {case.key()}\n  ERROR {exc}\n  replay: {case.replay_command(impl_a.name, impl_b.name)}")
-        now = ("error", "error", str(exc))
-    else:
-        print("\n".join(result.lines(impl_a.name, impl_b.name)))
-        status, check, first = report.verdict(result)
-        now = (str(status.value), check, first)
+    saved_failed = None if target.saved is None else target.saved["status"] != "pass"
+    runs = replays.runs_for(repeat, saved_failed)
+    verdicts = [_judged(case, device, impl_a, impl_b) for _ in range(runs)]
+    failing = [i for i, (now, _) in enumerate(verdicts) if now[0] != "pass"]
+    now, lines = verdicts[failing[0] if failing else 0]  # the verdict shown: the first failing run's, if any
+    print(lines)
     print(f"  verdict: {_verdict_words(*now)}; A {impl_a.name}, B {impl_b.name}, on {device}, from {target.source}")
+    if runs > 1:
+        print("  runs: " + ", ".join(v[0].upper() for v, _ in verdicts)
+              + (f" (the verdict above is run {failing[0] + 1}'s)" if failing else ""))
     if target.saved is not None:
         then = (target.saved["status"], target.saved["check"], target.saved["first_mismatch"])
         print(f"  saved verdict: {_verdict_words(*then)}; A {target.saved['a']}, B {target.saved['b']}, "
@@ -135,7 +141,25 @@ def replay(target: Target, a: Optional[str], b: Optional[str], device: str) -> i
     elif target.source.startswith("report folder"):
         print("  saved verdict: not recorded (the folder has no verdict.json); A and B: the subject's defaults "
               "unless --a/--b name others")
-    return 0 if now[0] == "pass" else 1
+    same_code = target.saved is not None and (target.saved["a"], target.saved["b"]) == (impl_a.name, impl_b.name)
+    counted = replays.Replays(runs, len(failing), saved_failed, same_code)
+    if runs > 1 or counted.nondeterministic:
+        print("  " + counted.line())
+    if counted.nondeterministic and given:
+        print("  repeat it: " + command_line.line("replay", given, subject="topology", device=device,
+                                                  options=[("--repeat", str(10 * runs))]))
+    return counted.status
+
+
+def _judged(case: TopologyCase, device: str, impl_a, impl_b) -> tuple[tuple[str, str, str], str]:
+    """One run: ``(status, check, first mismatch)`` and the lines that show it."""
+    try:
+        result = check_case(case, device, b_module=impl_b.module, a_module=impl_a.module)
+    except SideRaised as exc:  # a verdict on that side, as the sweep records it
+        return ("error", "error", str(exc)), (f"case {case.key()}\n  ERROR {exc}\n  replay: "
+                                              f"{case.replay_command(impl_a.name, impl_b.name)}")
+    status, check, first = report.verdict(result)
+    return (str(status.value), check, first), "\n".join(result.lines(impl_a.name, impl_b.name))
 
 
 def _verdict_words(status: str, check: str, first: str) -> str:

@@ -19,4 +19,4 @@ def main(args) -> int:
                          "cases only); drop it")
     target = replay.find(args.target, Path(args.root))
     device = runtime.select(args.device)  # before B's module is imported: the interpreter on a CPU
-    return replay.replay(target, args.a, args.b, device)
+    return replay.replay(target, args.a, args.b, device, getattr(args, "repeat", None), args.target)

@@ -14,7 +14,15 @@ from remap_ab.speed import parse_fail_slower
 from remap_ab.subjects.remap import envelope
 from remap_ab.subjects.remap.bench import cross_compile, pr_table, width_scan
 from remap_ab.subjects.remap.bench.decode import DecodeModel
-from remap_ab.subjects.remap.bench.suite import GPU_ONLY, SECTIONS, Suite, SuiteOptions, parse_sections
+from remap_ab.subjects.remap.bench.suite import (
+    DET_RUNS,
+    DET_TOKENS,
+    GPU_ONLY,
+    SECTIONS,
+    Suite,
+    SuiteOptions,
+    parse_sections,
+)
 
 # remap-ab bench --help's text for the remap.
 DESCRIPTION = """\
@@ -55,6 +63,22 @@ post-timing check, a cell the speed gate fails, or a section partial / not run /
 error; 2 bad input, or only GPU sections asked for without a GPU."""
 
 DEFAULT_SECTIONS = ("pr", "resources")
+# --repeats' default: the pull request's table alone (resources times nothing, so pr with it
+# counts as alone, the default sections) takes more replays per graph than a longer run.
+PR_ALONE_REPEATS, OTHER_REPEATS = 20, 10
+UNTIMED = ("resources",)  # sections that compile or count, and replay no graph
+
+
+HOST_CALLS = {"cuda": 2000, "cpu": 10}  # --host-calls' default per device
+
+
+def _ints(values) -> str:
+    return ",".join(map(str, values))
+
+
+def default_repeats(sections) -> int:
+    """--repeats when not given: PR_ALONE_REPEATS when pr is the only section timed, else OTHER_REPEATS."""
+    return PR_ALONE_REPEATS if {s for s in sections if s not in UNTIMED} == {"pr"} else OTHER_REPEATS
 SWEEP_PHASES = ("host", "sweep")
 DEFAULT_A, DEFAULT_B = "old", "new"
 
@@ -96,11 +120,13 @@ def add_arguments(p: argparse.ArgumentParser, groups: dict) -> None:
                    help="targets to cross-compile every variant for (default all)")
     e = p.add_argument_group("end-to-end determinism")
     e.add_argument("--det-topk", default="2048,384", help="K values (default 2048,384)")
-    e.add_argument("--det-tokens", default=None, help="token counts (default 1,8,256 on GPU, 1,2 on CPU)")
-    e.add_argument("--det-runs", type=options.positive_int, default=None, help="runs per cell (default 20 on GPU, 8 on CPU)")
+    e.add_argument("--det-tokens", default=None,
+                   help=f"token counts (default {_ints(DET_TOKENS['cuda'])} on GPU, {_ints(DET_TOKENS['cpu'])} on CPU)")
+    e.add_argument("--det-runs", type=options.positive_int, default=None,
+                   help=f"runs per cell (default {DET_RUNS['cuda']} on GPU, {DET_RUNS['cpu']} on CPU)")
     h = p.add_argument_group("host and sweep")
     h.add_argument("--host-calls", type=options.positive_int, default=None,
-                   help="calls per host measurement (default 2000 on GPU, 10 on CPU)")
+                   help=f"calls per host measurement (default {HOST_CALLS['cuda']} on GPU, {HOST_CALLS['cpu']} on CPU)")
     h.add_argument("--host-impls", default=None, help="implementations for host overhead (default: --a,--b)")
     h.add_argument("--sweep-filter", action="append", default=[], metavar="NAME=V",
                    help="sweep section: time only this subset (repeatable)")
@@ -165,7 +191,7 @@ def build_options(args, device: str):
     if not on_gpu and all(s in GPU_ONLY for s in sections):
         raise NeedsGPUError("bench times kernels inside CUDA graphs and needs a CUDA device; torch sees none "
                             "(run it on the GPU machine; on the CPU only --sections determinism,host[,sweep] run)")
-    repeats = args.repeats or (20 if sections == list(DEFAULT_SECTIONS) else 10)
+    repeats = args.repeats or default_repeats(sections)
     a, b = args.a or DEFAULT_A, args.b or DEFAULT_B
     host_impls = tuple(x for x in (args.host_impls or f"{a},{b}").split(",") if x)
     return SuiteOptions(
@@ -175,7 +201,7 @@ def build_options(args, device: str):
         decode_batches=lists["--batches"], scan_k=scan_k, scan_warps=scan_warps, scan_tokens=lists["--scan-tokens"],
         scan_paths=scan_paths, resource_targets=targets,
         det_topk=lists["--det-topk"], det_tokens=det_tokens, det_runs=args.det_runs,
-        host_calls=args.host_calls or (2000 if on_gpu else 10), host_impls=host_impls,
+        host_calls=args.host_calls or HOST_CALLS["cuda" if on_gpu else "cpu"], host_impls=host_impls,
         sweep_filters=tuple(args.sweep_filter), sweep_fresh_process=not args.no_fresh_process,
         fail_slower=fail_slower,
     )

@@ -76,6 +76,11 @@ def parse_sections(text: str) -> list:
     return sections.parse_sections(text, SECTIONS)
 
 
+# The determinism section's defaults per device (--det-tokens, --det-runs; their help says them).
+DET_TOKENS = {"cuda": (1, 8, 256), "cpu": (1, 2)}
+DET_RUNS = {"cuda": 20, "cpu": 8}
+
+
 @dataclass
 class SuiteOptions:
     sections: list = field(default_factory=lambda: list(SECTIONS))
@@ -103,8 +108,8 @@ class SuiteOptions:
     resource_targets: tuple = ("sm_80", "sm_90", "sm_100", "sm_120", "gfx90a", "gfx942", "gfx950")
     resource_topks: tuple = (128, 256, 384, 512, 1024, 2048, 2176, 4096, 8192, 16384)
     det_topk: tuple = (2048, 384)
-    det_tokens: Optional[tuple] = None  # None: (1, 8, 256) on GPU, (1, 2) on CPU
-    det_runs: Optional[int] = None  # None: 20 on GPU, 8 schedules on CPU
+    det_tokens: Optional[tuple] = None  # None: DET_TOKENS of the device
+    det_runs: Optional[int] = None  # None: DET_RUNS of the device (schedules on the CPU)
     host_calls: int = 2000
     host_impls: tuple = ("old", "new")
     sweep_filters: tuple = ()
@@ -335,8 +340,8 @@ class Suite(sections.Suite):
     def _section_determinism(self, section: Section) -> None:
         o = self.opts
         on_gpu = o.device == "cuda"
-        tokens = o.det_tokens or ((1, 8, 256) if on_gpu else (1, 2))
-        runs = o.det_runs or (20 if on_gpu else 8)
+        tokens = o.det_tokens or DET_TOKENS["cuda" if on_gpu else "cpu"]
+        runs = o.det_runs or DET_RUNS["cuda" if on_gpu else "cpu"]
 
         pending: dict = {}
 
