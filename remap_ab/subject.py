@@ -10,6 +10,11 @@ loads one by name (``--subject NAME``).
 Cases cross process boundaries as dicts (``case_dict`` / ``case_from_dict``), rows as
 dicts keyed by ``columns`` (the run folder's ``results.csv``).
 
+A subject's part of a command (``remap-ab run``, ``replay``, ``soak``, ``bench``,
+``mutants``, or a command of its own such as the remap's ``nondet``) is a module it
+names in ``parts``; ``command_part`` imports it when that command runs, and a command
+without the subject's part refuses it in one line naming what to declare.
+
 A subject may also be soaked (``remap-ab soak``): its ``soak(settings)`` answers a
 ``SoakPlan`` (what it draws, how a batch of draws is judged, a failing case's replay
 line); the driver (``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot
@@ -18,10 +23,16 @@ be soaked, said in one line.
 
 from __future__ import annotations
 
+import importlib
 import random
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Optional, Protocol
+
+from remap_ab import sources
+from remap_ab.errors import UsageError
+from remap_ab.status import plural
 
 # Where a batch's time goes, summed over workers in the run's summary.
 PHASES = ("gen", "kernels", "compare", "write")
@@ -179,6 +190,10 @@ class Subject(Protocol):
     # Optional: what one failure class gathers, in words ("check"), for report_cap.describe;
     # without it the summaries do not name the class.
     failure_classes: str
+    # Optional (default: none, ``parts_of``): the subject's part of each command that has
+    # one, command -> the module holding it, imported only when that command runs
+    # (what each command asks of its part: the command's module, remap_ab/commands/).
+    parts: Mapping[str, str]
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
@@ -226,6 +241,18 @@ class Subject(Protocol):
         """The subject's lines of the printed summary (``summary``: summarise's dict)."""
         ...
 
+    def listing(self, selection: Selection, filters: list, max_size: Optional[int], device: str,
+                command: str) -> tuple[list[str], str]:
+        """``sweep --list``: a line per point of ``selection`` (what ``select`` chose; its
+        case ID first) and the closing sentence on stderr (``command``: the sweep's words,
+        "sweep --subject NAME"). Optional: default ``default_listing``."""
+        ...
+
+    def implementation(self, name: str) -> str:
+        """``--a``/``--b`` in canonical form, once, before a command runs: ImplementationError
+        for one that does not exist (optional: default ``canonical_implementation``)."""
+        ...
+
     def pytest_hooks(self) -> PytestHooks:
         """The plugin's hooks (optional: without it, every default)."""
         ...
@@ -234,3 +261,63 @@ class Subject(Protocol):
         """What ``remap-ab soak`` draws and how (optional: the driver refuses a subject
         without it); UsageError for an option the subject cannot honour."""
         ...
+
+
+# --------------------------------------------------------------------------- the optional members' defaults
+
+
+def canonical_implementation(name: str) -> str:
+    """A file by its absolute path, a revision pinned to its commit (``sources.parse``),
+    any other name as given: ``implementation`` where a subject declares none."""
+    spec = sources.parse(name)
+    return name if spec is None else spec.canonical
+
+
+def implementation_of(subject: Any, name: str) -> str:
+    """``name`` in the canonical form ``subject`` gives it (``Subject.implementation``)."""
+    resolve = getattr(subject, "implementation", None)
+    return resolve(name) if resolve is not None else canonical_implementation(name)
+
+
+def default_listing(selection: Selection, command: str, device: str) -> tuple[list[str], str]:
+    """Each point's case ID and labels, and how many of the grid's points were listed:
+    ``listing`` where a subject declares none."""
+    lines = [f"{p.case_id} " + " ".join(f"{k}={v}" for k, v in p.labels) for p in selection.points]
+    note = (f"listed {plural(len(selection.points), 'case')} of {selection.grid_total}: what `{command}` runs on {device}"
+            + (f"; {selection.note}" if selection.note else ""))
+    return lines, note
+
+
+def listing_of(subject: Any, selection: Selection, filters: list, max_size: Optional[int], device: str,
+               command: str) -> tuple[list[str], str]:
+    """``sweep --list``'s lines and closing sentence for ``subject`` (``Subject.listing``)."""
+    listing = getattr(subject, "listing", None)
+    if listing is None:
+        return default_listing(selection, command, device)
+    return listing(selection, filters, max_size, device, command)
+
+
+def parts_of(subject: Any) -> Mapping[str, str]:
+    """The subject's command parts (``Subject.parts``; none declared: none)."""
+    return getattr(subject, "parts", None) or {}
+
+
+def command_part(subject: Any, command: str, needs: Sequence[str] = ("add_arguments", "main"),
+                 named: Optional[str] = None) -> ModuleType:
+    """The module ``subject`` declares as its part of ``command`` (``parts[command]``);
+    UsageError, saying what to declare, for a subject that declares none or a part without
+    one of ``needs`` (the names the command asks of its part). ``named``: the subject as
+    ``--subject`` named it (default its ``name``)."""
+    module = parts_of(subject).get(command)
+    asked = ", ".join(needs)
+    named = named or subject.name
+    if module is None:
+        having = ", ".join(sorted(parts_of(subject))) or "none"
+        raise UsageError(f"--subject {named}: {command} has no part for this subject (its parts: {having}); "
+                         f"declare parts = {{{command!r}: MODULE}} on it, MODULE holding {asked} (docs/subjects.md)")
+    part = importlib.import_module(module)
+    missing = [name for name in needs if not hasattr(part, name)]
+    if missing:
+        raise UsageError(f"--subject {named}: its {command} part {module} lacks {', '.join(missing)}; "
+                         f"{command} asks it for {asked} (docs/subjects.md)")
+    return part

@@ -1,7 +1,7 @@
 """Re-run one case exactly: from a report folder's saved inputs (PATH), or by case ID
 (the newest report of that case under --root, else the grid's configuration with
 freshly generated inputs), and print the verdict beside the saved one. --subject picks
-the kernel pair: its replay part (remap_ab/subjects/NAME/replay_command.py) reads the
+the kernel pair: its replay part (the module its ``parts["replay"]`` names) reads the
 target (--subject topology also takes a case's JSON text, as its replay lines give it).
 
 Exit status: 0 the case passes now, 1 it fails, 2 bad input (missing or corrupt report,
@@ -14,7 +14,7 @@ from __future__ import annotations
 from remap_ab import options
 from remap_ab.commands.common import subject_part
 
-# A subject's replay part (remap_ab/subjects/NAME/replay_command.py) declares
+# A subject's replay part (``Subject.parts["replay"]``) declares
 #   main(args) -> int   the replay of ``args.target``, with the options below.
 
 
@@ -31,4 +31,4 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    return subject_part(args.subject, "replay_command", "replay").main(args)
+    return subject_part(args.subject, "replay", ("main",)).main(args)

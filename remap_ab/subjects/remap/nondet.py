@@ -33,12 +33,12 @@ from typing import Any, Optional
 
 import torch
 
+from remap_ab.bench.charts import bar_chart, pivot
 from remap_ab.errors import InternalError, UsageError
 from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.status import Repeatability
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.call import call
-from remap_ab.subjects.remap.charts import bar_chart, pivot
 from remap_ab.subjects.remap.compare import Output, compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256

@@ -64,7 +64,7 @@ from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
 from remap_ab.processes import background
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status, plural
-from remap_ab.subjects.remap import charts
+from remap_ab.subjects.remap import lane_picture
 from remap_ab.subjects.remap.compare import Verdict, count_rows, differ, lost_verdict
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
 from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, hashing_started, tensor_sha256
@@ -197,7 +197,7 @@ class CaseReport:
     # a side with an output of its shape (the writer keeps those rows without comparing again)
     lanes_per_row: dict = field(default_factory=dict)
     png: bytes | None = None
-    picture: Any = None  # charts.LaneMap still to draw (``draw``): the png's source
+    picture: Any = None  # lane_picture.LaneMap still to draw (``draw``): the png's source
     picture_note: str | None = None  # why there is no picture
     # What the outputs show when no value differs (the value sections are left out).
     values_line: str = ""
@@ -372,9 +372,9 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
         if c is not None and not torch.equal(c, ref_counts):
             counts[info.name] = c.numpy()
     first_mark = (first_row, first_lane[1] if first_lane else -1) if first_row is not None else None
-    cells, valid_share, zoom = charts.lane_cells(diff_a, diff_b, valid,
-                                                 charts.zoom_window((t, k), first_mark, report.compacted, counts["oracle"]))
-    picture = charts.LaneMap(
+    cells, valid_share, zoom = lane_picture.lane_cells(diff_a, diff_b, valid,
+                                                 lane_picture.zoom_window((t, k), first_mark, report.compacted, counts["oracle"]))
+    picture = lane_picture.LaneMap(
         shape=(t, k),
         cells=cells,
         valid_share=valid_share,
@@ -400,7 +400,7 @@ def draw(report: CaseReport) -> None:
     if report.picture is None:
         return
     try:
-        report.png = charts.lane_png(report.picture)
+        report.png = lane_picture.lane_png(report.picture)
     except PlotsUnavailable as exc:
         report.picture_note = str(exc)
     report.picture = None

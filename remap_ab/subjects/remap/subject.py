@@ -15,7 +15,7 @@ from remap_ab.subject import JudgeSettings, PytestHooks, Selection
 from remap_ab.subjects.remap import api_compat, compile_ahead, failure_class, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
-from remap_ab.subjects.remap.selection import cap_note, select_with_calls
+from remap_ab.subjects.remap.selection import cap_note, listing, select_with_calls
 from remap_ab.subjects.remap.summary import summarise as summarise_remap
 from remap_ab.subjects.remap.summary import summary_lines as remap_summary_lines
 
@@ -40,6 +40,13 @@ class RemapSubject:
     default_a = "old"
     default_b = "new"
     columns = COLUMNS
+    # Its part of each command (remap_ab/commands/), imported when that command runs.
+    parts = {command: f"remap_ab.subjects.remap.{module}" for command, module in (
+        ("run", "run_command"), ("replay", "replay_command"), ("soak", "soak_command"), ("bench", "bench"),
+        ("mutants", "mutants"), ("nondet", "nondet_command"), ("resources", "resources_command"))}
+
+    def implementation(self, name: str) -> str:
+        return registry.resolve(name)
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
@@ -65,6 +72,10 @@ class RemapSubject:
             grid=g,
             header=[line for line in feature_lines if not line.startswith(features.QUIET_PREFIX)],
         )
+
+    def listing(self, selection: Selection, filters: list, max_size: Optional[int], device: str,
+                command: str) -> tuple[list[str], str]:
+        return listing(selection, filters, max_size, device)
 
     def case_dict(self, config: Any) -> dict:
         return config.to_dict()
