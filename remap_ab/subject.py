@@ -190,10 +190,13 @@ class Subject(Protocol):
     # Optional: what one failure class gathers, in words ("check"), for report_cap.describe;
     # without it the summaries do not name the class.
     failure_classes: str
-    # Optional (default: none, ``parts_of``): the subject's part of each command that has
-    # one, command -> the module holding it, imported only when that command runs
-    # (what each command asks of its part: the command's module, remap_ab/commands/).
-    parts: Mapping[str, str]
+
+    @property
+    def parts(self) -> Mapping[str, str]:
+        """Optional (default: none, ``parts_of``): the subject's part of each command that
+        has one, command -> the module holding it, imported only when that command runs
+        (what each command asks of its part: the command's module, remap_ab/commands/)."""
+        ...
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
