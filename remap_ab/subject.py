@@ -16,9 +16,10 @@ names in ``parts``; ``command_part`` imports it when that command runs, and a co
 without the subject's part refuses it in one line naming what to declare.
 
 A subject may also be soaked (``remap-ab soak``): its ``soak(settings)`` answers a
-``SoakPlan`` (what it draws, how a batch of draws is judged, a failing case's replay
-line); the driver (``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot
-be soaked, said in one line.
+``SoakPlan`` (what it draws, how a batch of draws is judged); the driver
+(``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot be soaked, said in
+one line. A failing case's replay line, whoever prints it, is the subject's
+``replay_line``.
 """
 
 from __future__ import annotations
@@ -129,7 +130,6 @@ class SoakPlan:
 
     draws: Callable[[random.Random], Iterator[Any]]
     describe: str  # the header line after "soak A vs B for M min, seed S: "
-    replay: Callable[[Any, dict, str], str]  # (case, its results row, the soak's folder) -> its replay line
     repeat: list = field(default_factory=list)  # (flag, value) pairs the repeat line adds
     batch: int = 1  # draws judged together in one process
     # "module:function": fn(configs, JudgeSettings, times, extras) -> rows, a batch judged
@@ -171,13 +171,12 @@ class PytestHooks:
 
     ``grid_file(grid)``: the file a grid run collects (its items' node IDs hold its path);
     ``implementation(name)``: ``--remap-a``/``--remap-b`` in canonical form, an
-    ImplementationError for one that does not exist; ``replay(case, row, folder, a, b)``:
-    a failing case's replay line ("" none); ``header(selection, points)``: the session
-    header's lines (``selection`` None: no grid run)."""
+    ImplementationError for one that does not exist; ``header(selection, points)``: the
+    session header's lines (``selection`` None: no grid run). A failing item's replay
+    line is the subject's ``replay_line``, as everywhere."""
 
     grid_file: Optional[Callable[[Optional[str]], Any]] = None
     implementation: Optional[Callable[[str], str]] = None
-    replay: Optional[Callable[..., str]] = None
     header: Optional[Callable[[Any, list], list]] = None
 
 
@@ -251,6 +250,13 @@ class Subject(Protocol):
         "sweep --subject NAME"). Optional: default ``default_listing``."""
         ...
 
+    def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+        """The one command that replays a judged ``case``, whoever prints it (the soak, the
+        pytest grid): ``row`` its results row, ``folder`` the run or soak folder its report
+        folder (``row["report"]``) is in, ``a`` and ``b`` its implementations' canonical
+        names. "" none (optional: default ``replay_line_of``'s "")."""
+        ...
+
     def implementation(self, name: str) -> str:
         """``--a``/``--b`` in canonical form, once, before a command runs: ImplementationError
         for one that does not exist (optional: default ``canonical_implementation``)."""
@@ -298,6 +304,12 @@ def listing_of(subject: Any, selection: Selection, filters: list, max_size: Opti
     if listing is None:
         return default_listing(selection, command, device)
     return listing(selection, filters, max_size, device, command)
+
+
+def replay_line_of(subject: Any, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+    """``subject``'s replay line of a judged case (``Subject.replay_line``; none declared: "")."""
+    line = getattr(subject, "replay_line", None)
+    return str(line(case, row, folder, a, b)) if line is not None else ""
 
 
 def parts_of(subject: Any) -> Mapping[str, str]:

@@ -30,7 +30,7 @@ import pytest
 
 from remap_ab import command_line, options, report_cap, runtime, sources, subjects
 from remap_ab.errors import RemapABError
-from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject
+from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject, replay_line_of
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
@@ -80,8 +80,7 @@ class SubjectExtras:
         return name if spec is None else spec.canonical
 
     def replay(self, case: Any, row: dict, folder: Path, a: str, b: str) -> str:
-        own = self._own("replay")
-        return str(own(case, row, folder, a, b)) if own is not None else ""
+        return replay_line_of(self.subject, case, row, str(folder), a, b)
 
     def header(self, selection: Any, points: list) -> list[str]:
         own = self._own("header")

@@ -48,6 +48,11 @@ class RemapSubject:
     def implementation(self, name: str) -> str:
         return registry.resolve(name)
 
+    def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+        from remap_ab.subjects.remap.report import replay_line  # the report writer loads where cases are judged, not in `remap-ab report`
+
+        return replay_line(case, row, folder, a, b)
+
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
         g = gridmod.load(grid)
@@ -117,7 +122,7 @@ class RemapSubject:
         from remap_ab.subjects.remap import pytest_items  # registry and grids load where the plugin runs a grid
 
         return PytestHooks(grid_file=pytest_items.grid_file, implementation=pytest_items.implementation,
-                           replay=pytest_items.replay, header=pytest_items.header)
+                           header=pytest_items.header)
 
     def soak(self, settings: Any) -> Any:
         from remap_ab.subjects.remap import soak  # the soak's draws and batch engine load where a soak runs, not in `remap-ab report`

@@ -152,6 +152,9 @@ class TopologySubject:
     def implementation(self, name: str) -> str:
         return canonical_implementation(name)  # resolved, imported and checked by calls.resolve in select
 
+    def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+        return report.replay_line(case, a, b)
+
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
         chosen = choose(grid, filters, max_size, device)
@@ -238,7 +241,7 @@ class TopologySubject:
         return summary_lines(summary)
 
     def pytest_hooks(self) -> PytestHooks:
-        return PytestHooks(grid_file=gridmod.pytest_grid_file, replay=gridmod.pytest_replay)
+        return PytestHooks(grid_file=gridmod.pytest_grid_file)
 
     def soak(self, settings: SoakSettings) -> SoakPlan:
         from remap_ab.subjects.topology import soak  # its draws load where a soak runs, not in `remap-ab report`
