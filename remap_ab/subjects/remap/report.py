@@ -64,12 +64,11 @@ from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
 from remap_ab.processes import background
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status, plural
-from remap_ab.subjects.remap import lane_picture, registry
+from remap_ab.subjects.remap import lane_picture, registry, rejections
 from remap_ab.subjects.remap.compare import Verdict, count_rows, differ, lost_verdict
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
 from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, hashing_started, tensor_sha256
 from remap_ab.subjects.remap.rejections import RejectionCase, by_id
-from remap_ab.subjects.remap.rejections import replay_command as call_replay
 from remap_ab.subjects.remap.report_sections import sections
 
 REPORT_FORMAT = 2  # 1: inputs.pt and outputs.pt held the whole tensors
@@ -462,7 +461,7 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
     header = _header(case.base, a_info, b_info, folder, inputs)
     header["case_id"] = case.case_id
     # `run --rejection ID` makes rejections.toml's call: the same only when this is it.
-    header["run_command"] = (call_replay(case, a_info.pinned, b_info.pinned, str(device),
+    header["run_command"] = (rejections.run_line(case, a_info.pinned, b_info.pinned, str(device),
                                          path_entries=_entries([a_info, b_info])) if _listed(case) else "")
     status = Status(verdict.status)
     lost = status in (Status.CRASH, Status.TIMEOUT) and verdict.first is not None
