@@ -170,13 +170,11 @@ class PytestHooks:
     below; each is optional, with a default that needs nothing of the subject's own.
 
     ``grid_file(grid)``: the file a grid run collects (its items' node IDs hold its path);
-    ``implementation(name)``: ``--remap-a``/``--remap-b`` in canonical form, an
-    ImplementationError for one that does not exist; ``header(selection, points)``: the
-    session header's lines (``selection`` None: no grid run). A failing item's replay
-    line is the subject's ``replay_line``, as everywhere."""
+    ``header(selection, points)``: the session header's lines (``selection`` None: no grid
+    run). ``--remap-a``/``--remap-b`` are resolved and a failing item's replay line made
+    by the subject's ``implementation`` and ``replay_line``, as on the command line."""
 
     grid_file: Optional[Callable[[Optional[str]], Any]] = None
-    implementation: Optional[Callable[[str], str]] = None
     header: Optional[Callable[[Any, list], list]] = None
 
 

@@ -21,16 +21,15 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
-from remap_ab import command_line, options, report_cap, runtime, sources, subjects
+from remap_ab import command_line, options, report_cap, runtime, subjects
 from remap_ab.errors import RemapABError
-from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject, replay_line_of
+from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject, implementation_of, replay_line_of
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
@@ -69,15 +68,9 @@ class SubjectExtras:
         return Path(grid) if grid and Path(grid).is_file() else Path(inspect.getfile(type(self.subject)))
 
     def implementation(self, name: str) -> str:
-        """``name`` in canonical form (a file by its absolute path, a revision pinned);
-        ImplementationError for one that does not exist."""
-        own = self._own("implementation")
-        if own is not None:
-            return str(own(name))
-        if re.fullmatch(r"[A-Za-z_][\w.]*", name):  # a name or a dotted module: the subject's select imports it
-            return name
-        spec = sources.parse(name)
-        return name if spec is None else spec.canonical
+        """``name`` in the subject's canonical form (``Subject.implementation``, as on the
+        command line); ImplementationError for one that does not exist."""
+        return implementation_of(self.subject, name)
 
     def replay(self, case: Any, row: dict, folder: Path, a: str, b: str) -> str:
         return replay_line_of(self.subject, case, row, str(folder), a, b)

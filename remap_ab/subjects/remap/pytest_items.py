@@ -8,7 +8,6 @@ from typing import Optional
 
 from remap_ab.subject import Selection
 from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap import registry
 
 
 def grid_file(grid: Optional[str]) -> Path:
@@ -16,11 +15,6 @@ def grid_file(grid: Optional[str]) -> Path:
     if grid and Path(grid).is_file():
         return Path(grid)
     return Path(str(gridmod.shipped()[grid or gridmod.DEFAULT_GRID]))
-
-
-def implementation(name: str) -> str:
-    """ImplementationError (a usage error) for a file or revision that does not exist."""
-    return registry.resolve(name)
 
 
 def header(selection: Optional[Selection], points: list) -> list[str]:

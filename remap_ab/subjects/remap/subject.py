@@ -121,8 +121,7 @@ class RemapSubject:
     def pytest_hooks(self) -> PytestHooks:
         from remap_ab.subjects.remap import pytest_items  # registry and grids load where the plugin runs a grid
 
-        return PytestHooks(grid_file=pytest_items.grid_file, implementation=pytest_items.implementation,
-                           header=pytest_items.header)
+        return PytestHooks(grid_file=pytest_items.grid_file, header=pytest_items.header)
 
     def soak(self, settings: Any) -> Any:
         from remap_ab.subjects.remap import soak  # the soak's draws and batch engine load where a soak runs, not in `remap-ab report`
