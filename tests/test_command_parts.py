@@ -145,3 +145,25 @@ def test_the_soak_hands_its_subjects_options_by_name():
 def test_the_size_cap_is_the_default_subjects_flag_and_the_sweeps_max_size():
     assert _parsed(["sweep", options.MAX_SIZE.flag, "3"]).max_size == 3
     assert options.MAX_SIZE.flag == "--max-tokens" and options.MAX_SIZE.plugin == "--remap-grid-max-tokens"
+
+
+def test_a_subject_without_a_listing_lists_its_points_by_id_and_labels(capsys):
+    assert cli.main(["sweep", "--list", "--subject", "sums_subject:SUBJECT", "--filter", "step=2", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 6 and all(line.endswith(" step=2") and len(line.split()[0]) == 12 for line in lines)
+    assert err == "listed 6 cases of 12: what `sweep --subject sums_subject:SUBJECT` runs on cpu\n"
+
+
+def test_the_optional_members_defaults(tmp_path, monkeypatch):
+    import sums_subject
+
+    from remap_ab.subject import canonical_implementation, implementation_of, replay_line_of
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("")
+    # A file by its absolute path, any other name as given; the subject's own where it declares one.
+    assert implementation_of(sums_subject.SUBJECT, "mine.py") == canonical_implementation("mine.py") == str(tmp_path / "mine.py")
+    assert implementation_of(sums_subject.SUBJECT, "some.module") == "some.module"
+    assert implementation_of(subjects.get("remap"), "old") == "old"
+    assert replay_line_of(sums_subject.SUBJECT, None, {}, None, "a", "b") == ""
