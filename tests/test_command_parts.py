@@ -167,3 +167,18 @@ def test_the_optional_members_defaults(tmp_path, monkeypatch):
     assert implementation_of(sums_subject.SUBJECT, "some.module") == "some.module"
     assert implementation_of(subjects.get("remap"), "old") == "old"
     assert replay_line_of(sums_subject.SUBJECT, None, {}, None, "a", "b") == ""
+
+
+def test_a_subject_without_a_replay_part_gets_its_case_judged_again_from_json(capsys, monkeypatch):
+    import sums_subject
+
+    case = '{"n": 7, "step": 1}'
+    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", "cpu"]) == 0
+    assert capsys.readouterr().out == "case fa5eb92c8ade: PASS (A loop, B formula, cpu)\n"
+    monkeypatch.setenv(sums_subject.B_WRONG_FROM, "5")
+    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", "cpu"]) == 1
+    assert capsys.readouterr().out == "case fa5eb92c8ade: FAIL [b-vs-oracle] sum: A 21, B 22, oracle 21 (A loop, B formula, cpu)\n"
+    for target, says in (("nope", "not a case's JSON (JSONDecodeError"), ('{"x": 1}', "the subject's judge raised KeyError")):
+        assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", target]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.splitlines()) == 1
