@@ -25,13 +25,14 @@ one line. A failing case's replay line, whoever prints it, is the subject's
 from __future__ import annotations
 
 import importlib
+import json
 import random
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Optional, Protocol
 
-from remap_ab import sources
+from remap_ab import command_line, sources
 from remap_ab.errors import UsageError
 from remap_ab.status import plural
 
@@ -252,7 +253,7 @@ class Subject(Protocol):
         """The one command that replays a judged ``case``, whoever prints it (the soak, the
         pytest grid): ``row`` its results row, ``folder`` the run or soak folder its report
         folder (``row["report"]``) is in, ``a`` and ``b`` its implementations' canonical
-        names. "" none (optional: default ``replay_line_of``'s "")."""
+        names. "" none (optional: default ``replay_line_of``'s)."""
         ...
 
     def implementation(self, name: str) -> str:
@@ -305,9 +306,16 @@ def listing_of(subject: Any, selection: Selection, filters: list, max_size: Opti
 
 
 def replay_line_of(subject: Any, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
-    """``subject``'s replay line of a judged case (``Subject.replay_line``; none declared: "")."""
+    """``subject``'s replay line of a judged case (``Subject.replay_line``). None declared:
+    the generic replay's (``remap-ab replay --subject NAME 'CASE JSON'``, which judges the
+    case again) for a subject without a replay part of its own, else none."""
     line = getattr(subject, "replay_line", None)
-    return str(line(case, row, folder, a, b)) if line is not None else ""
+    if line is not None:
+        return str(line(case, row, folder, a, b))
+    if "replay" in parts_of(subject):
+        return ""
+    return command_line.line("replay", json.dumps(subject.case_dict(case), sort_keys=True), subject=subject.name,
+                             a=a if a != subject.default_a else None, b=b if b != subject.default_b else None)
 
 
 def parts_of(subject: Any) -> Mapping[str, str]:

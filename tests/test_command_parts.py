@@ -7,6 +7,7 @@ the soak hands the part's options to the subject's soak by their names."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import textwrap
 
@@ -166,7 +167,11 @@ def test_the_optional_members_defaults(tmp_path, monkeypatch):
     assert implementation_of(sums_subject.SUBJECT, "mine.py") == canonical_implementation("mine.py") == str(tmp_path / "mine.py")
     assert implementation_of(sums_subject.SUBJECT, "some.module") == "some.module"
     assert implementation_of(subjects.get("remap"), "old") == "old"
-    assert replay_line_of(sums_subject.SUBJECT, None, {}, None, "a", "b") == ""
+    # The generic replay's line, which judges the case again.
+    line = replay_line_of(sums_subject.SUBJECT, {"step": 1, "n": 7}, {}, None, "loop", "formula")
+    assert line == """remap-ab replay --subject sums_subject:SUBJECT '{"n": 7, "step": 1}'"""
+    assert cli.main(shlex.split(line)[1:]) == 0
+    assert replay_line_of(sums_subject.SUBJECT, {"n": 7, "step": 1}, {}, None, "loop", "other").endswith(" --b other")
 
 
 def test_a_subject_without_a_replay_part_gets_its_case_judged_again_from_json(capsys, monkeypatch):
