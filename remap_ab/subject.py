@@ -305,16 +305,18 @@ def listing_of(subject: Any, selection: Selection, filters: list, max_size: Opti
     return listing(selection, filters, max_size, device, command)
 
 
-def replay_line_of(subject: Any, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+def replay_line_of(subject: Any, case: Any, row: dict, folder: Optional[str], a: str, b: str,
+                   named: Optional[str] = None) -> str:
     """``subject``'s replay line of a judged case (``Subject.replay_line``). None declared:
     the generic replay's (``remap-ab replay --subject NAME 'CASE JSON'``, which judges the
-    case again) for a subject without a replay part of its own, else none."""
+    case again; ``named``: NAME as ``--subject`` named it, default the subject's ``name``)
+    for a subject without a replay part of its own, else none."""
     line = getattr(subject, "replay_line", None)
     if line is not None:
         return str(line(case, row, folder, a, b))
     if "replay" in parts_of(subject):
         return ""
-    return command_line.line("replay", json.dumps(subject.case_dict(case), sort_keys=True), subject=subject.name,
+    return command_line.line("replay", json.dumps(subject.case_dict(case), sort_keys=True), subject=named or subject.name,
                              a=a if a != subject.default_a else None, b=b if b != subject.default_b else None)
 
 

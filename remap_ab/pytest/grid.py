@@ -72,9 +72,6 @@ class SubjectExtras:
         command line); ImplementationError for one that does not exist."""
         return implementation_of(self.subject, name)
 
-    def replay(self, case: Any, row: dict, folder: Path, a: str, b: str) -> str:
-        return replay_line_of(self.subject, case, row, str(folder), a, b)
-
     def header(self, selection: Any, points: list) -> list[str]:
         own = self._own("header")
         return list(own(selection, points)) if own is not None else []
@@ -243,7 +240,8 @@ class _Verdicts:
         else:
             lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION, plugin.subject)} got one; "
                          f"the command below writes this case's")
-        replay = plugin.extras.replay(item.point.config, row, self.folder, plugin.a, plugin.b)
+        replay = replay_line_of(plugin.subject, item.point.config, row, str(self.folder), plugin.a, plugin.b,
+                                plugin.subject_name)
         if replay:
             lines.append(f"replay: {replay}")
         lines.append(f"run it alone: {plugin.alone(item.case_id)}")

@@ -160,7 +160,7 @@ def record(plan: WorkerPlan, soak: SoakPlan, drawn: Any, row: dict, seconds: flo
     rec.check = str(row.get("check") or status)
     if row.get("report"):
         rec.report = str(Path(plan.folder) / row["report"])
-    rec.replay = replay_line_of(subjects.get(plan.subject), drawn.config, row, plan.folder, plan.a, plan.b)
+    rec.replay = replay_line_of(subjects.get(plan.subject), drawn.config, row, plan.folder, plan.a, plan.b, plan.subject)
     return rec
 
 
