@@ -1,9 +1,11 @@
 """The ``remap-ab`` command line.
 
-Each subcommand lives in ``remap_ab/commands/<name>.py`` and exposes
-``add_arguments(parser)`` and ``main(args) -> int`` (a command whose options depend on
-the words given, e.g. ``bench --subject NAME``, exposes ``add_arguments_for(parser,
-words)`` instead); this file only dispatches and turns exceptions into exit statuses:
+Each subcommand lives in ``remap_ab/commands/<name>.py``, the same for every subject,
+and exposes ``add_arguments(parser)`` and ``main(args) -> int`` (a command whose options
+depend on the words given, e.g. ``run --subject NAME``, whose options are that subject's
+part's, exposes ``add_arguments_for(parser, words)`` instead); this file only
+dispatches, has ``--a``/``--b`` resolved by the subject (``options.resolve_implementations``)
+and turns exceptions into exit statuses:
 
 - ``RemapABError`` (the user's input): one line on stderr, exit 2;
 - ``InternalError`` (remap-ab's own bug): one line, exit 3;
@@ -33,12 +35,12 @@ from remap_ab.host import interrupts
 
 COMMANDS = {
     "run": "run one case through two implementations and the oracle",
-    "sweep": "run the grid of configurations (remap_ab/subjects/remap/grid.toml) through A, B and the oracle",
+    "sweep": "run the subject's grid of cases (the default subject's: its grid.toml) through A, B and the oracle",
     "replay": "re-run one case from its saved report (or its case ID) and print the verdict",
     "report": "summarise a finished sweep run",
-    "mutants": "run the seeded-mutant catalogue against the suite and print the kill matrix",
-    "nondet": "count distinct outputs over repeated runs (GPU: quiet/contended; CPU: permuted schedules)",
-    "bench": "time old vs new inside CUDA graphs beside the pull request's figures (needs a GPU)",
+    "mutants": "run the subject's seeded-mutant catalogue against the suite and print the kill matrix",
+    "nondet": "count distinct outputs over repeated runs (GPU: quiet/contended; CPU: permuted schedules): the subject's study",
+    "bench": "time A vs B inside CUDA graphs and tell the subject's performance story on one page (needs a GPU)",
     "resources": "cross-compile every variant of A and B for GPU targets: registers, spills, shared memory, occupancy",
     "soak": "run fresh random configurations beyond the grid through A, B and the oracle until a deadline",
     "history": "A/B every revision of a file against the one before it (git log --follow), one row per revision",
@@ -60,7 +62,8 @@ def build_parser(command: str | None = None, words: list[str] | None = None) -> 
     imported and whose options are added (each command's module loads its own
     machinery: ``report`` must not load the sweep's); None: every one. ``words``: the
     command line to be parsed, for a command whose options depend on it."""
-    parser = _Parser(prog="remap-ab", description="bit-exact A/B testing of the sparse-MLA index remap")
+    parser = _Parser(prog="remap-ab", description="bit-exact A/B testing of GPU kernel pairs (the default subject: "
+                                                  "vLLM's sparse-MLA index remap)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -24,7 +24,7 @@ from typing import Any, Optional
 from remap_ab import sources, subjects
 from remap_ab.errors import UsageError
 from remap_ab.report_cap import DEFAULT_REPORTS, parse_cap
-from remap_ab.subjects.remap import registry
+from remap_ab.subject import implementation_of
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_ROOT = "reports"  # every command writes under this root (docs/layout.md)
@@ -152,7 +152,7 @@ B = Option("--b", "implementation B (default {default})", default="new", metavar
            plugin="--remap-b")
 REPO = Option("--repo", "the git repository REV:PATH implementations are read from (default $REMAP_AB_REPO, else "
               "the current directory)", metavar="DIR", env=sources.REPO_VARIABLE, plugin="--remap-repo")
-SUBJECT = Option("--subject", f"the kernel pair under test: {', '.join(subjects.NAMES)}, or MODULE:ATTRIBUTE for "
+SUBJECT = Option("--subject", f"the kernel pair under test: {', '.join(subjects.names())}, or MODULE:ATTRIBUTE for "
                  "one of your own (docs/subjects.md; default {default})", default=subjects.DEFAULT, metavar="NAME",
                  plugin="--remap-subject")
 # The default subject's words in the shared options (its shared_options module).
@@ -212,17 +212,21 @@ def add_implementations(p: argparse.ArgumentParser, decided_later: tuple[str, st
 
 
 def resolve_implementations(args: argparse.Namespace) -> None:
-    """After parsing: ``--a``/``--b`` in their canonical form (a file's absolute path, a
-    revision pinned to its commit: registry.resolve), and the repository exported for
-    worker processes. A file or revision that does not exist is refused here, once."""
+    """After parsing: ``--a``/``--b`` in the canonical form the subject (``--subject``, the
+    default without) gives them (``Subject.implementation``: a file's absolute path, a
+    revision pinned to its commit), and the repository exported for worker processes. A
+    file or revision that does not exist is refused here, once."""
     if not hasattr(args, "repo"):
         return
 
     os.environ[sources.REPO_VARIABLE] = sources.repo_dir(args.repo)
+    if getattr(args, "a", None) is None and getattr(args, "b", None) is None:
+        return
+    subject = subjects.get(getattr(args, "subject", subjects.DEFAULT))
     for role in ("a", "b"):
         name = getattr(args, role, None)
         if name is not None:
-            setattr(args, role, registry.resolve(name))
+            setattr(args, role, implementation_of(subject, name))
 
 
 BISECT_GOOD, BISECT_BAD, BISECT_SKIP, BISECT_ABORT = 0, 1, 125, 128

@@ -10,18 +10,31 @@ loads one by name (``--subject NAME``).
 Cases cross process boundaries as dicts (``case_dict`` / ``case_from_dict``), rows as
 dicts keyed by ``columns`` (the run folder's ``results.csv``).
 
+A subject's part of a command (``remap-ab run``, ``replay``, ``soak``, ``bench``,
+``mutants``, or a command of its own such as the remap's ``nondet``) is a module it
+names in ``parts``; ``command_part`` imports it when that command runs, and a command
+without the subject's part refuses it in one line naming what to declare.
+
 A subject may also be soaked (``remap-ab soak``): its ``soak(settings)`` answers a
-``SoakPlan`` (what it draws, how a batch of draws is judged, a failing case's replay
-line); the driver (``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot
-be soaked, said in one line.
+``SoakPlan`` (what it draws, how a batch of draws is judged); the driver
+(``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot be soaked, said in
+one line. A failing case's replay line, whoever prints it, is the subject's
+``replay_line``.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import random
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Optional, Protocol
+
+from remap_ab import command_line, sources
+from remap_ab.errors import UsageError
+from remap_ab.status import plural
 
 # Where a batch's time goes, summed over workers in the run's summary.
 PHASES = ("gen", "kernels", "compare", "write")
@@ -118,7 +131,6 @@ class SoakPlan:
 
     draws: Callable[[random.Random], Iterator[Any]]
     describe: str  # the header line after "soak A vs B for M min, seed S: "
-    replay: Callable[[Any, dict, str], str]  # (case, its results row, the soak's folder) -> its replay line
     repeat: list = field(default_factory=list)  # (flag, value) pairs the repeat line adds
     batch: int = 1  # draws judged together in one process
     # "module:function": fn(configs, JudgeSettings, times, extras) -> rows, a batch judged
@@ -159,14 +171,11 @@ class PytestHooks:
     below; each is optional, with a default that needs nothing of the subject's own.
 
     ``grid_file(grid)``: the file a grid run collects (its items' node IDs hold its path);
-    ``implementation(name)``: ``--remap-a``/``--remap-b`` in canonical form, an
-    ImplementationError for one that does not exist; ``replay(case, row, folder, a, b)``:
-    a failing case's replay line ("" none); ``header(selection, points)``: the session
-    header's lines (``selection`` None: no grid run)."""
+    ``header(selection, points)``: the session header's lines (``selection`` None: no grid
+    run). ``--remap-a``/``--remap-b`` are resolved and a failing item's replay line made
+    by the subject's ``implementation`` and ``replay_line``, as on the command line."""
 
     grid_file: Optional[Callable[[Optional[str]], Any]] = None
-    implementation: Optional[Callable[[str], str]] = None
-    replay: Optional[Callable[..., str]] = None
     header: Optional[Callable[[Any, list], list]] = None
 
 
@@ -179,6 +188,13 @@ class Subject(Protocol):
     # Optional: what one failure class gathers, in words ("check"), for report_cap.describe;
     # without it the summaries do not name the class.
     failure_classes: str
+
+    @property
+    def parts(self) -> Mapping[str, str]:
+        """Optional (default: none, ``parts_of``): the subject's part of each command that
+        has one, command -> the module holding it, imported only when that command runs
+        (what each command asks of its part: the command's module, remap_ab/commands/)."""
+        ...
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
@@ -226,6 +242,25 @@ class Subject(Protocol):
         """The subject's lines of the printed summary (``summary``: summarise's dict)."""
         ...
 
+    def listing(self, selection: Selection, filters: list, max_size: Optional[int], device: str,
+                command: str) -> tuple[list[str], str]:
+        """``sweep --list``: a line per point of ``selection`` (what ``select`` chose; its
+        case ID first) and the closing sentence on stderr (``command``: the sweep's words,
+        "sweep --subject NAME"). Optional: default ``default_listing``."""
+        ...
+
+    def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+        """The one command that replays a judged ``case``, whoever prints it (the soak, the
+        pytest grid): ``row`` its results row, ``folder`` the run or soak folder its report
+        folder (``row["report"]``) is in, ``a`` and ``b`` its implementations' canonical
+        names. "" none (optional: default ``replay_line_of``'s)."""
+        ...
+
+    def implementation(self, name: str) -> str:
+        """``--a``/``--b`` in canonical form, once, before a command runs: ImplementationError
+        for one that does not exist (optional: default ``canonical_implementation``)."""
+        ...
+
     def pytest_hooks(self) -> PytestHooks:
         """The plugin's hooks (optional: without it, every default)."""
         ...
@@ -234,3 +269,78 @@ class Subject(Protocol):
         """What ``remap-ab soak`` draws and how (optional: the driver refuses a subject
         without it); UsageError for an option the subject cannot honour."""
         ...
+
+
+# --------------------------------------------------------------------------- the optional members' defaults
+
+
+def canonical_implementation(name: str) -> str:
+    """A file by its absolute path, a revision pinned to its commit (``sources.parse``),
+    any other name as given: ``implementation`` where a subject declares none."""
+    spec = sources.parse(name)
+    return name if spec is None else spec.canonical
+
+
+def implementation_of(subject: Any, name: str) -> str:
+    """``name`` in the canonical form ``subject`` gives it (``Subject.implementation``)."""
+    resolve = getattr(subject, "implementation", None)
+    return resolve(name) if resolve is not None else canonical_implementation(name)
+
+
+def default_listing(selection: Selection, command: str, device: str) -> tuple[list[str], str]:
+    """Each point's case ID and labels, and how many of the grid's points were listed:
+    ``listing`` where a subject declares none."""
+    lines = [f"{p.case_id} " + " ".join(f"{k}={v}" for k, v in p.labels) for p in selection.points]
+    note = (f"listed {plural(len(selection.points), 'case')} of {selection.grid_total}: what `{command}` runs on {device}"
+            + (f"; {selection.note}" if selection.note else ""))
+    return lines, note
+
+
+def listing_of(subject: Any, selection: Selection, filters: list, max_size: Optional[int], device: str,
+               command: str) -> tuple[list[str], str]:
+    """``sweep --list``'s lines and closing sentence for ``subject`` (``Subject.listing``)."""
+    listing = getattr(subject, "listing", None)
+    if listing is None:
+        return default_listing(selection, command, device)
+    return listing(selection, filters, max_size, device, command)
+
+
+def replay_line_of(subject: Any, case: Any, row: dict, folder: Optional[str], a: str, b: str,
+                   named: Optional[str] = None) -> str:
+    """``subject``'s replay line of a judged case (``Subject.replay_line``). None declared:
+    the generic replay's (``remap-ab replay --subject NAME 'CASE JSON'``, which judges the
+    case again; ``named``: NAME as ``--subject`` named it, default the subject's ``name``)
+    for a subject without a replay part of its own, else none."""
+    line = getattr(subject, "replay_line", None)
+    if line is not None:
+        return str(line(case, row, folder, a, b))
+    if "replay" in parts_of(subject):
+        return ""
+    return command_line.line("replay", json.dumps(subject.case_dict(case), sort_keys=True), subject=named or subject.name,
+                             a=a if a != subject.default_a else None, b=b if b != subject.default_b else None)
+
+
+def parts_of(subject: Any) -> Mapping[str, str]:
+    """The subject's command parts (``Subject.parts``; none declared: none)."""
+    return getattr(subject, "parts", None) or {}
+
+
+def command_part(subject: Any, command: str, needs: Sequence[str] = ("add_arguments", "main"),
+                 named: Optional[str] = None) -> ModuleType:
+    """The module ``subject`` declares as its part of ``command`` (``parts[command]``);
+    UsageError, saying what to declare, for a subject that declares none or a part without
+    one of ``needs`` (the names the command asks of its part). ``named``: the subject as
+    ``--subject`` named it (default its ``name``)."""
+    module = parts_of(subject).get(command)
+    asked = ", ".join(needs)
+    named = named or subject.name
+    if module is None:
+        having = ", ".join(sorted(parts_of(subject))) or "none"
+        raise UsageError(f"--subject {named}: {command} has no part for this subject (its parts: {having}); "
+                         f"declare parts = {{{command!r}: MODULE}} on it, MODULE holding {asked} (docs/subjects.md)")
+    part = importlib.import_module(module)
+    missing = [name for name in needs if not hasattr(part, name)]
+    if missing:
+        raise UsageError(f"--subject {named}: its {command} part {module} lacks {', '.join(missing)}; "
+                         f"{command} asks it for {asked} (docs/subjects.md)")
+    return part

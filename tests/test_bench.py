@@ -746,8 +746,8 @@ def test_a_cell_whose_graph_output_goes_wrong_after_timing_is_flagged(tmp_path, 
 
 
 def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
+    from remap_ab.bench.charts import bar_chart
     from remap_ab.commands.common import draw_chart
-    from remap_ab.subjects.remap.charts import bar_chart
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     said = draw_chart(bar_chart, tmp_path / "c", "t", ["g1", "g2"], {"old": [2.0, 13.0], "new": [1.5, float("nan")]}, "µs")
@@ -756,7 +756,7 @@ def test_chart_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
 
 
 def test_pivot_keeps_first_seen_order_and_leaves_gaps():
-    from remap_ab.subjects.remap.charts import pivot
+    from remap_ab.bench.charts import pivot
 
     rows = [("quiet", "old", 3), ("contended", "old", 20), ("quiet", "new", 1)]
     groups, values = pivot(rows, lambda r: r[0], lambda r: r[1], lambda r: r[2])

@@ -69,9 +69,9 @@ def test_replay_lines_parse_and_pin_a_revision(tmp_path):
 
 def test_rejection_and_memcheck_lines_parse():
     case = rejections.load()[0]
-    _, args = parsed(rejections.replay_command(case, "old", AWKWARD, "cpu", memcheck=True))
+    _, args = parsed(rejections.run_line(case, "old", AWKWARD, "cpu", memcheck=True))
     assert (args.rejection, args.a, args.b, args.device, args.memcheck) == ([case.id], "old", AWKWARD, "cpu", True)
-    _, args = parsed(remap_runner.replay_command(CONFIG, AWKWARD, "new", "cuda"))
+    _, args = parsed(remap_runner.memcheck_run_line(CONFIG, AWKWARD, "new", "cuda"))
     assert (args.a, args.b, args.device, args.memcheck) == (AWKWARD, "new", "cuda", True)
     assert config_from_args(args) == CONFIG
 
@@ -96,7 +96,7 @@ def test_the_five_lines_are_the_ones_they_were_for_plain_names():
     assert replay_command(Path("/tmp/r/abc"), CUSTOM, "new") == (
         "PYTHONPATH='/tmp/my mods'${PYTHONPATH:+:$PYTHONPATH} remap-ab replay /tmp/r/abc")
     case = rejections.load()[0]
-    assert rejections.replay_command(case, "old", "new", "cpu") == f"remap-ab run --rejection {case.id} --a old --b new --device cpu"
+    assert rejections.run_line(case, "old", "new", "cpu") == f"remap-ab run --rejection {case.id} --a old --b new --device cpu"
     asked = argparse.Namespace(schedule=None, inputs=None, memcheck=True)
     assert run_command_module._again_command(asked, CONFIG, "cpu", ("old", "new")) == (
         f"remap-ab run --a old --b new {cli_args} --device cpu --memcheck")

@@ -1,15 +1,19 @@
-"""A subject's parts of run, replay and soak (remap_ab/subjects/NAME/{run,replay,soak}_command.py),
-composed by the commands through --subject (issue 42): the default subject's options and
-help reach the command, a subject without a part is refused in one line, and the soak
-hands the part's options to the subject's soak by their names."""
+"""A subject's parts of the commands (issues 42 and 61): the modules its ``parts`` names,
+composed by the commands through --subject: the default subject's options and help reach
+the command, a subject without a part is refused in one line saying what to declare, a
+subject of one's own (MODULE:ATTRIBUTE) reaches every command it declares a part of, and
+the soak hands the part's options to the subject's soak by their names."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
+import textwrap
 
 import pytest
 
-from remap_ab import cli, options
+from remap_ab import cli, options, subjects
 from remap_ab.commands import common
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import run_command, soak_command
@@ -26,17 +30,93 @@ def _description(command: str, words: list[str]) -> str:
     return sub.description or ""
 
 
-@pytest.mark.parametrize("command,target", [("run", [])])
+@pytest.mark.parametrize("command,target", [("run", []), ("nondet", []), ("resources", [])])
 def test_a_subject_without_a_part_is_one_line_exit_2(capsys, command, target):
     assert cli.main([command, "--subject", "topology", *target]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert f"--subject topology: {command} has no part for this subject" in err and "takes --subject remap" in err
+    assert f"--subject topology: {command} has no part for this subject (its parts: bench, mutants, replay, soak)" in err
+    assert f"declare parts = {{{command!r}: MODULE}} on it" in err
 
 
-def test_a_subject_of_ones_own_is_told_it_has_no_part():
-    with pytest.raises(UsageError, match="has no run_command module"):
-        common.subject_part("sums_subject:SUBJECT", "run_command", "run")
+def test_a_subject_of_ones_own_is_told_what_to_declare():
+    with pytest.raises(UsageError, match=r"run has no part for this subject \(its parts: none\); declare parts"):
+        common.subject_part("sums_subject:SUBJECT", "run")
+
+
+# A subject of one's own that borrows the sums subject and declares a part of every
+# command: each part prints what reached it, so the test sees the command line's words.
+USER_SUBJECT = """
+import sums_subject
+
+class Borrowed(type(sums_subject.SUBJECT)):
+    parts = {command: "{module}_parts" for command in ("run", "replay", "bench", "mutants", "nondet", "resources")}
+
+SUBJECT = Borrowed()
+"""
+USER_PARTS = """
+DESCRIPTION = "the user's part"
+
+def add_arguments(p, groups=None):
+    p.add_argument("--word", default="none")
+
+def main(args, session=None):
+    print(f"reached {args.command} of {args.subject}: word {getattr(args, 'word', '-')}")
+    return 0
+"""
+
+
+@pytest.fixture
+def user_subject(tmp_path, monkeypatch):
+    (tmp_path / "my_subject.py").write_text(USER_SUBJECT.replace("{module}", "my_subject"))
+    (tmp_path / "my_subject_parts.py").write_text(textwrap.dedent(USER_PARTS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "my_subject:SUBJECT"
+    for name in ("my_subject", "my_subject_parts"):
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("command", ["run", "nondet", "resources"])
+def test_a_subject_of_ones_own_reaches_the_commands_it_declares_a_part_of(user_subject, capsys, command):
+    assert cli.main([command, "--subject", user_subject, "--word", "seven"]) == 0
+    assert capsys.readouterr().out == f"reached {command} of {user_subject}: word seven\n"
+    assert "the user's part" in _description(command, ["--subject", user_subject])
+
+
+def test_a_subject_of_ones_own_reaches_replay_bench_and_mutants(user_subject, capsys):
+    assert cli.main(["replay", "--subject", user_subject, "0123456789ab"]) == 0
+    assert capsys.readouterr().out == f"reached replay of {user_subject}: word -\n"
+    assert cli.main(["bench", "--subject", user_subject, "--device", "cpu", "--word", "w"]) == 0
+    assert capsys.readouterr().out == f"reached bench of {user_subject}: word w\n"
+    # mutants asks its part for a catalogue: this one has none, and is told what it lacks.
+    assert cli.main(["mutants", "--subject", user_subject, "--list"]) == 2
+    assert capsys.readouterr().err == (f"remap-ab mutants: error: --subject {user_subject}: its mutants part my_subject_parts "
+                                       "lacks select; mutants asks it for select (docs/subjects.md)\n")
+
+
+def test_the_packaged_subjects_are_the_entry_points_pyproject_declares():
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["entry-points"][subjects.GROUP]
+    folders = {p.parent.name for p in (root / "remap_ab" / "subjects").glob("*/subject.py")}
+    assert set(declared) == folders and declared == {n: f"remap_ab.subjects.{n}.subject:SUBJECT" for n in folders}
+    assert subjects.packaged() == declared and subjects.names()[0] == subjects.DEFAULT
+    assert {n: subjects.get(n).name for n in declared} == {n: n for n in declared}
+
+
+def test_without_the_entry_points_in_its_metadata_a_checkout_still_knows_its_own(monkeypatch):
+    # As in a checkout whose metadata predates the group (a stale remap_ab.egg-info in the
+    # working folder is read first): the packages beside subjects/__init__.py.
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [])
+    subjects.packaged.cache_clear()
+    try:
+        assert subjects.packaged() == {n: f"remap_ab.subjects.{n}.subject:SUBJECT" for n in ("remap", "topology")}
+    finally:
+        subjects.packaged.cache_clear()
 
 
 def test_the_default_subjects_run_part_gives_its_options_and_paragraph():
@@ -66,3 +146,44 @@ def test_the_soak_hands_its_subjects_options_by_name():
 def test_the_size_cap_is_the_default_subjects_flag_and_the_sweeps_max_size():
     assert _parsed(["sweep", options.MAX_SIZE.flag, "3"]).max_size == 3
     assert options.MAX_SIZE.flag == "--max-tokens" and options.MAX_SIZE.plugin == "--remap-grid-max-tokens"
+
+
+def test_a_subject_without_a_listing_lists_its_points_by_id_and_labels(capsys):
+    assert cli.main(["sweep", "--list", "--subject", "sums_subject:SUBJECT", "--filter", "step=2", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 6 and all(line.endswith(" step=2") and len(line.split()[0]) == 12 for line in lines)
+    assert err == "listed 6 cases of 12: what `sweep --subject sums_subject:SUBJECT` runs on cpu\n"
+
+
+def test_the_optional_members_defaults(tmp_path, monkeypatch):
+    import sums_subject
+
+    from remap_ab.subject import canonical_implementation, implementation_of, replay_line_of
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("")
+    # A file by its absolute path, any other name as given; the subject's own where it declares one.
+    assert implementation_of(sums_subject.SUBJECT, "mine.py") == canonical_implementation("mine.py") == str(tmp_path / "mine.py")
+    assert implementation_of(sums_subject.SUBJECT, "some.module") == "some.module"
+    assert implementation_of(subjects.get("remap"), "old") == "old"
+    # The generic replay's line, which judges the case again.
+    line = replay_line_of(sums_subject.SUBJECT, {"step": 1, "n": 7}, {}, None, "loop", "formula")
+    assert line == """remap-ab replay --subject sums_subject:SUBJECT '{"n": 7, "step": 1}'"""
+    assert cli.main(shlex.split(line)[1:]) == 0
+    assert replay_line_of(sums_subject.SUBJECT, {"n": 7, "step": 1}, {}, None, "loop", "other").endswith(" --b other")
+
+
+def test_a_subject_without_a_replay_part_gets_its_case_judged_again_from_json(capsys, monkeypatch):
+    import sums_subject
+
+    case = '{"n": 7, "step": 1}'
+    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", "cpu"]) == 0
+    assert capsys.readouterr().out == "case fa5eb92c8ade: PASS (A loop, B formula, cpu)\n"
+    monkeypatch.setenv(sums_subject.B_WRONG_FROM, "5")
+    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", "cpu"]) == 1
+    assert capsys.readouterr().out == "case fa5eb92c8ade: FAIL [b-vs-oracle] sum: A 21, B 22, oracle 21 (A loop, B formula, cpu)\n"
+    for target, says in (("nope", "not a case's JSON (JSONDecodeError"), ('{"x": 1}', "the subject's judge raised KeyError")):
+        assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", target]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.splitlines()) == 1

@@ -1,4 +1,4 @@
-"""The lane picture is drawn from cells reduced with torch (charts.lane_cells) and the
+"""The lane picture is drawn from cells reduced with torch (lane_picture.lane_cells) and the
 report's per-row counts from packed words (report._per_row): both must be what the
 plain per-lane computation gives, at shapes that divide into cells and at ones that do
 not."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from remap_ab.subjects.remap import charts
+from remap_ab.subjects.remap import lane_picture
 from remap_ab.subjects.remap.report import _per_row
 
 
@@ -19,7 +19,7 @@ def _plain_cells(da, db, valid):
     codes = np.where(da & ~db, 2, codes)
     codes = np.where(db & ~da, 3, codes)
     codes = np.where(da & db, 4, codes)
-    rh, cw = charts.cell_size(t, k)
+    rh, cw = lane_picture.cell_size(t, k)
     rows, cols = -(-t // rh), -(-k // cw)
     padded = np.zeros((rows * rh, cols * cw), np.int8)
     padded[:t, :k] = codes
@@ -44,8 +44,8 @@ def test_lane_cells_are_the_plain_reduction(shape, sides):
     zero = np.zeros(shape, bool)
     want_cells, want_share, codes = _plain_cells(zero if da is None else da.numpy(), zero if db is None else db.numpy(),
                                                  valid.numpy())
-    window = charts.zoom_window(shape, (t // 2, k - 3), False, np.zeros(t, np.int64))
-    cells, share, zoom = charts.lane_cells(da, db, valid, window)
+    window = lane_picture.zoom_window(shape, (t // 2, k - 3), False, np.zeros(t, np.int64))
+    cells, share, zoom = lane_picture.lane_cells(da, db, valid, window)
     assert np.array_equal(cells, want_cells) and (cells >= 2).any()
     assert np.array_equal(share, want_share)  # bit for bit: the same pixels
     assert window is not None and zoom is not None

@@ -1,12 +1,16 @@
-"""The layout shows the pipeline (issue 42, parts 1 and 5), as ratchets that only shrink:
+"""The layout shows the pipeline (issue 42, parts 1 and 5), and the core knows no subject
+(issue 61, part 3):
 
 - every module of remap_ab has a layer (the table in docs/layout.md, "Layers"), and no
   import arrow runs from a lower layer to a higher one but those in ``KNOWN_UPWARD``;
+- the subjects are the top layer, and every module of a subject's package is in it: no
+  module outside ``subjects/`` imports one inside it, of any kind;
 - each subject's vocabulary outside its own package is counted per module, and a
   module's count stays at its line in ``VOCABULARY_CEILING``.
 
-A new arrow or a higher count fails; so does a listed arrow that is gone or a count that
-dropped, so the tables stay the truth. ``python tests/test_layout.py`` prints the layers'
+Both ratchets are at zero and must stay there: a new arrow or word fails, and so does a
+line added to either table (``--write`` would add one). A listed arrow that is gone or
+a count that dropped fails too, so the tables stay the truth. ``python tests/test_layout.py`` prints the layers'
 arrows, the vocabulary per module and package, and the lines per package;
 ``python tests/test_layout.py --write`` rewrites the two tables below from the tree
 (a kept arrow keeps its comment).
@@ -123,6 +127,43 @@ def test_no_import_arrow_runs_up_a_layer_but_the_known_ones():
     assert len(KNOWN_UPWARD) == len(known), "KNOWN_UPWARD lists an arrow twice"
 
 
+def test_the_ratchets_are_at_zero():
+    # The core knows no subject (issue 61): no arrow up, no subject's word outside its package.
+    assert KNOWN_UPWARD == [], "an import arrow runs up a layer: the machinery reaches a subject only through the protocol"
+    assert VOCABULARY_CEILING == {}, "a subject's words outside its package: say it in the machinery's own words"
+
+
+def subject_layer_problems(layers_: list[Layer], placed: dict[str, Layer]) -> list[str]:
+    """The subjects' layer must be the top one and hold every module of a subject's
+    package: an entry placing one lower (``subjects/remap/charts`` among the foundations)
+    would hide an arrow from the machinery into it."""
+    top = max(layers_, key=lambda layer: layer.rank)
+    problems = [] if "subjects/*/" in top.entries else [f"the top layer ({top.name}) does not hold `subjects/*/`"]
+    problems += [f"{m}: a subject's module in layer {layer.name}, below the subjects'"
+                 for m, layer in sorted(placed.items()) if owner(m) and layer.rank != top.rank]
+    return problems
+
+
+def test_the_subjects_are_the_top_layer_and_nothing_outside_imports_them():
+    placed, _ = assign(module_graph.modules(), layers())
+    assert not subject_layer_problems(layers(), placed)
+    into = sorted(f"{short(a.importer)} -> {short(a.imported)} ({a.kind}, line {a.line})" for a in module_graph.arrows()
+                  if owner(a.imported) and not owner(a.importer))
+    assert not into, "the machinery imports a subject's module (go through remap_ab.subjects and the protocol): " + "; ".join(into)
+
+
+def test_a_subject_module_placed_low_is_caught():
+    table = ("\n## Layers\n| layer | modules |\n|---|---|\n| 1 foundations | `errors`, `subjects/remap/charts` |\n"
+             "| 2 drivers | `bench/` |\n| 3 subjects | `subjects/*/` |\n")
+    found = parse_layers(table)
+    placed, problems = assign(["remap_ab.errors", "remap_ab.bench.figures", "remap_ab.subjects.remap.charts",
+                               "remap_ab.subjects.remap.report"], found)
+    assert not problems
+    assert subject_layer_problems(found, placed) == [
+        "remap_ab.subjects.remap.charts: a subject's module in layer foundations, below the subjects'"]
+    assert subject_layer_problems(found[:2], {}) == ["the top layer (drivers) does not hold `subjects/*/`"]
+
+
 def test_an_upward_arrow_is_caught():
     # The sanitizer's report importing a judge's plural() (an arrow memcheck.py had), in
     # a table of its own: the modules are names, not files.
@@ -154,7 +195,9 @@ GENERIC = {"mode", "seed", "layout", "table", "counts", "backend", "out", "rows"
 WORDS = {
     "remap": ("CaseConfig", "topk", "dcp", "req_id", "block_table", "valid_count", "lane", "compact", "convert",
               "BLOCK_STRIDE_ROWS", "max_row_valid", "hazard_rows", "backend_view", "tokens", "run_case",
-              "generate_inputs", "CaseInputs"),
+              "generate_inputs", "CaseInputs",
+              # its input tensors beyond req_id and block_table (inputs.TENSOR_NAMES, SPEC §2)
+              "token_indices", "prefill_request_ids", "prefill_starts"),
     "topology": ("TopologyCase", "num_segments", "learned", "context_lens", "max_replacements",
                  "learned_keep"),
 }
@@ -253,6 +296,7 @@ def test_vocabulary_is_derived_and_counted_in_names_and_prose():
     assert {"topk", "dcp_size", "BLOCK_STRIDE_ROWS", "triton_convert_req_index_to_global_index"} <= set(words["remap"])
     assert {"num_segments", "learned", "max_replacements"} <= set(words["topology"]) and "topk" not in words["topology"]
     assert not GENERIC & (set(words["remap"]) | set(words["topology"]))
+    assert {"token_indices", "prefill_starts"} <= set(words["remap"])
     text = "cfg.topk; max_topk = 3  # the DCP path's topks\nvalid_counts_out, topkx, stopk, CaseConfigs, caseconfig\n"
     assert count_words(text, ["topk", "dcp", "valid_count", "CaseConfig"]) == 6
     assert owner("remap_ab.subjects.topology.calls") == "topology" and owner("remap_ab.subjects.remap") == "remap"

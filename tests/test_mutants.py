@@ -366,9 +366,9 @@ def test_probe_summary_failing_regression_example_and_crash(tmp_path):
 def test_the_remaps_mutants_are_its_part_reached_as_every_subjects_are():
     from remap_ab.commands.common import subject_part
 
-    part = subject_part("remap", "mutants", "mutants")
+    part = subject_part("remap", "mutants", ("select",))
     assert part is M and part.WORKER  # run in worker processes, by the kill-matrix driver
-    assert not getattr(subject_part("topology", "mutants", "mutants"), "WORKER", False)  # judged in-process
+    assert not getattr(subject_part("topology", "mutants", ("select", "kill")), "WORKER", False)  # judged in-process
 
 
 def test_list_command(capsys):

@@ -209,7 +209,7 @@ def test_without_matplotlib_the_report_says_so_in_one_line(tmp_path, monkeypatch
 
 
 def test_bar_chart_without_matplotlib_gives_the_install_hint(tmp_path, monkeypatch):
-    from remap_ab.subjects.remap.charts import bar_chart
+    from remap_ab.bench.charts import bar_chart
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(PlotsUnavailable, match=r"pip install 'remap-ab\[plots\]'"):

@@ -82,7 +82,7 @@ def test_an_unknown_subject_is_one_line():
 
 def test_every_shipped_subject_declares_what_the_machinery_asks():
     asked = [n for n in dir(Subject) if not n.startswith("_")] + list(Subject.__annotations__)
-    for name in subjects.NAMES:
+    for name in subjects.names():
         subject = subjects.get(name)
         missing = [n for n in asked if not hasattr(subject, n)]
         assert not missing, f"{name} lacks {missing}"

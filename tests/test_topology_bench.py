@@ -51,7 +51,7 @@ def test_the_help_shows_the_named_subjects_options(capsys):
 
 def test_a_subject_without_a_bench_is_refused(capsys):
     assert cli.main(["bench", "--subject", "sums_subject:SUBJECT"]) == 2
-    assert "has no bench module" in capsys.readouterr().err
+    assert "bench has no part for this subject (its parts: none); declare parts = {'bench': MODULE}" in capsys.readouterr().err
 
 
 def test_the_declared_shapes_run_from_decode_to_prefill_at_the_model_widths():

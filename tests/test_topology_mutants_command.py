@@ -76,13 +76,29 @@ def test_an_edit_that_no_longer_applies_exits_2_before_anything_runs(monkeypatch
 @pytest.mark.parametrize("argv, says", [
     (["--only", "nope"], "no topology mutant 'nope'"),
     (["--full", "--no-props"], "--full, --no-props: the remap catalogue's options"),
-    (["--subject", "sums_subject:SUBJECT"], "has no mutants module"),
+    (["--subject", "sums_subject:SUBJECT"], "mutants has no part for this subject (its parts: none)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
     argv = argv if "--subject" in argv else ["--subject", "topology", *argv]
     assert cli.main(["mutants", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1
+
+
+@needs_no_cuda
+def test_jobs_judge_the_mutants_in_worker_processes_in_catalogue_order(tmp_path, capsys):
+    # -j was refused for another subject's catalogue ("the remap catalogue's options").
+    out = tmp_path / "matrix.json"
+    picked = ["no_segment_cap", "int32_shift", "padding_occupies"]
+    rc = cli.main(["mutants", "--subject", "topology", "-j", "2", "--device", "cpu", "--only", ",".join(picked),
+                   "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert "each witness judged in 2 worker processes" in printed
+    rows = json.loads(out.read_text())["mutants"]
+    order = [m.id for m in mutants.select(picked)]
+    assert [m["id"] for m in rows] == order and {m["verdict"] for m in rows} == {str(Outcome.KILLED)}
+    assert "killed 3/3 (rejection 1, judge 2)" in printed
 
 
 def test_list_names_each_mutant_and_its_edit(capsys):

@@ -131,7 +131,7 @@ def test_every_topology_replay_line_parses_back_into_its_case_and_implementation
     awkward = "/tmp/a dir/it's b.py"
     lines = {
         "case": case.replay_command(), "report": report.replay_command(case, "a", awkward),
-        "pytest": grid.pytest_replay(case, {}, folder, awkward, "b"),
+        "subject": SUBJECT.replay_line(case, {}, str(folder), "a", str(path)),  # the soak's and the plugin's
         "path": case.replay_command("a", str(path), ["/tmp/my mods"]),
     }
     for kind, line in lines.items():
@@ -139,7 +139,7 @@ def test_every_topology_replay_line_parses_back_into_its_case_and_implementation
         assert (args.command, args.subject) == ("replay", "topology"), kind
         assert TopologyCase.from_json(args.target) == case, kind
     assert (_parsed(lines["case"]).a, _parsed(lines["case"]).b) == (None, None)
-    assert _parsed(lines["report"]).b == awkward and _parsed(lines["pytest"]).a == awkward
+    assert _parsed(lines["report"]).b == awkward and _parsed(lines["subject"]).b == str(path)
     assert lines["path"].startswith("PYTHONPATH='/tmp/my mods'") and _parsed(lines["path"]).b == str(path)
     # The report folder's own line is the same line.
     assert report.replay_command(case, "a", str(path)) in (folder / "report.md").read_text()

@@ -1,4 +1,4 @@
-"""The page's charts as PNG bytes, drawn with ``remap_ab.subjects.remap.charts`` (matplotlib, an
+"""The page's charts as PNG bytes, drawn with ``charts.py`` (matplotlib, an
 optional extra: ``pip install 'remap-ab[plots]'``). Without matplotlib every function
 returns None and the page says so in one line; no measurement depends on a chart.
 """
@@ -9,8 +9,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from remap_ab.subjects.remap import charts
-from remap_ab.subjects.remap.charts import COLOURS, available, png_bytes, pyplot
+from remap_ab.bench import charts
+from remap_ab.bench.charts import COLOURS, available, png_bytes, pyplot
 
 INSTALL_HINT = charts.INSTALL
 

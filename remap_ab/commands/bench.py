@@ -1,9 +1,10 @@
 """Time the kernels and tell their performance story on one HTML page.
 
---subject NAME (another subject than the remap): that subject's bench part
-(remap_ab/subjects/NAME/bench.py or bench/), with its own options after the shared ones
+--subject NAME (another subject than the default): that subject's bench part (the
+module its ``parts["bench"]`` names), with its own options after the shared ones
 (--a, --b, --device, --root, --report, --budget-s, --calls, --repeats and --fail-slower);
-`remap-ab bench --subject NAME --help` shows them. Without --subject: the remap's.
+`remap-ab bench --subject NAME --help` shows them. Without --subject: the default
+subject's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from remap_ab.bench.session import Session
 from remap_ab.commands.common import compose_subject_part, environment, subject_named, subject_part
 from remap_ab.subjects.remap.bench import command as remap_bench
 
-# Each subject's bench part (remap_ab/subjects/NAME/bench.py, or a package bench/) declares
+# Each subject's bench part (``Subject.parts["bench"]``) declares
 #   DESCRIPTION                    its part of this command's --help text;
 #   add_arguments(parser, groups)  its options, after the shared ones below (``groups``:
 #                                  the shared argument groups by title, for it to extend);
@@ -48,7 +49,7 @@ def _flags(p) -> set:
 
 
 def _compose(p, name: str) -> None:
-    part = compose_subject_part(p, name, "bench", "bench", __doc__ or "")
+    part = compose_subject_part(p, name, "bench", __doc__ or "")
     options.add_implementations(p, decided_later=(f"{options.A.default}; the subject's own with --subject",
                                                   f"{options.B.default}; the subject's own with --subject"))
     options.add(p, options.SUBJECT)
@@ -83,7 +84,7 @@ def _output_folder(args) -> Path:
 
 
 def main(args) -> int:
-    part = subject_part(args.subject, "bench", "bench")
+    part = subject_part(args.subject, "bench")
     device = runtime.select(args.device)
     session = Session(device, environment(device), command_line.line("bench", *sys.argv[2:]),
                       lambda: _output_folder(args))

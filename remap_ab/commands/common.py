@@ -1,32 +1,24 @@
-"""Helpers the commands share: a subject's part of a command (its options and run),
-option parsing, the environment record written beside every artifact, and chart
-drawing that never costs the measurements (nondet, bench)."""
+"""Helpers the commands share: a subject's part of a command (its options and run, the
+module its ``parts`` names), option parsing, the environment record written beside
+every artifact, and chart drawing that never costs the measurements (nondet, bench)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import platform
+from collections.abc import Sequence
 from types import ModuleType
 
 from remap_ab import options, subjects
-from remap_ab.errors import RemapABError, UsageError
+from remap_ab.errors import RemapABError
+from remap_ab.subject import command_part
 
 
-def subject_part(name: str, part: str, command: str) -> ModuleType:
-    """Module ``part`` of packaged subject ``name`` (remap_ab/subjects/NAME/PART.py), which
-    ``command --subject NAME`` runs; UsageError for a subject without one."""
-    subject = subjects.get(name)  # an unknown name: its one-line error
-    if name not in subjects.NAMES:
-        raise UsageError(f"--subject {name}: {command} runs the packaged subjects' {part} modules only "
-                         f"({', '.join(subjects.NAMES)}); {subject.name} has no {part} module")
-    module = f"remap_ab.subjects.{name}.{part}"
-    if importlib.util.find_spec(module) is None:
-        having = [n for n in subjects.NAMES if importlib.util.find_spec(f"remap_ab.subjects.{n}.{part}") is not None]
-        raise UsageError(f"--subject {name}: {command} has no part for this subject (no remap_ab/subjects/{name}/"
-                         f"{part}.py); {command} takes --subject {', '.join(having) or 'none'}")
-    return importlib.import_module(module)
+def subject_part(name: str, command: str, needs: Sequence[str] = ("add_arguments", "main")) -> ModuleType:
+    """The part of ``command`` that subject ``name`` (packaged, or MODULE:ATTRIBUTE)
+    declares (``Subject.parts``), holding ``needs``; UsageError, saying what to declare,
+    for one without."""
+    return command_part(subjects.get(name), command, needs, named=name)
 
 
 def subject_named(words: list[str]) -> str:
@@ -37,19 +29,34 @@ def subject_named(words: list[str]) -> str:
     return known.subject
 
 
-def compose_subject_part(p: argparse.ArgumentParser, name: str, part: str, command: str,
-                         doc: str) -> ModuleType | None:
-    """The part ``part`` of subject ``name`` (None where it has none: the command's main
+def compose_subject_part(p: argparse.ArgumentParser, name: str, command: str, doc: str,
+                         needs: Sequence[str] = ("add_arguments", "main")) -> ModuleType | None:
+    """Subject ``name``'s part of ``command`` (None where it has none: the command's main
     says so in one line), its DESCRIPTION set between the first paragraph of the
     command's ``doc`` and the rest, as ``p``'s --help description."""
     try:
-        module: ModuleType | None = subject_part(name, part, command)
+        module: ModuleType | None = subject_part(name, command, needs)
     except RemapABError:
         module = None
     head, _, tail = doc.strip().partition("\n\n")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.description = "\n\n".join(x for x in (head, getattr(module, "DESCRIPTION", ""), tail) if x)
     return module
+
+
+def add_subject_and_part(p: argparse.ArgumentParser, words: list[str], command: str, doc: str) -> None:
+    """``--subject``, then the options of the subject's part of ``command`` that the words
+    name (the default subject's without): a command that is all the subject's. A subject
+    without that part adds none, and ``run_subject_part`` says so in one line."""
+    part = compose_subject_part(p, subject_named(words), command, doc)
+    options.add(p, options.SUBJECT)
+    if part is not None:
+        part.add_arguments(p)
+
+
+def run_subject_part(args: argparse.Namespace, command: str) -> int:
+    """The run of ``args.subject``'s part of ``command`` (``add_subject_and_part``'s other half)."""
+    return int(subject_part(args.subject, command).main(args) or 0)
 
 
 def options_given(args: argparse.Namespace, allowed: frozenset) -> list[str]:

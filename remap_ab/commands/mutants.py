@@ -1,8 +1,8 @@
 """Run a subject's seeded-mutant catalogue against the suite and print the kill matrix
-of the device it ran on. The subject's mutants are its part (``remap_ab/subjects/NAME/
-mutants``, through ``common.subject_part``): the remap's (catalogue.toml there) runs
-each mutant in a worker process of its own (``remap_ab/mutants/``), the others' in
-this process.
+of the device it ran on. The subject's mutants are its part (the module its
+``parts["mutants"]`` names): the remap's (catalogue.toml there) runs each mutant in a
+worker process of its own (``remap_ab/mutants/``); another's (``kill``, ``kill_all``)
+judges them in this process, or in -j worker processes.
 
 The remap's:
 
@@ -21,21 +21,23 @@ difference, or is labelled "needs a GPU" on the CPU, or could not be checked her
 ("not run", said plainly); 1 when one survives, has no witness, or a check broke;
 2 on a usage error or a catalogue entry that no longer matches the kernels.
 
---subject NAME (another subject than the remap): that subject's catalogue
-(remap_ab/subjects/NAME/mutants.toml), each mutant's witness judged in this process by the
-subject's judge with the mutant as B (remap_ab/subjects/NAME/mutants.py), after the real
-kernel passed the same witness; a mutant that needs a GPU is "needs a GPU" on the CPU,
-never killed. It takes --list, -v, --only, --device, --json and --keep; exit status as above.
+--subject NAME (another subject than the remap): that subject's catalogue (e.g.
+remap_ab/subjects/topology/mutants.toml), each mutant's witness judged by the subject's
+judge with the mutant as B, after the real kernel passed the same witness; a mutant that
+needs a GPU is "needs a GPU" on the CPU, never killed. It takes --list, -v, --only, -j,
+--device, --json and --keep; exit status as above.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
@@ -45,6 +47,7 @@ from remap_ab import options, runtime
 from remap_ab.commands.common import options_given, subject_part
 from remap_ab.errors import BackendError, MutantError, ReportError, UsageError
 from remap_ab.mutants.properties import PROFILE_FOR_DEVICE, property_files
+from remap_ab.processes import start
 from remap_ab.status import Outcome
 
 
@@ -90,9 +93,9 @@ def _device(choice: str) -> str:
 def main(args) -> int:
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
-    part = subject_part(args.subject, "mutants", "mutants")
+    part = subject_part(args.subject, "mutants", ("select",))
     if not getattr(part, "WORKER", False):
-        return _subject_main(args, part)
+        return _subject_main(args, subject_part(args.subject, "mutants", IN_PROCESS))
     selected = part.select(_selected_ids(args.only))
     if args.list:
         _list(part, selected, args.verbose)
@@ -317,14 +320,17 @@ def _side_by_side(paths) -> int:
 
 # --------------------------------------------------------------------------- another subject's catalogue
 
-SUBJECT_OPTIONS = frozenset({"list", "verbose", "only", "device", "json", "keep", "subject", "side_by_side"})
+# What a catalogue judged in this process (or -j workers) holds: the remap's, run in worker
+# processes of its own, declares WORKER and the driver's members (remap_ab/mutants/).
+IN_PROCESS = ("select", "mutated_source", "kill", "kill_all", "TARGET", "MUTANTS_FILE")
+SUBJECT_OPTIONS = frozenset({"list", "verbose", "only", "jobs", "device", "json", "keep", "subject", "side_by_side"})
 
 
 def _subject_main(args, catalogue: ModuleType) -> int:
     unused = options_given(args, SUBJECT_OPTIONS)
     if unused:
         raise UsageError(f"{', '.join(unused)}: the remap catalogue's options; mutants --subject {args.subject} "
-                         "takes --list, -v, --only, --device, --json and --keep")
+                         "takes --list, -v, --only, -j, --device, --json and --keep")
     try:
         selected = catalogue.select(_selected_ids(args.only))
         for m in selected:  # fail fast, before anything runs, if an edit no longer applies
@@ -338,13 +344,21 @@ def _subject_main(args, catalogue: ModuleType) -> int:
     keep = options.checked_output_dir(args.keep, "--keep") if args.keep else None
     device = runtime.select(_device(args.device))
     gpu_only = sum(1 for m in selected if m.needs_gpu)
+    jobs = min(args.jobs, len(selected)) or 1
+    where = "in this process" if jobs == 1 else f"in {jobs} worker processes"
     print(f"{args.subject} mutants on {device}: {len(selected)} mutants ({gpu_only} labelled "
-          f"needs_gpu), each witness judged in this process with the mutant as B", flush=True)
+          f"needs_gpu), each witness judged {where} with the mutant as B", flush=True)
     folder = keep or Path(tempfile.mkdtemp(prefix=f"remap-ab-{args.subject}-mutants-"))
     start = time.perf_counter()
+
+    def progress(k):
+        print(f"  {str(k.verdict):>12}  {k.id:<30} {k.seconds:6.1f} s", flush=True)
+
     try:
-        results = catalogue.kill_all(selected, device, folder, progress=lambda k: print(
-            f"  {str(k.verdict):>12}  {k.id:<30} {k.seconds:6.1f} s", flush=True))
+        if jobs == 1:
+            results = catalogue.kill_all(selected, device, folder, progress=progress)
+        else:
+            results = _kill_in_workers(catalogue, selected, device, folder, jobs, progress)
     finally:
         if keep is None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -360,6 +374,24 @@ def _subject_main(args, catalogue: ModuleType) -> int:
         except OSError as exc:
             raise UsageError(f"--json {json_path}: cannot write it ({exc.strerror}); the matrix above is complete") from None
     return 1 if any(k.verdict in M.FAILING for k in results) else 0
+
+
+def _kill_in_workers(catalogue: ModuleType, selected, device: str, folder: Path, jobs: int, progress) -> list:
+    """``catalogue.kill`` of each mutant in ``jobs`` worker processes (each keeps the real
+    kernel's control rows of its own), printed as they finish, returned in catalogue order."""
+    with start.executor(jobs) as pool:
+        futures = {pool.submit(_kill_one, catalogue.__name__, m, device, str(folder)): i for i, m in enumerate(selected)}
+        done: dict = {}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            progress(done[futures[future]])
+    return [done[i] for i in range(len(selected))]
+
+
+def _kill_one(catalogue: str, mutant, device: str, folder: str):
+    """One mutant's row, in a worker process (``_kill_in_workers``)."""
+    runtime.select(device)
+    return importlib.import_module(catalogue).kill(mutant, device, Path(folder))
 
 
 def _list_subject(catalogue: ModuleType, selected, verbose: bool) -> None:

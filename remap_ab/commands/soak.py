@@ -1,7 +1,7 @@
 """Run fresh random configurations — beyond the grid — through A, B and the oracle
 until the deadline (--minutes), --max-cases per worker, or Ctrl-C. --subject picks the
 kernel pair (docs/subjects.md): what is drawn is the subject's (``Subject.soak``), the
-rest is remap_ab/soak/'s; the subject's soak part (remap_ab/subjects/NAME/soak_command.py)
+rest is remap_ab/soak/'s; the subject's soak part (the module its ``parts["soak"]`` names)
 adds its paragraph below and its size options (a subject without one takes the default
 subject's).
 
@@ -44,10 +44,11 @@ from remap_ab.soak import session
 from remap_ab.subject import SoakSettings
 from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT
 
-# A subject's soak part (remap_ab/subjects/NAME/soak_command.py) declares
+# A subject's soak part (``Subject.parts["soak"]``) declares
 #   DESCRIPTION       its paragraph of this command's --help;
 #   add_arguments(p)  its size options, whose values reach its soak as SoakSettings.options
 #                     and their flags as SoakSettings.flags, by the options' names.
+SOAK_PART = ("add_arguments",)
 
 
 def add_arguments_for(p, words: list[str]) -> None:
@@ -58,9 +59,9 @@ def add_arguments_for(p, words: list[str]) -> None:
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="seed of the draws (default: a random one, printed, so the soak can be repeated)")
     add(p, SUBJECT)
-    part = compose_subject_part(p, subject_named(words), "soak_command", "soak", __doc__ or "")
+    part = compose_subject_part(p, subject_named(words), "soak", __doc__ or "", SOAK_PART)
     if part is None:
-        part = compose_subject_part(p, subjects.DEFAULT, "soak_command", "soak", __doc__ or "")
+        part = compose_subject_part(p, subjects.DEFAULT, "soak", __doc__ or "", SOAK_PART)
     before = {a.dest for a in p._actions}
     if part is not None:
         part.add_arguments(p)

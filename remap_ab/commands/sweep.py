@@ -19,10 +19,7 @@ from remap_ab import options, runtime, subjects
 from remap_ab.errors import UsageError
 from remap_ab.host.interrupts import as_interrupted, moment
 from remap_ab.status import plural
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.rejections import sweep_points
-from remap_ab.subjects.remap.selection import cap_note, select_with_calls
+from remap_ab.subject import listing_of
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.run_folder import resume_command
@@ -72,46 +69,18 @@ def add_arguments(p):
 
 
 def _list(args) -> int:
-    if args.subject != subjects.DEFAULT:
-        return _list_points(args)
-    g = gridmod.load(args.grid)
+    """The points the sweep would run, one per line, as the subject's selection chose them."""
+    subject = subjects.get(args.subject)
     device = runtime.default_device() if args.device == "auto" else args.device
-    pts, calls = select_with_calls(g, args.filter, args.max_size, sweep_points(len(g.points()), grid=g))
-    # Points passing a parameter neither side's wrapper takes are not run (features.py): not listed either.
-    a, b = args.a or "old", args.b or "new"
-    plan = registry.feature_plan(registry.resolve(a), registry.resolve(b))
-    runnable = [p for p in pts if plan.runnable(p.config)]
-    unrunnable, pts = len(pts) - len(runnable), runnable
+    selection = subject.select(args.grid, args.filter, args.max_size, args.a or subject.default_a,
+                               args.b or subject.default_b, device, None)
+    command = "sweep" if args.subject == subjects.DEFAULT else f"sweep --subject {args.subject}"
+    lines, note = listing_of(subject, selection, args.filter, args.max_size, device, command)
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
-    for p in [*pts, *calls]:
-        sys.stdout.write(p.line() + "\n")
-    note = cap_note(g, args.filter, args.max_size)
-    everything = len(g.select(gridmod.parse_filters(g, args.filter)))
-    listed, rejections = plural(len(pts), "configuration"), plural(len(calls), "rejection call")
-    if unrunnable:
-        skipped = (f"{plural(unrunnable, 'selected configuration')} not listed: they pass a parameter that neither "
-                   f"A ({a}) nor B ({b}) takes on the wrapper they call")
-        note = f"{note}; {skipped}" if note else skipped
-    if note:
-        print(f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}", file=sys.stderr)
-    else:
-        print(f"listed {listed}: every one the filters select ({everything}; the grid has "
-              f"{len(g.points())}), and {rejections} (rejections.toml): what `sweep` runs on {device}",
-              file=sys.stderr)
-    return 0
-
-
-def _list_points(args) -> int:
-    """The points a sweep of a subject other than the remap would run, one per line."""
-    subject = subjects.get(args.subject)
-    device = runtime.select(args.device)
-    sel = subject.select(args.grid, args.filter, args.max_size, args.a or subject.default_a,
-                         args.b or subject.default_b, device, None)
-    for p in sel.points:
-        sys.stdout.write(f"{p.case_id} " + " ".join(f"{k}={v}" for k, v in p.labels) + "\n")
-    print(f"listed {plural(len(sel.points), 'case')} of {sel.grid_total}: what `sweep --subject {args.subject}` runs "
-          f"on {device}" + (f"; {sel.note}" if sel.note else ""), file=sys.stderr)
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    print(note, file=sys.stderr)
     return 0
 
 

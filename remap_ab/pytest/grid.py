@@ -21,16 +21,15 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
-from remap_ab import command_line, options, report_cap, runtime, sources, subjects
+from remap_ab import command_line, options, report_cap, runtime, subjects
 from remap_ab.errors import RemapABError
-from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject
+from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject, implementation_of, replay_line_of
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
@@ -69,19 +68,9 @@ class SubjectExtras:
         return Path(grid) if grid and Path(grid).is_file() else Path(inspect.getfile(type(self.subject)))
 
     def implementation(self, name: str) -> str:
-        """``name`` in canonical form (a file by its absolute path, a revision pinned);
-        ImplementationError for one that does not exist."""
-        own = self._own("implementation")
-        if own is not None:
-            return str(own(name))
-        if re.fullmatch(r"[A-Za-z_][\w.]*", name):  # a name or a dotted module: the subject's select imports it
-            return name
-        spec = sources.parse(name)
-        return name if spec is None else spec.canonical
-
-    def replay(self, case: Any, row: dict, folder: Path, a: str, b: str) -> str:
-        own = self._own("replay")
-        return str(own(case, row, folder, a, b)) if own is not None else ""
+        """``name`` in the subject's canonical form (``Subject.implementation``, as on the
+        command line); ImplementationError for one that does not exist."""
+        return implementation_of(self.subject, name)
 
     def header(self, selection: Any, points: list) -> list[str]:
         own = self._own("header")
@@ -251,7 +240,8 @@ class _Verdicts:
         else:
             lines.append(f"no report folder: {report_cap.describe(self.cap, CAP_OPTION, plugin.subject)} got one; "
                          f"the command below writes this case's")
-        replay = plugin.extras.replay(item.point.config, row, self.folder, plugin.a, plugin.b)
+        replay = replay_line_of(plugin.subject, item.point.config, row, str(self.folder), plugin.a, plugin.b,
+                                plugin.subject_name)
         if replay:
             lines.append(f"replay: {replay}")
         lines.append(f"run it alone: {plugin.alone(item.case_id)}")

@@ -248,7 +248,7 @@ class Session:
 
         room = DETAILED_FINDINGS - len(rep.findings)
         # Past the room, still the first element of each group not yet detailed (a store
-        # past ``out`` after twenty loads past ``token_indices`` is named all the same).
+        # past one tensor after twenty loads past another is named all the same).
         have = {(f.kind, f.kernel, f.nearest) for f in rep.findings}
         firsts = [int(np.argmax(nearest == j)) for j in np.unique(nearest).tolist()
                   if (kind, kernel, self._regions[j].name) not in have]

@@ -48,7 +48,7 @@ from remap_ab.host.interrupts import Interrupts
 from remap_ab.processes import precompile
 from remap_ab.processes.pool import Job, Pool
 from remap_ab.processes.precompile import Loads, _has_listener
-from remap_ab.subject import BatchTimes, JudgeSettings, ProcessUnusable, SoakPlan, soak_random
+from remap_ab.subject import BatchTimes, JudgeSettings, ProcessUnusable, SoakPlan, replay_line_of, soak_random
 
 
 @dataclass
@@ -172,7 +172,7 @@ def record(plan: WorkerPlan, soak: SoakPlan, drawn: Any, row: dict, seconds: flo
     rec.check = str(row.get("check") or status)
     if row.get("report"):
         rec.report = str(Path(plan.folder) / row["report"])
-    rec.replay = soak.replay(drawn.config, row, plan.folder)
+    rec.replay = replay_line_of(subjects.get(plan.subject), drawn.config, row, plan.folder, plan.a, plan.b, plan.subject)
     return rec
 
 

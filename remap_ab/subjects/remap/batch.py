@@ -56,7 +56,7 @@ from remap_ab.subjects.remap.compare import Reference, Verdict, compare, rows_wi
 from remap_ab.subjects.remap.compare import shape_ok as _shape_ok
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import HASHING_THREADS, CaseInputs, generate_inputs_batch, hash_inputs, hashing_started, host_values
-from remap_ab.subjects.remap.runner import CaseResult, oracle_problem, reference_batch, replay_command, run_case, sides
+from remap_ab.subjects.remap.runner import CaseResult, memcheck_run_line, oracle_problem, reference_batch, run_case, sides
 
 
 @dataclass
@@ -196,7 +196,7 @@ def run_batch(
             proven=tuple(p.passes), inputs_unchanged=(p.inputs_unchanged,) * 2,
             differing_rows=p.rows_ordered_differently if p.passes[0] and p.passes[1] else None,
             oracle_problem=problem, memchecked=memcheck,
-            replay=_memcheck_replay(c, a, b, device) if memcheck else "",
+            replay=memcheck_run_line(c, a, b, device) if memcheck else "",
             # A case naming an attention backend: its view of both outputs, checked in compare.
             views=backend_views(c, oa, ob, ref), caller=c.caller,
         ))
@@ -237,10 +237,6 @@ def together(configs: list) -> list[list]:
         parts[-1].append(c)
         lanes += n
     return parts if configs else []
-
-
-def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-    return replay_command(config, a, b, device)
 
 
 def _sanitize(configs: list, inputs: list, outs: list, a: str, b: str) -> None:

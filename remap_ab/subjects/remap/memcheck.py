@@ -2,7 +2,7 @@
 sanitizer's child runs (``remap_ab/processes/memcheck_child.py`` calls it; call.py's
 ``MEMCHECK_CHILD`` names it). The checking itself is the sanitizer's
 (``remap_ab/sanitizer/``), which knows no kernel; the line that reruns a case under
-memcheck is runner.py's ``replay_command``.
+memcheck is runner.py's ``memcheck_run_line``.
 """
 
 from __future__ import annotations

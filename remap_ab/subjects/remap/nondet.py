@@ -33,12 +33,12 @@ from typing import Any, Optional
 
 import torch
 
+from remap_ab.bench.charts import bar_chart, pivot
 from remap_ab.errors import InternalError, UsageError
 from remap_ab.interpreter.schedule import interpreter_schedule
 from remap_ab.status import Repeatability
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.call import call
-from remap_ab.subjects.remap.charts import bar_chart, pivot
 from remap_ab.subjects.remap.compare import Output, compare
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.inputs import CaseInputs, check_fits, generate_inputs, tensor_sha256
@@ -310,7 +310,7 @@ def summary_table(results: Sequence[Multiplicity]):
 
 # ----------------------------------------------------------------- remap-ab nondet
 
-# ``remap-ab nondet --help``'s description (commands/nondet.py prints it).
+# ``remap-ab nondet --help``'s description (nondet_command.py's DESCRIPTION).
 COMMAND_DOC = """Count the distinct outputs each implementation produces when a DCP compaction case
 is run many times: on a GPU quiet and with a contending side stream, on the CPU under
 permuted interpreter schedules (each schedule is one run).
@@ -325,7 +325,7 @@ every output meets the SPEC), 1 when it is broken, 2 on bad input. Tiled impleme
 CPU_DEFAULT_TOKENS = "1,2,8"  # 256 tokens of the old kernel at K=2048 is ~20 s a run in the interpreter
 GPU_DEFAULT_TOKENS = "1,2,8,256"
 
-# The command's options that say which cases it studies, as data (commands/nondet.py
+# The command's options that say which cases it studies, as data (nondet_command.py
 # declares them): ``type`` "ints" is a comma-separated list of integers, "positive_int"
 # a count of 1 or more, "float" a number.
 OPTIONS: tuple[dict[str, Any], ...] = (

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from remap_ab.subject import Selection
 from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap import registry
 
 
 def grid_file(grid: Optional[str]) -> Path:
@@ -17,22 +15,6 @@ def grid_file(grid: Optional[str]) -> Path:
     if grid and Path(grid).is_file():
         return Path(grid)
     return Path(str(gridmod.shipped()[grid or gridmod.DEFAULT_GRID]))
-
-
-def implementation(name: str) -> str:
-    """ImplementationError (a usage error) for a file or revision that does not exist."""
-    return registry.resolve(name)
-
-
-def replay(case: Any, row: dict, folder: Path, a: str, b: str) -> str:
-    """The replay command its report folder's verdict.json holds ("" without a folder)."""
-    report = str(row.get("report") or "")
-    if not report:
-        return ""
-    try:
-        return str(json.loads((Path(folder) / report / "verdict.json").read_text())["replay"])
-    except (OSError, ValueError, KeyError):
-        return ""
 
 
 def header(selection: Optional[Selection], points: list) -> list[str]:

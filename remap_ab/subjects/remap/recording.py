@@ -19,7 +19,7 @@ from remap_ab.subjects.remap.compare import lost_verdict
 from remap_ab.subjects.remap.config import CaseConfig
 from remap_ab.subjects.remap.failure_class import slot_key
 from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.rejections import RejectionCase, is_task, judged, replay_command
+from remap_ab.subjects.remap.rejections import RejectionCase, is_task, judged, run_line
 from remap_ab.subjects.remap.report import write_case_report, write_crash_report, write_rejection_report
 from remap_ab.subjects.remap.runner import reference
 
@@ -178,7 +178,7 @@ def lost_case_row(config, a: str, b: str, message: str, folder, device: str, sta
             report = _write_lost_call_report(config, a, b, message, folder, device, status).name
         except Exception:  # the row matters more than its report
             report = ""
-        return _lost_row(config, status, f"{message}; replay: {replay_command(config, a, b, device)}", report,
+        return _lost_row(config, status, f"{message}; replay: {run_line(config, a, b, device)}", report,
                          max_row_valid="", rejection=config.id)
     slots = report_cap.slots(folder, reports)
     report = ""

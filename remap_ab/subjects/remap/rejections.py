@@ -400,7 +400,7 @@ def judged(case: RejectionCase, impl_a, impl_b, device: str, memcheck: bool = Fa
     inputs = generate_inputs(case.base, device=device) if inputs is None else inputs.to(device)
     own_a, own_b = (p.cases[0] for p in PrivateInputs.each([inputs], 2))
     first, second = attempt(impl_a, case, own_a), attempt(impl_b, case, own_b)
-    replay = replay_command(case, impl_a.name, impl_b.name, device, memcheck)
+    replay = run_line(case, impl_a.name, impl_b.name, device, memcheck)
     checked = memcheck_lines((first, second), memcheck)
     verdict = judge_rejection(case.case_id, case.describe(), first, second, replay=replay, memchecked=memcheck,
                               checked=checked, precondition=case.precondition, wrapper=case.wrapper,
@@ -430,7 +430,7 @@ def memcheck_lines(attempts, memcheck: bool) -> list:
     return lines
 
 
-def replay_command(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False,
+def run_line(case: RejectionCase, a: str, b: str, device: str, memcheck: bool = False,
                    path_entries: Iterable[str] = ()) -> str:
     """The ``remap-ab run --rejection ID`` line that makes ``case``'s call again."""
     return command_line.line("run", "--rejection", case.id, a=a, b=b, device=device, memcheck=memcheck,

@@ -1,5 +1,5 @@
-"""The remap's part of ``remap-ab replay`` (``commands/replay.py`` composes it through
-``common.subject_part``): a case or rejection call found by its report folder or its ID
+"""The remap's part of ``remap-ab replay`` (``parts["replay"]``, which ``commands/replay.py``
+runs): a case or rejection call found by its report folder or its ID
 (a report under --root, else the shipped grids and rejection calls), run again beside
 its saved verdict, N times (``--repeat``; replays.py counts the runs and names a
 nondeterministic failure, beside a ``nondet`` line that studies it)."""

@@ -64,12 +64,11 @@ from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
 from remap_ab.processes import background
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status, plural
-from remap_ab.subjects.remap import charts
+from remap_ab.subjects.remap import lane_picture, registry, rejections
 from remap_ab.subjects.remap.compare import Verdict, count_rows, differ, lost_verdict
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
 from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, hashing_started, tensor_sha256
 from remap_ab.subjects.remap.rejections import RejectionCase, by_id
-from remap_ab.subjects.remap.rejections import replay_command as call_replay
 from remap_ab.subjects.remap.report_sections import sections
 
 REPORT_FORMAT = 2  # 1: inputs.pt and outputs.pt held the whole tensors
@@ -197,7 +196,7 @@ class CaseReport:
     # a side with an output of its shape (the writer keeps those rows without comparing again)
     lanes_per_row: dict = field(default_factory=dict)
     png: bytes | None = None
-    picture: Any = None  # charts.LaneMap still to draw (``draw``): the png's source
+    picture: Any = None  # lane_picture.LaneMap still to draw (``draw``): the png's source
     picture_note: str | None = None  # why there is no picture
     # What the outputs show when no value differs (the value sections are left out).
     values_line: str = ""
@@ -372,9 +371,9 @@ def build_case_report(result, folder: Path, implementations: Sequence[Any] | Non
         if c is not None and not torch.equal(c, ref_counts):
             counts[info.name] = c.numpy()
     first_mark = (first_row, first_lane[1] if first_lane else -1) if first_row is not None else None
-    cells, valid_share, zoom = charts.lane_cells(diff_a, diff_b, valid,
-                                                 charts.zoom_window((t, k), first_mark, report.compacted, counts["oracle"]))
-    picture = charts.LaneMap(
+    cells, valid_share, zoom = lane_picture.lane_cells(diff_a, diff_b, valid,
+                                                 lane_picture.zoom_window((t, k), first_mark, report.compacted, counts["oracle"]))
+    picture = lane_picture.LaneMap(
         shape=(t, k),
         cells=cells,
         valid_share=valid_share,
@@ -400,7 +399,7 @@ def draw(report: CaseReport) -> None:
     if report.picture is None:
         return
     try:
-        report.png = charts.lane_png(report.picture)
+        report.png = lane_picture.lane_png(report.picture)
     except PlotsUnavailable as exc:
         report.picture_note = str(exc)
     report.picture = None
@@ -462,7 +461,7 @@ def build_rejection_report(case, verdict, a, b, folder: Path, device: str, input
     header = _header(case.base, a_info, b_info, folder, inputs)
     header["case_id"] = case.case_id
     # `run --rejection ID` makes rejections.toml's call: the same only when this is it.
-    header["run_command"] = (call_replay(case, a_info.pinned, b_info.pinned, str(device),
+    header["run_command"] = (rejections.run_line(case, a_info.pinned, b_info.pinned, str(device),
                                          path_entries=_entries([a_info, b_info])) if _listed(case) else "")
     status = Status(verdict.status)
     lost = status in (Status.CRASH, Status.TIMEOUT) and verdict.first is not None
@@ -866,6 +865,21 @@ def replay_command(folder: Path, a, b) -> str:
     pinned = [i.pinned if i.source and i.source.get("kind") == "git" else None for i in infos]
     return command_line.line("replay", str(Path(folder).resolve()), a=pinned[0], b=pinned[1], repo=_git_repo(infos),
                              path_entries=_entries(infos))
+
+
+def replay_line(case, row: dict, folder, a: str, b: str) -> str:
+    """A judged case's one replay line (``Subject.replay_line``): ``remap-ab replay`` of its
+    report folder where it has one, else the ``remap-ab run`` line that makes it again (a
+    rejection call's ``run --rejection ID``); A and B as loaded, so a custom module's
+    folder is the line's PYTHONPATH and a revision is pinned."""
+    impls = registry.get(a), registry.get(b)
+    if row.get("report") and folder:
+        return replay_command(Path(folder) / str(row["report"]), *impls)
+    infos = [ImplementationInfo.of(impl) for impl in impls]
+    if isinstance(case, RejectionCase):
+        return command_line.line("run", "--rejection", case.id, a=infos[0].pinned, b=infos[1].pinned,
+                                 repo=_git_repo(infos), path_entries=_entries(infos))
+    return run_command(case, infos[0], infos[1])
 
 
 def run_command(config, a, b, schedule: tuple[str, int] | None = None, *, device: str | None = None,

@@ -1,7 +1,7 @@
 """The remap's ``remap-ab resources``: which variants of A's and B's wrappers it
 cross-compiles (targets, paths, K, BLOCK_N) and what it prints and keeps of them
-(bench/cross_compile.py compiles; commands/resources.py holds the command line, the
-output file and the exit status).
+(bench/cross_compile.py compiles; resources_command.py, its part of the command, holds
+the command line, the output file and the exit status).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from remap_ab.errors import UsageError
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.bench import cross_compile as cc
 
-# ``remap-ab resources --help``'s description (commands/resources.py prints it).
+# ``remap-ab resources --help``'s description (resources_command.py's DESCRIPTION).
 COMMAND_DOC = """Compile every variant the wrappers of A and B launch for GPUs this machine need not
 have, and print per target the registers (NVIDIA) or VGPRs/AGPRs/SGPRs (AMD), spills,
 scratch, shared memory / LDS and occupancy of each: path, K, BLOCK_N, warps.
@@ -28,7 +28,7 @@ Exit status: 0; 1 when B fails to compile a variant or spills where A does not (
 regression gate); 2 on bad input.
 """
 
-# The command's options that say what it compiles, as data (commands/resources.py
+# The command's options that say what it compiles, as data (resources_command.py
 # declares them after --a/--b): ``type`` "names" is a comma-separated choice of
 # ``known``, "ints" a comma-separated list of integers; "append" a repeatable option.
 OPTIONS: tuple[dict[str, Any], ...] = (

@@ -1,5 +1,5 @@
-"""The remap's part of ``remap-ab run`` (``commands/run.py`` composes it through
-``common.subject_part``): a case's options, one per ``CaseConfig`` field, and the run of
+"""The remap's part of ``remap-ab run`` (``parts["run"]``, which ``commands/run.py`` composes
+and runs): a case's options, one per ``CaseConfig`` field, and the run of
 one case or of SPEC §6's rejection calls."""
 
 from __future__ import annotations

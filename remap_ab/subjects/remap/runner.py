@@ -203,7 +203,7 @@ def run_case(
     verdict = compare(
         config.case_id, out_a, out_b, ref, compacted=config.compacts, counts_returned=config.counts_returned,
         oracle_problem=oracle_problem(out_o, ref), memchecked=memcheck,
-        replay=_memcheck_replay(config, a, b, dev) if memcheck else "",
+        replay=memcheck_run_line(config, a, b, dev) if memcheck else "",
         views=backend_views(config, out_a, out_b, ref), caller=config.caller,
     )
     return CaseResult(config, inputs, out_a, out_b, ref, verdict, oracle=out_o)
@@ -231,10 +231,7 @@ def oracle_problem(o: Output, ref: Reference) -> Optional[str]:
 
 
 
-def replay_command(config: CaseConfig, a: str, b: str, device: str) -> str:
+def memcheck_run_line(config: CaseConfig, a: str, b: str, device: str) -> str:
     """The ``remap-ab run`` line that reruns ``config`` under memcheck."""
     return command_line.line("run", a=a, b=b, case=config.cli_args(), device=device, memcheck=True)
 
-
-def _memcheck_replay(config: CaseConfig, a: str, b: str, device: str) -> str:
-    return replay_command(config, a, b, device)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Optional
 
 from remap_ab.errors import ConfigError
+from remap_ab.status import plural
+from remap_ab.subject import Selection
 from remap_ab.subjects.remap import grid as gridmod
 
 
@@ -45,6 +47,27 @@ def select_with_calls(g: gridmod.Grid, filters: list, max_tokens: Optional[int],
             + (f" with tokens <= {max_tokens} (raise --max-tokens)" if max_tokens is not None else "")
         )
     return points, calls
+
+
+def listing(selection: Selection, filters: list, max_tokens: Optional[int], device: str) -> tuple[list[str], str]:
+    """``sweep --list``: a line per grid point, then per rejection call, of what the
+    subject's ``select`` chose, and the closing sentence: what the cap and the features'
+    plan left out (the points neither side's wrapper takes are not run: not listed either)."""
+    g = selection.grid
+    points, calls = selection.points[:selection.grid_points], selection.points[selection.grid_points:]
+    parsed = gridmod.parse_filters(g, filters)
+    unrunnable = len(g.select(parsed, max_tokens=max_tokens)) - len(points)
+    note = selection.note
+    listed, rejections = plural(len(points), "configuration"), plural(len(calls), "rejection call")
+    if unrunnable:
+        skipped = (f"{plural(unrunnable, 'selected configuration')} not listed: they pass a parameter that neither "
+                   f"A ({selection.a}) nor B ({selection.b}) takes on the wrapper they call")
+        note = f"{note}; {skipped}" if note else skipped
+    lines = [p.line() for p in (*points, *calls)]
+    if note:
+        return lines, f"listed {listed} and {rejections}, what `sweep` runs on {device}; {note}"
+    return lines, (f"listed {listed}: every one the filters select ({len(g.select(parsed))}; the grid has "
+                   f"{len(g.points())}), and {rejections} (rejections.toml): what `sweep` runs on {device}")
 
 
 def call_kept(g: gridmod.Grid, parsed: dict, call) -> bool:

@@ -49,7 +49,6 @@ from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KI
 from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
 from remap_ab.subjects.remap.nondet import SideStreamLoad
 from remap_ab.subjects.remap.recording import Judge, lost_case_row
-from remap_ab.subjects.remap.report import replay_command, run_command
 
 # Every wrapper path of SPEC §6, with the CaseConfig fields that select it (the DCP
 # filter proper takes the envelope's sizes above 1: ``_dcp_sizes``).
@@ -429,12 +428,6 @@ def plan(settings: SoakSettings) -> SoakPlan:
     repeat = [("--max-tokens", str(o["max_tokens"]))] if o.get("max_tokens") else []
     repeat += [("--fresh-every", str(fresh_every))] if o.get("fresh_every") else []
 
-    def replay(config: CaseConfig, row: dict, folder: str) -> str:
-        # A and B as loaded: a module from a custom path gets its PYTHONPATH in the line.
-        if row.get("report"):
-            return replay_command(Path(folder) / row["report"], impl_a, impl_b)
-        return run_command(config, impl_a, impl_b)
-
     def summary(facts: list) -> tuple[list, dict]:
         counts = parameter_counts(facts)
         lines = ["optional parameters passed, per wrapper (calls; who ran them, the oracle standing in for a side "
@@ -444,6 +437,6 @@ def plan(settings: SoakSettings) -> SoakPlan:
     return SoakPlan(
         draws=lambda rng: draws_from(rng, max_tokens, max_topk, contend_every, fresh_every, prefill_share,
                                      features_plan),
-        describe=describe, replay=replay, repeat=repeat, batch=(o.get("batch") or 16) if on_gpu else 1,
+        describe=describe, repeat=repeat, batch=(o.get("batch") or 16) if on_gpu else 1,
         judge="remap_ab.subjects.remap.soak:judge", compile_ahead=compile_workers if on_gpu else 0,
         facts=lambda d: {"parameters": passed_parameters(d.config, features_plan)}, summary=summary)

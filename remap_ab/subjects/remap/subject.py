@@ -15,7 +15,7 @@ from remap_ab.subject import JudgeSettings, PytestHooks, Selection
 from remap_ab.subjects.remap import api_compat, compile_ahead, failure_class, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
-from remap_ab.subjects.remap.selection import cap_note, select_with_calls
+from remap_ab.subjects.remap.selection import cap_note, listing, select_with_calls
 from remap_ab.subjects.remap.summary import summarise as summarise_remap
 from remap_ab.subjects.remap.summary import summary_lines as remap_summary_lines
 
@@ -40,6 +40,18 @@ class RemapSubject:
     default_a = "old"
     default_b = "new"
     columns = COLUMNS
+    # Its part of each command (remap_ab/commands/), imported when that command runs.
+    parts = {command: f"remap_ab.subjects.remap.{module}" for command, module in (
+        ("run", "run_command"), ("replay", "replay_command"), ("soak", "soak_command"), ("bench", "bench"),
+        ("mutants", "mutants"), ("nondet", "nondet_command"), ("resources", "resources_command"))}
+
+    def implementation(self, name: str) -> str:
+        return registry.resolve(name)
+
+    def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+        from remap_ab.subjects.remap.report import replay_line  # the report writer loads where cases are judged, not in `remap-ab report`
+
+        return replay_line(case, row, folder, a, b)
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
@@ -65,6 +77,10 @@ class RemapSubject:
             grid=g,
             header=[line for line in feature_lines if not line.startswith(features.QUIET_PREFIX)],
         )
+
+    def listing(self, selection: Selection, filters: list, max_size: Optional[int], device: str,
+                command: str) -> tuple[list[str], str]:
+        return listing(selection, filters, max_size, device)
 
     def case_dict(self, config: Any) -> dict:
         return config.to_dict()
@@ -105,8 +121,7 @@ class RemapSubject:
     def pytest_hooks(self) -> PytestHooks:
         from remap_ab.subjects.remap import pytest_items  # registry and grids load where the plugin runs a grid
 
-        return PytestHooks(grid_file=pytest_items.grid_file, implementation=pytest_items.implementation,
-                           replay=pytest_items.replay, header=pytest_items.header)
+        return PytestHooks(grid_file=pytest_items.grid_file, header=pytest_items.header)
 
     def soak(self, settings: Any) -> Any:
         from remap_ab.subjects.remap import soak  # the soak's draws and batch engine load where a soak runs, not in `remap-ab report`

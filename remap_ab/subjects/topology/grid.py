@@ -9,9 +9,8 @@ import tomllib
 import zlib
 from functools import cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from remap_ab.subjects.topology import report
 from remap_ab.subjects.topology.config import INT32_MAX, TopologyCase
 
 GRID_FILE = Path(__file__).with_name("grid.toml")
@@ -72,6 +71,3 @@ def pytest_grid_file(grid: Optional[str]) -> Path:
     return GRID_FILE if grid in (None, "", "pr") else Path(str(grid))
 
 
-def pytest_replay(case: Any, row: dict, folder: Path, a: str, b: str) -> str:
-    """The case's replay line: A, B, the oracle and every property, printed."""
-    return report.replay_command(case, a, b)

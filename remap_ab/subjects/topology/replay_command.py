@@ -1,5 +1,5 @@
 """The topology's part of ``remap-ab replay`` (``commands/replay.py`` runs it through
-``common.subject_part``): ``remap-ab replay --subject topology TARGET``, TARGET a report
+``parts["replay"]``): ``remap-ab replay --subject topology TARGET``, TARGET a report
 folder (or a file in it), a case's JSON text or a case ID looked up under --root, judged
 again by replay.py (A, B, the oracle and every property) beside a folder's saved
 verdict. Exit 0 the case passes, 1 it does not, 2 bad input (one line)."""

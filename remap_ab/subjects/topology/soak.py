@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import math
 import random
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 from remap_ab.errors import UsageError
@@ -127,18 +125,6 @@ def draws_from(rng: random.Random, max_rows: int, max_topk: int, wide_rows: int,
         yield draw(rng, max_rows, max_topk, wide_rows, prefill_share)
 
 
-def _path_entries(module) -> list[str]:
-    """The ``sys.path`` folder a custom module was imported from (none for this checkout's
-    own modules and installed ones), for the replay line's PYTHONPATH."""
-    here = Path(__file__).resolve().parents[3]
-    origin = Path(getattr(module, "__file__", "") or "").resolve()
-    for entry in sys.path:
-        folder = Path(entry or ".").resolve()
-        if folder in origin.parents and folder != here and "site-packages" not in folder.parts:
-            return [str(folder)]
-    return []
-
-
 def _flag(settings: SoakSettings, name: str) -> str:
     """The command line's flag of size option ``name`` (soak_command.py's)."""
     try:
@@ -156,7 +142,8 @@ def plan(settings: SoakSettings) -> SoakPlan:
     if o.get("fresh_every"):
         raise UsageError("--fresh-every is the remap's (its variants are compiles); the topology soak draws every "
                          "case fresh: drop it")
-    impl_a, impl_b = calls.resolve(settings.a, "a"), calls.resolve(settings.b, "b")
+    for name, role in ((settings.a, "a"), (settings.b, "b")):
+        calls.resolve(name, role)  # a bad A or B: one line, before any worker starts
     size = o.get("max_size")
     max_rows = size or (GPU_MAX_ROWS if on_gpu else CPU_MAX_ROWS)
     max_topk = o.get("max_topk") or max(TOPK_DOMAIN)
@@ -175,11 +162,6 @@ def plan(settings: SoakSettings) -> SoakPlan:
                 + f", S 1 to {MAX_SEGMENTS}, keep and max_replacements at their edges half the time")
     repeat: list[tuple[str, Optional[str]]] = [(_flag(settings, name), str(o[name]))
                                                for name in ("max_size", "max_topk") if o.get(name)]
-    entries = [*_path_entries(impl_a.module), *_path_entries(impl_b.module)]
-
-    def replay(case: TopologyCase, row: dict, folder: str) -> str:
-        return case.replay_command(impl_a.name, impl_b.name, entries)
-
     return SoakPlan(draws=lambda rng: draws_from(rng, max_rows, max_topk, wide_rows, prefill_share),
-                    describe=describe, replay=replay, repeat=repeat,
+                    describe=describe, repeat=repeat,
                     batch=(o.get("batch") or 16) if on_gpu else 1)

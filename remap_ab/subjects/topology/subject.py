@@ -19,7 +19,18 @@ from typing import Any, Optional
 from remap_ab import runtime
 from remap_ab.errors import ConfigError, exception_line
 from remap_ab.status import Status
-from remap_ab.subject import JudgeSettings, Point, PytestHooks, Selection, SoakPlan, SoakSettings, Subject, SummaryLines
+from remap_ab.subject import (
+    JudgeSettings,
+    Point,
+    PytestHooks,
+    Selection,
+    SoakPlan,
+    SoakSettings,
+    Subject,
+    SummaryLines,
+    canonical_implementation,
+    default_listing,
+)
 from remap_ab.subjects.topology import calls, check, report
 from remap_ab.subjects.topology import grid as gridmod
 from remap_ab.subjects.topology.config import TopologyCase
@@ -134,6 +145,15 @@ class TopologySubject:
     default_a = "a"
     default_b = "b"
     columns: Sequence[str] = COLUMNS
+    # Its part of each command (remap_ab/commands/), imported when that command runs.
+    parts = {command: f"remap_ab.subjects.topology.{module}" for command, module in (
+        ("replay", "replay_command"), ("soak", "soak_command"), ("bench", "bench"), ("mutants", "mutants"))}
+
+    def implementation(self, name: str) -> str:
+        return canonical_implementation(name)  # resolved, imported and checked by calls.resolve in select
+
+    def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
+        return report.replay_line(case, a, b)
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
@@ -148,6 +168,10 @@ class TopologySubject:
                   "topology_grid": "pr" if grid in PACKAGED_GRIDS else str(Path(str(grid)).resolve())},
             grid=chosen.cases,
         )
+
+    def listing(self, selection: Selection, filters: list, max_size: Optional[int], device: str,
+                command: str) -> tuple[list[str], str]:
+        return default_listing(selection, command, device)
 
     def case_dict(self, config: Any) -> dict:
         return dataclasses.asdict(config)
@@ -217,7 +241,7 @@ class TopologySubject:
         return summary_lines(summary)
 
     def pytest_hooks(self) -> PytestHooks:
-        return PytestHooks(grid_file=gridmod.pytest_grid_file, replay=gridmod.pytest_replay)
+        return PytestHooks(grid_file=gridmod.pytest_grid_file)
 
     def soak(self, settings: SoakSettings) -> SoakPlan:
         from remap_ab.subjects.topology import soak  # its draws load where a soak runs, not in `remap-ab report`

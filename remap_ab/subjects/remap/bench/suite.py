@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from remap_ab.bench import figures
+from remap_ab.bench import charts, figures
 from remap_ab.bench import host as sweep_timing
 from remap_ab.bench import suite as sections
 from remap_ab.bench.page import Chart, Section, Table
 from remap_ab.errors import exception_line
 from remap_ab.speed import judge_speed
 from remap_ab.status import CellStatus, SectionStatus
-from remap_ab.subjects.remap import charts, envelope
+from remap_ab.subjects.remap import envelope
 from remap_ab.subjects.remap.bench import (
     attention,
     contention,
