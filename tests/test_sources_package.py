@@ -71,7 +71,9 @@ def _blob_sha(repo: Path, rev: str, path: str) -> str:
 
 
 def _load(repo: Path, rev: str):
-    return sources.load(sources.parse(f"{rev}:pkg/impl.py", str(repo)))
+    spec = sources.parse(f"{rev}:pkg/impl.py", str(repo))
+    assert spec is not None
+    return sources.load(spec)
 
 
 @pytest.mark.parametrize("rev, value", [("one", 1), ("two", 2)])

@@ -385,7 +385,8 @@ class Tally:
         for d in draws:
             self.abandoned.append({"worker": worker, "case_id": str(d.case_id), "labels": d.labels(),
                                    "seconds_in_flight": round(seconds, 1),
-                                   "replay": soak.replay(d.config, {}, plan.folder)})
+                                   "replay": replay_line_of(subjects.get(plan.subject), d.config, {}, plan.folder,
+                                                            plan.a, plan.b, plan.subject)})
 
     @property
     def failures(self) -> list:
