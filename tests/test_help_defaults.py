@@ -64,9 +64,8 @@ def _clause(help_text: str) -> str:
 
 # (command, subject, flag) -> the numbers its help's default clause must state, in order.
 DECIDED = {
-    ("bench", "remap", "--repeats"): [remap_bench.PR_ALONE_REPEATS, remap_bench.OTHER_REPEATS, pairs.DEFAULT_REPEATS],
-    ("bench", "topology", "--repeats"): [remap_bench.PR_ALONE_REPEATS, remap_bench.OTHER_REPEATS,
-                                         pairs.DEFAULT_REPEATS],
+    ("bench", "remap", "--repeats"): [remap_bench.PR_ALONE_REPEATS, remap_bench.OTHER_REPEATS],
+    ("bench", "topology", "--repeats"): [pairs.DEFAULT_REPEATS],
     ("bench", "remap", "--det-tokens"): [*DET_TOKENS["cuda"], *DET_TOKENS["cpu"]],
     ("bench", "remap", "--det-runs"): [DET_RUNS["cuda"], DET_RUNS["cpu"]],
     ("bench", "remap", "--host-calls"): [remap_bench.HOST_CALLS["cuda"], remap_bench.HOST_CALLS["cpu"]],
@@ -83,6 +82,12 @@ DECIDED = {
     ("sweep", "topology", "--reports"): [DEFAULT_REPORTS],
     ("replay", "remap", "--repeat"): [replays.DEFAULT_AFTER_FAILURE, 1],
     ("replay", "topology", "--repeat"): [replays.DEFAULT_AFTER_FAILURE, 1],
+    ("history", "remap", "--reports"): [DEFAULT_REPORTS],
+    ("history", "topology", "--reports"): [DEFAULT_REPORTS],
+    ("history", "remap", "--batch"): [GPU_BATCH, 1],
+    ("history", "topology", "--batch"): [GPU_BATCH, 1],
+    ("history", "remap", "--case-timeout"): [int(DEFAULT_CASE_TIMEOUT)],
+    ("history", "topology", "--case-timeout"): [int(DEFAULT_CASE_TIMEOUT)],
     ("sweep", "remap", "--batch"): [GPU_BATCH, 1],
     ("sweep", "topology", "--batch"): [GPU_BATCH, 1],
     ("sweep", "remap", "--case-timeout"): [int(DEFAULT_CASE_TIMEOUT)],

@@ -18,7 +18,6 @@ from remap_ab import command_line, options, runtime, subjects
 from remap_ab.bench import pairs
 from remap_ab.bench.session import Session
 from remap_ab.commands.common import compose_subject_part, environment, subject_named, subject_part
-from remap_ab.subjects.remap.bench import command as remap_bench
 
 # Each subject's bench part (``Subject.parts["bench"]``) declares
 #   DESCRIPTION                    its part of this command's --help text;
@@ -63,9 +62,7 @@ def _compose(p, name: str) -> None:
     t = p.add_argument_group("timing")
     t.add_argument("--calls", type=options.positive_int, default=200, help="calls captured per graph (default 200)")
     t.add_argument("--repeats", type=options.positive_int, default=None,
-                   help=f"timed replays per graph (default {remap_bench.PR_ALONE_REPEATS} when the remap's pr is the "
-                        f"only section timed, as without --sections; {remap_bench.OTHER_REPEATS} with other timed "
-                        f"sections, e.g. --all; {pairs.DEFAULT_REPEATS} for another subject)")
+                   help=getattr(part, "REPEATS_HELP", None) or f"timed replays per graph (default {pairs.DEFAULT_REPEATS})")
     options.add(t, options.FAIL_SLOWER)
     if part is not None:
         part.add_arguments(p, dict(zip(SHARED_GROUPS, (what, t))))

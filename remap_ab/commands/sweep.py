@@ -19,7 +19,7 @@ from remap_ab import options, runtime, subjects
 from remap_ab.errors import UsageError
 from remap_ab.host.interrupts import as_interrupted, moment
 from remap_ab.status import plural
-from remap_ab.subject import listing_of
+from remap_ab.subject import command_part, listing_of
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.run_folder import resume_command
@@ -85,15 +85,15 @@ def _list(args) -> int:
 
 
 def _trace(args) -> None:
-    """--trace DIR: the trace's own subject (remap_ab/subjects/remap/trace_subject.py) runs DIR as its grid."""
+    """--trace DIR: the subject's trace part names the subject that runs DIR as its grid
+    (the remap's: remap_ab/subjects/remap/trace_subject.py)."""
     if args.trace is None:
         return
-    if args.grid is not None or args.subject != subjects.DEFAULT or args.resume:
-        raise UsageError("--trace DIR runs the recorded calls as the grid; drop --grid/--subject/--resume "
+    if args.grid is not None or args.resume:
+        raise UsageError("--trace DIR runs the recorded calls as the grid; drop --grid/--resume "
                          "(a trace run resumes with --resume alone)")
-    from remap_ab.subjects.remap.trace_subject import NAME  # the trace machinery loads only for a trace
-
-    args.subject, args.grid = NAME, args.trace
+    part = command_part(subjects.get(args.subject), "trace", ("NAME",), named=args.subject)
+    args.subject, args.grid = part.NAME, args.trace
 
 
 def main(args) -> int:

@@ -43,7 +43,8 @@ class RemapSubject:
     # Its part of each command (remap_ab/commands/), imported when that command runs.
     parts = {command: f"remap_ab.subjects.remap.{module}" for command, module in (
         ("run", "run_command"), ("replay", "replay_command"), ("soak", "soak_command"), ("bench", "bench"),
-        ("mutants", "mutants"), ("nondet", "nondet_command"), ("resources", "resources_command"))}
+        ("mutants", "mutants"), ("nondet", "nondet_command"), ("resources", "resources_command"),
+        ("trace", "trace_subject"))}
 
     def implementation(self, name: str) -> str:
         return registry.resolve(name)

@@ -66,6 +66,9 @@ DEFAULT_SECTIONS = ("pr", "resources")
 # --repeats' default: the pull request's table alone (resources times nothing, so pr with it
 # counts as alone, the default sections) takes more replays per graph than a longer run.
 PR_ALONE_REPEATS, OTHER_REPEATS = 20, 10
+# bench's --repeats help, stated by the part that decides the default (commands/bench.py).
+REPEATS_HELP = (f"timed replays per graph (default {PR_ALONE_REPEATS} when pr is the only section timed, as "
+                f"without --sections, or {OTHER_REPEATS} with other timed sections, e.g. --all)")
 UNTIMED = ("resources",)  # sections that compile or count, and replay no graph
 
 
