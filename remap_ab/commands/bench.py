@@ -23,7 +23,8 @@ from remap_ab.commands.common import compose_subject_part, environment, subject_
 #   DESCRIPTION                    its part of this command's --help text;
 #   add_arguments(parser, groups)  its options, after the shared ones below (``groups``:
 #                                  the shared argument groups by title, for it to extend);
-#   main(args, session) -> int     its run (session: remap_ab/bench/session.py).
+#   main(args, session) -> int     its run (session: remap_ab/bench/session.py);
+#   REPEATS_HELP (optional)        --repeats' help where the part decides its default.
 SHARED_GROUPS = ("what to run", "timing")
 
 

@@ -19,6 +19,6 @@ Its own machinery: gate.py (nothing is timed that disagrees with the oracle), me
 runner are remap_ab/bench/'s, which knows no kernel.
 """
 
-from remap_ab.subjects.remap.bench.command import DESCRIPTION, add_arguments, main
+from remap_ab.subjects.remap.bench.command import DESCRIPTION, REPEATS_HELP, add_arguments, main
 
-__all__ = ["DESCRIPTION", "add_arguments", "main"]
+__all__ = ["DESCRIPTION", "REPEATS_HELP", "add_arguments", "main"]
