@@ -39,10 +39,10 @@ def parse_cap(text: str) -> Cap:
 def describe(cap: Cap, option: str = "--reports", subject: Any = None) -> str:
     """The policy in words, for the summaries; ``option``: the setting's name where the
     words are read (the pytest grid's own); ``subject``: whose failure classes, named by
-    its ``failure_classes`` (optional in the protocol: without it, not named)."""
+    its ``failure_classes`` ("" or no subject: not named)."""
     if cap == ALL:
         return f"every failing case ({option} all)"
-    classes = getattr(subject, "failure_classes", "")
+    classes = subject.failure_classes if subject is not None else ""
     return f"the first {cap} failing cases of each failure class" + (f" ({classes})" if classes else "")
 
 

@@ -1,8 +1,10 @@
 """What a kernel pair under test declares, and all the machinery may ask of it.
 
-A subject is a package under ``remap_ab/subjects/`` whose ``subject`` module holds a
-``SUBJECT`` satisfying ``Subject``: data (its name, default implementations, result
-columns) plus the few functions below. The sweep, the run folder, the worker pool and
+A subject is an instance of ``Subject`` (the base below, every optional member with its
+default): a packaged one is the ``SUBJECT`` of a package under ``remap_ab/subjects/``,
+a user's own any ``MODULE:ATTRIBUTE``. Most derive from ``remap_ab.declare.Declared``,
+which answers every member from a grid, inputs, implementations and outputs declared
+as data. The sweep, the run folder, the worker pool and
 the summary call only these; what a case is, how its inputs are made, how its outputs
 are judged and what a report shows are the subject's own. ``remap_ab.subjects.get``
 loads one by name (``--subject NAME``).
@@ -12,8 +14,8 @@ dicts keyed by ``columns`` (the run folder's ``results.csv``).
 
 A subject may also be soaked (``remap-ab soak``): its ``soak(settings)`` answers a
 ``SoakPlan`` (what it draws, how a batch of draws is judged, a failing case's replay
-line); the driver (``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot
-be soaked, said in one line.
+line); the driver (``remap_ab/soak/``) owns the rest. The base's ``soak`` refuses in
+one line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 # Where a batch's time goes, summed over workers in the run's summary.
 PHASES = ("gen", "kernels", "compare", "write")
@@ -170,67 +172,103 @@ class PytestHooks:
     header: Optional[Callable[[Any, list], list]] = None
 
 
-class Subject(Protocol):
+class Subject:
+    """The base every subject derives from. The five members without a default (``name``,
+    ``title``, ``default_a``, ``default_b``, ``columns``) and the six methods that raise
+    ``NotImplementedError`` are the subject's own; every other member has a default
+    here, so no caller asks whether a subject has it. ``remap_ab.declare.Declared`` is
+    a subclass that answers all of them from a declared grid, inputs, implementations
+    and outputs (docs/subjects.md)."""
+
     name: str
     title: str  # a few words: what the pair computes
     default_a: str
     default_b: str
     columns: Sequence[str]  # results.csv's columns after ``index``, ``case_id`` and the axes
-    # Optional: what one failure class gathers, in words ("check"), for report_cap.describe;
-    # without it the summaries do not name the class.
-    failure_classes: str
+    # What one failure class gathers, in words ("check"), for report_cap.describe; "":
+    # the summaries do not name the class.
+    failure_classes: str = ""
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
         """The points a sweep of ``grid`` runs (``resume``: the run.json of a resumed run)."""
-        ...
+        raise NotImplementedError
 
     def case_dict(self, config: Any) -> dict:
-        ...
+        raise NotImplementedError
 
     def case_from_dict(self, d: dict) -> Any:
-        ...
+        raise NotImplementedError
 
     def judge(self, configs: list, settings: JudgeSettings, times: Any) -> list[dict]:
         """A row each, in order; a report folder for each failing case ``settings`` allows."""
-        ...
+        raise NotImplementedError
 
     def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
         """The row of a case whose worker died or ran out of time."""
-        ...
+        raise NotImplementedError
 
     def cost(self, config: Any) -> int:
-        """A case's relative size, for the progress line's estimate."""
-        ...
+        """A case's relative size, for the progress line's estimate (default: every case 1)."""
+        return 1
 
     def variant(self, config: Any) -> Optional[Hashable]:
-        """What decides the kernels a case compiles (None: compiled at launch, never ahead)."""
-        ...
+        """What decides the kernels a case compiles (default None: compiled at launch, never ahead)."""
+        return None
 
     def warm_up(self, a: str, b: str, config: Any) -> list[str]:
         """Call A's and B's implementations on a case of ``config``'s variant, its inputs
         made on the CPU, in a compile-ahead worker (``processes/precompile.py``) where
         every Triton launch compiles and launches nothing; the errors, one line each
-        (optional: needed only by a subject whose ``variant`` is ever not None)."""
-        ...
+        (asked only of a subject whose ``variant`` is ever not None; default: nothing)."""
+        return []
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
         """The subject's keys of a run's summary (``rows``: results.csv as a DataFrame;
         ``grid``: the subject's grid when the caller holds it loaded, else None). Keys
         the machinery reads: ``failing_cases`` (those a report folder may go to),
         ``failures_by_dimension`` ({axis: {label: [failed, total]}}), ``coverage`` (what a
-        PASS covers), ``run_failure`` (a run-level failure beside the cases', "" none)."""
-        ...
+        PASS covers), ``run_failure`` (a run-level failure beside the cases', "" none).
+        Default: none of its own."""
+        return {}
 
     def summary_lines(self, summary: dict) -> SummaryLines:
-        """The subject's lines of the printed summary (``summary``: summarise's dict)."""
-        ...
+        """The subject's lines of the printed summary (``summary``: summarise's dict; default none)."""
+        return SummaryLines()
 
     def pytest_hooks(self) -> PytestHooks:
-        """The plugin's hooks (optional: without it, every default)."""
-        ...
+        """The plugin's hooks (default: every hook's own default)."""
+        return PytestHooks()
 
     def soak(self, settings: SoakSettings) -> SoakPlan:
-        """What ``remap-ab soak`` draws and how (optional: the driver refuses a subject
-        without it); UsageError for an option the subject cannot honour."""
-        ...
+        """What ``remap-ab soak`` draws and how; UsageError for an option the subject
+        cannot honour (default: UsageError, this subject has no soak)."""
+        from remap_ab.errors import UsageError
+
+        raise UsageError(f"--subject {self.name}: this subject has no soak (it declares no soak and no strategy; "
+                         "docs/subjects.md)")
+
+    def command_part(self, command: str) -> Any:
+        """The subject's part of ``command`` (``run``, ``replay``, ``mutants``, ...) as
+        the command asks for it, or None: the command's own default (or its one-line
+        refusal). Default: None for every command."""
+        return None
+
+
+def judge_split(judge: Callable[[list], list], configs: list, *, raises: tuple = (),
+                on_crash: Optional[Callable[[Any, Exception], dict]] = None) -> list[dict]:
+    """``judge(configs)``'s rows; a batch that raises is judged again case by case, so one
+    bad case does not hide the others. A case that raises alone becomes
+    ``on_crash(config, exc)``'s row, or raises where there is none; ``raises``: exceptions
+    that are no case's doing, raised as they come. The one way the sweep (in its
+    process) and the pytest grid split a batch."""
+    try:
+        return list(judge(configs))
+    except raises:
+        raise
+    except Exception as exc:
+        if len(configs) > 1:
+            return [row for c in configs for row in judge_split(judge, [c], raises=raises, on_crash=on_crash)]
+        if on_crash is None:
+            raise
+        return [on_crash(configs[0], exc)]

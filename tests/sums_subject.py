@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from remap_ab.errors import ConfigError
 from remap_ab.status import Status
-from remap_ab.subject import JudgeSettings, Point, Selection, SummaryLines
+from remap_ab.subject import JudgeSettings, Point, Selection, Subject, SummaryLines
 
 GRID = [{"n": n, "step": step} for n in (0, 1, 2, 7, 100, 1000) for step in (1, 2)]
 B_WRONG_FROM = "SUMS_B_WRONG_FROM"
@@ -38,7 +38,7 @@ def _formula(n: int, step: int) -> int:
     return step * terms * (terms - 1) // 2 + (1 if wrong is not None and n >= int(wrong) else 0)
 
 
-class Sums:
+class Sums(Subject):
     name = "sums_subject:SUBJECT"
     title = "the sum of an arithmetic progression"
     default_a = "loop"

@@ -31,7 +31,13 @@ def get(name: str) -> Subject:
     if not colon:
         raise UsageError(f"--subject {name!r}: no such subject; choose one of {', '.join(NAMES)}, or MODULE:ATTRIBUTE")
     try:
-        return getattr(importlib.import_module(module), attribute)
+        found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"--subject {name!r}: cannot load it ({type(exc).__name__}: {exc}); "
                          "name a module on sys.path and the subject object in it") from None
+    from remap_ab.subject import Subject
+
+    if not isinstance(found, Subject):
+        raise UsageError(f"--subject {name!r}: {type(found).__name__} is no remap_ab.subject.Subject; derive the "
+                         "subject from it or from remap_ab.declare.Declared (docs/subjects.md)")
+    return found

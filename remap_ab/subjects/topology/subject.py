@@ -127,7 +127,7 @@ def choose(grid: Optional[str], filters: list, max_size: Optional[int], device: 
     return Chosen([Point(place[c], ids[c], c, labels(c)) for c in chosen], len(every), version, "; ".join(notes), every)
 
 
-class TopologySubject:
+class TopologySubject(Subject):
     name = "topology"
     title = "vLLM's topology-witness merge (docs/topology.md)"
     failure_classes = "check"  # report.claim's class
