@@ -292,11 +292,16 @@ class Declared(Subject):
             return super().soak(settings)
         self.resolve(settings.a), self.resolve(settings.b)
         given = {k: v for k, v in settings.options.items() if v is not None}
-        if given:
+        cap = given.pop("max_size", None) or given.pop("max_tokens", None)  # the size cap, by either subject's name
+        if given or (cap is not None and not self.grid.size):
             from remap_ab.errors import UsageError
 
-            raise UsageError(f"{', '.join(given)}: {self.name} draws its soak from its strategy, which takes no "
-                             "size options; drop them")
+            flags = [settings.flags.get(k, k) for k in (given or ["max_size"])]
+            raise UsageError(f"{', '.join(flags)}: {self.name} draws its soak from its strategy"
+                             + (f", capped on {self.grid.size} only" if self.grid.size else ", without a size cap")
+                             + "; drop it")
+        if cap is not None:
+            strategy = strategy.filter(lambda case, top=cap, axis=self.grid.size: case[axis] <= top)
         return SoakPlan(draws=lambda rng: _draws(self, strategy, rng), describe=f"cases drawn from {self.name}'s strategy",
                         replay=lambda case, row, folder: self.replay_line(case, settings.a, settings.b))
 
