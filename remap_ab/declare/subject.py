@@ -291,8 +291,10 @@ class Declared(Subject):
         if strategy is None:
             return super().soak(settings)
         self.resolve(settings.a), self.resolve(settings.b)
-        given = {k: v for k, v in settings.options.items() if v is not None}
-        cap = given.pop("max_size", None) or given.pop("max_tokens", None)  # the size cap, by either subject's name
+        # The size cap, by either name a soak part gives it; another size option cannot be honoured.
+        # (The soak part's schedule options, such as a batch size, have no effect on a declared subject.)
+        given = {k: v for k, v in settings.options.items() if v is not None and k.startswith("max_")}
+        cap = given.pop("max_size", None) or given.pop("max_tokens", None)
         if given or (cap is not None and not self.grid.size):
             from remap_ab.errors import UsageError
 
