@@ -83,7 +83,7 @@ def test_reports_caps_the_folders_and_a_bad_filter_is_one_line(tmp_path, monkeyp
     monkeypatch.setenv(sums.B_WRONG_FROM, "0")
     s, summary = sweep(tmp_path, 0, reports=1)
     assert summary["failing_cases"] == 12 and summary["report_folders"] == 1
-    with pytest.raises(ConfigError, match="the grid has no axis 'm'; choose one of n, step or case"):
+    with pytest.raises(ConfigError, match="the sums grid has no axis 'm'; choose one of n, step or case"):
         sweep(tmp_path, 0, filters=["m=1"])
 
 

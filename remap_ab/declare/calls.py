@@ -65,7 +65,7 @@ def synchronize(device: Any) -> None:
     """Wait for ``device``'s queued work (a no-op on the CPU)."""
     import torch
 
-    if torch.device(device).type == "cuda":
+    if (device.type if isinstance(device, torch.device) else torch.device(device).type) == "cuda":
         torch.cuda.synchronize(device)
 
 

@@ -86,32 +86,61 @@ class Grid:
         """``(points, the grid's size, the note of what the device and cap left out)``;
         ConfigError for a bad filter or nothing left."""
         every = self.cases()
-        parsed = parse_filters(filters, self.axis_names)
-        ids = [self.case_id(c) for c in every]
-        wanted = parsed.get(CASE_FILTER)
-        if wanted and wanted - set(ids):
-            unknown = sorted(wanted - set(ids))
-            raise ConfigError(f"--filter case={','.join(sorted(wanted))}: no case of the {self.name} has ID {unknown[0]}"
-                              + (f" ({len(unknown)} IDs unknown)" if len(unknown) > 1 else ""))
-        chosen = [(i, c) for i, c in enumerate(every) if _kept(self, c, ids[i], parsed)]
-        if not chosen:
-            raise ConfigError(f"the filters {' '.join(filters)} select no case of the {self.name}")
-        notes = []
-        limits = [(self.cpu_max, "on the CPU (the interpreter)")] if device == "cpu" and self.cpu_max is not None else []
-        limits += [(max_size, "the size cap")] if max_size is not None and self.size else []
-        for top, why in limits:
-            left = [c for _, c in chosen if c[self.size] > top]
-            if left:
-                values = ", ".join(map(str, sorted({c[self.size] for c in left})))
-                notes.append(f"{len(left)} of {len(chosen)} selected cases ({self.size} {values}) not run: "
-                             f"{self.size} > {top}, {why}")
-            chosen = [(i, c) for i, c in chosen if c[self.size] <= top]
-        if not chosen:
-            raise ConfigError("the filters select no case this run can take: " + "; ".join(notes))
-        return [Point(i, ids[i], c, self.labels(c)) for i, c in chosen], len(every), "; ".join(notes)
+        by_name = {a.name: a for a in self.axes}
+        limits = []
+        if self.size:
+            def size_of(case: dict) -> int:
+                return case[self.size]
+            if device == "cpu" and self.cpu_max is not None:
+                limits.append(Limit(self.cpu_max, size_of, self.size, f"{self.size} > {self.cpu_max}, on the CPU (the interpreter)"))
+            if max_size is not None:
+                limits.append(Limit(max_size, size_of, self.size, f"{self.size} > {max_size}, the size cap"))
+        points, note = choose(every, axes=self.axis_names, label=lambda c, axis: by_name[axis].label(c[axis]),
+                              case_id=self.case_id, filters=filters, limits=limits, grid_name=self.name)
+        return points, len(every), note
 
 
-def parse_filters(filters: Sequence[str], axes: Sequence[str]) -> dict[str, set[str]]:
+@dataclass(frozen=True)
+class Limit:
+    """A size limit of a selection: cases whose ``size_of`` exceeds ``top`` are left out,
+    said in the note as ``(AXIS values) not run: WHY``."""
+
+    top: int
+    size_of: Callable[[Any], int]
+    axis: str
+    why: str
+
+
+def choose(cases: Sequence[Any], *, axes: Sequence[str], label: Callable[[Any, str], str], case_id: Callable[[Any], str],
+           filters: Sequence[str], limits: Sequence[Limit] = (), grid_name: str = "grid") -> tuple[list[Point], str]:
+    """The points of ``cases`` (any type: ``label(case, axis)`` reads an axis' label) that
+    ``filters`` keep and ``limits`` allow, in order, and the note of what the limits left
+    out; ConfigError for a bad filter or nothing left. The one selection of every subject
+    whose grid is a list of cases."""
+    parsed = parse_filters(filters, axes, grid_name)
+    ids = [case_id(c) for c in cases]
+    wanted = parsed.get(CASE_FILTER)
+    if wanted and wanted - set(ids):
+        unknown = sorted(wanted - set(ids))
+        raise ConfigError(f"--filter case={','.join(sorted(wanted))}: no case of the {grid_name} has ID {unknown[0]}"
+                          + (f" ({len(unknown)} IDs unknown)" if len(unknown) > 1 else ""))
+    chosen = [i for i, c in enumerate(cases)
+              if all((ids[i] if name == CASE_FILTER else label(c, name)) in allowed for name, allowed in parsed.items())]
+    if not chosen:
+        raise ConfigError(f"the filters {' '.join(filters)} select no case of the {grid_name}")
+    notes = []
+    for limit in limits:
+        left = [i for i in chosen if limit.size_of(cases[i]) > limit.top]
+        if left:
+            values = ", ".join(map(str, sorted({limit.size_of(cases[i]) for i in left})))
+            notes.append(f"{len(left)} of {len(chosen)} selected cases ({limit.axis} {values}) not run: {limit.why}")
+        chosen = [i for i in chosen if limit.size_of(cases[i]) <= limit.top]
+    if not chosen:
+        raise ConfigError("the filters select no case this run can take: " + "; ".join(notes))
+    return [Point(i, ids[i], cases[i], tuple((axis, label(cases[i], axis)) for axis in axes)) for i in chosen], "; ".join(notes)
+
+
+def parse_filters(filters: Sequence[str], axes: Sequence[str], grid_name: str = "grid") -> dict[str, set[str]]:
     """``NAME=V[,V...]`` (V an axis label) or ``case=ID[,ID...]``; ConfigError naming a bad one."""
     parsed: dict[str, set[str]] = {}
     for spec in filters or []:
@@ -120,15 +149,10 @@ def parse_filters(filters: Sequence[str], axes: Sequence[str]) -> dict[str, set[
         if not sep or not values.strip():
             raise ConfigError(f"--filter {spec!r}: write NAME=V[,V...] (NAME one of {', '.join(axes)}) or case=ID[,ID...]")
         if name not in (*axes, CASE_FILTER):
-            raise ConfigError(f"--filter {spec!r}: the grid has no axis {name!r}; choose one of {', '.join(axes)} or case")
+            raise ConfigError(f"--filter {spec!r}: the {grid_name} has no axis {name!r}; choose one of {', '.join(axes)} "
+                              "or case")
         parsed.setdefault(name, set()).update(v.strip() for v in values.split(",") if v.strip())
     return parsed
-
-
-def _kept(grid: Grid, case: dict, cid: str, parsed: dict[str, set[str]]) -> bool:
-    by_name = {a.name: a for a in grid.axes}
-    return all((cid if name == CASE_FILTER else by_name[name].label(case[name])) in allowed
-               for name, allowed in parsed.items())
 
 
 def _natural(label: str) -> tuple:

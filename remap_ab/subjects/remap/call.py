@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Optional
 import torch
 
 from remap_ab import runtime
+from remap_ab.declare.calls import poisoned_empty, synchronize
 from remap_ab.errors import exception_line
 from remap_ab.interpreter import batched as interp_batched
 from remap_ab.sanitizer import compute as sanitizer
@@ -44,38 +45,6 @@ from remap_ab.subjects.remap.out_layout import CallerBuffers, caller_buffers, la
 
 if TYPE_CHECKING:
     from remap_ab.subjects.remap import registry
-@contextlib.contextmanager
-def poisoned_empty():
-    """torch.empty and friends return sentinel-filled memory inside this block."""
-    det = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    _set_deterministic(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        yield
-    finally:
-        _set_deterministic(det, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-
-
-def _set_deterministic(mode: bool, warn_only: bool) -> None:
-    # torch.use_deterministic_algorithms also mirrors the flag into inductor's config,
-    # importing torch._inductor to do so: seconds per process, for a compiler remap-ab
-    # never uses. The C-level switch is all the poisoning reads.
-    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if setter is None:
-        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-    else:
-        setter(mode, warn_only=warn_only)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for ``device``'s queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class CallClock:
     """Per-call timing: CUDA events on a GPU (no sync), perf_counter on the CPU."""
 
