@@ -24,6 +24,12 @@ class Params:
     pad_slot_id: int = PAD_SLOT_ID
     blocks_per_kv_block: int = 1
 
+    def scalars(self) -> dict:
+        """The keyword arguments after the buffer, as both versions name them."""
+        return {"dcp_world_size": self.dcp_world_size, "dcp_rank": self.dcp_rank,
+                "cp_kv_cache_interleave_size": self.cp_kv_cache_interleave_size, "pad_slot_id": self.pad_slot_id,
+                "blocks_per_kv_block": self.blocks_per_kv_block}
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -63,7 +69,7 @@ def query_start_loc(req_indices: np.ndarray, num_reqs: int) -> np.ndarray:
 def host_args(batch: Batch, params: Params, slot_mapping: np.ndarray) -> tuple[tuple, dict]:
     """The host version's arguments (``slot_mapping``: its int64 buffer, written in place)."""
     return ((batch.block_table, req_indices(batch.query_start_loc), batch.positions, params.block_size, slot_mapping),
-            _scalars(params))
+            params.scalars())
 
 
 def device_args(batch: Batch, params: Params, slot_mapping, device: str) -> tuple[tuple, dict]:
@@ -73,10 +79,4 @@ def device_args(batch: Batch, params: Params, slot_mapping, device: str) -> tupl
 
     table = torch.from_numpy(batch.table_buffer).to(device)[:, : batch.columns]
     qsl = torch.from_numpy(batch.query_start_loc.astype(np.int32)).to(device)
-    return (qsl, torch.from_numpy(batch.positions.astype(np.int64)).to(device), table, params.block_size, slot_mapping), _scalars(params)
-
-
-def _scalars(params: Params) -> dict:
-    return {"dcp_world_size": params.dcp_world_size, "dcp_rank": params.dcp_rank,
-            "cp_kv_cache_interleave_size": params.cp_kv_cache_interleave_size, "pad_slot_id": params.pad_slot_id,
-            "blocks_per_kv_block": params.blocks_per_kv_block}
+    return (qsl, torch.from_numpy(batch.positions.astype(np.int64)).to(device), table, params.block_size, slot_mapping), params.scalars()

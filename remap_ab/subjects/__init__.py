@@ -3,6 +3,7 @@ in a package of its own (``remap_ab.subject.Subject``; docs/layout.md):
 
     remap     vLLM's sparse-MLA index remap (kernels_old, kernels_new, kernels_main)
     topology  vLLM's topology-witness merge (kernels_topology; docs/topology.md)
+    slotmap   vLLM's slot mapping, host NumPy against device Triton (kernels_slotmap; docs/slotmap.md)
 
 ``get(name)`` imports a subject's ``subject`` module only when it is asked for. A
 subject of one's own is named ``MODULE:ATTRIBUTE`` (a dotted module on ``sys.path`` and
@@ -19,7 +20,7 @@ from remap_ab.errors import UsageError
 if TYPE_CHECKING:
     from remap_ab.subject import Subject
 
-NAMES = ("remap", "topology")
+NAMES = ("remap", "topology", "slotmap")
 DEFAULT = "remap"
 
 
