@@ -80,3 +80,41 @@ def device_args(batch: Batch, params: Params, slot_mapping, device: str) -> tupl
     table = torch.from_numpy(batch.table_buffer).to(device)[:, : batch.columns]
     qsl = torch.from_numpy(batch.query_start_loc.astype(np.int32)).to(device)
     return (qsl, torch.from_numpy(batch.positions.astype(np.int64)).to(device), table, params.block_size, slot_mapping), params.scalars()
+
+
+# The A/B's one calling convention: the batch as tensors (the table's buffer and width,
+# query_start_loc, positions), the caller's slot buffer and the scalars; each call gives
+# back the whole buffer as that version leaves it (the caller's buffer is not written).
+def call_host(table_buffer, columns, query_start_loc, positions, slot_mapping, params: Params):
+    """The host version on host arrays (request rows from ``query_start_loc``), its buffer
+    then copied to ``slot_mapping``'s device as vLLM copies it."""
+    import torch
+
+    from kernels_slotmap import host
+
+    batch = Batch(table_buffer.cpu().numpy(), columns, query_start_loc.cpu().numpy(), positions.cpu().numpy(), 0)
+    buf = slot_mapping.cpu().numpy().copy()
+    args, kwargs = host_args(batch, params, buf)
+    host.compute_slot_mapping(*args, **kwargs)
+    return torch.from_numpy(buf).to(slot_mapping.device)
+
+
+def call_device(table_buffer, columns, query_start_loc, positions, slot_mapping, params: Params, module=None):
+    """The device kernel on the tensors as given (``module``: another build of
+    kernels_slotmap.device with the same entry point, e.g. a mutant)."""
+    if module is None:
+        from kernels_slotmap import device as module
+    buf = slot_mapping.clone()
+    module.compute_slot_mapping(query_start_loc, positions, table_buffer[:, :columns], params.block_size, buf,
+                                **params.scalars())
+    return buf
+
+
+def call_oracle(table_buffer, columns, query_start_loc, positions, slot_mapping, params: Params):
+    """The oracle's slots, then PAD to the buffer's end."""
+    import torch
+
+    from kernels_slotmap.oracle import slot_mapping as defined
+
+    slots = defined(table_buffer[:, :columns], query_start_loc, positions, params.block_size, *params.scalars().values())
+    return torch.cat([slots, torch.full_like(slot_mapping, params.pad_slot_id)[slots.shape[0]:]])

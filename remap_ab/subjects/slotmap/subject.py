@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from kernels_slotmap import adapter
 from remap_ab import runtime
 from remap_ab.declare import Axis, Declared, Grid, Mutant, Output
 from remap_ab.errors import ConfigError
@@ -41,37 +42,12 @@ def block_grid(name: str = "default", file: Path = cases.GRID_FILE) -> BlockGrid
     return BlockGrid(axes, tomllib.loads(file.read_text())["version"], size="requests", name=name, file=str(file))
 
 
-def _outputs(buf: torch.Tensor, n: int, pad_tail: str) -> tuple:
-    return buf[:n], buf[n:] if pad_tail == "judged" else buf[n:n]
-
-
-def host(table_buffer, columns, query_start_loc, positions, slot_mapping, params, pad_tail):
-    from kernels_slotmap import adapter
-    from kernels_slotmap import host as version
-
-    batch = adapter.Batch(table_buffer.cpu().numpy(), columns, query_start_loc.cpu().numpy(), positions.cpu().numpy(), 0)
-    buf = slot_mapping.cpu().numpy().copy()  # the host's buffer, its result then copied to the device as vLLM does
-    args, kwargs = adapter.host_args(batch, params, buf)
-    version.compute_slot_mapping(*args, **kwargs)
-    return _outputs(torch.from_numpy(buf).to(slot_mapping.device), positions.shape[0], pad_tail)
-
-
-def device_from(module):
-    def device(table_buffer, columns, query_start_loc, positions, slot_mapping, params, pad_tail):
-        runtime.select(positions.device.type)  # the interpreter switch before the kernel's import
-        buf = slot_mapping.clone()
-        module().compute_slot_mapping(query_start_loc, positions, table_buffer[:, :columns], params.block_size, buf,
-                                      **params.scalars())
-        return _outputs(buf, positions.shape[0], pad_tail)
-    return device
-
-
-def oracle(table_buffer, columns, query_start_loc, positions, slot_mapping, params, pad_tail):
-    from kernels_slotmap.oracle import slot_mapping as defined
-
-    slots = defined(table_buffer[:, :columns], query_start_loc, positions, params.block_size, *params.scalars().values())
-    return _outputs(torch.cat([slots, torch.full_like(slot_mapping, params.pad_slot_id)[slots.shape[0]:]]),
-                    slots.shape[0], pad_tail)
+def judged_as(call):
+    """The implementation the A/B calls: ``call``'s buffer split as the case's PAD-tail contract says."""
+    def implementation(pad_tail, **batch):
+        buf, n = call(**batch), batch["positions"].shape[0]
+        return buf[:n], buf[n:] if pad_tail == "judged" else buf[n:n]
+    return implementation
 
 
 @cache
@@ -93,14 +69,15 @@ class SlotMapping(Declared):
     name = "slotmap"
     title = "vLLM's slot mapping, host NumPy against device Triton"
     grid = block_grid()
-    implementations = {"host": host, "device": device_from(lambda: importlib.import_module("kernels_slotmap.device"))}
+    implementations = {"host": judged_as(adapter.call_host), "device": judged_as(adapter.call_device)}
     outputs = (Output("slots"), Output("tail"))
-    oracle = staticmethod(oracle)
+    oracle = staticmethod(judged_as(adapter.call_oracle))
     extra_columns = ("finding",)
-    mutants = tuple(Mutant(m["id"], device_from(lambda i=m["id"]: mutated(i)), m["killed_by"], m["description"])
-                    for m in MUTANTS)
+    mutants = tuple(Mutant(m["id"], judged_as(lambda i=m["id"], **batch: adapter.call_device(**batch, module=mutated(i))),
+                           m["killed_by"], m["description"]) for m in MUTANTS)
 
     def inputs(self, case: dict, device: str) -> dict:
+        runtime.select(device)  # the interpreter switch before the device kernel's import
         batch, params = cases.batch(case, self.seed(case))
         stale = np.arange(batch.max_num_tokens, dtype=np.int64) + 7_000_000  # an earlier step's slots
         table, qsl, positions, buf = (torch.from_numpy(t).to(device) for t in (
