@@ -28,11 +28,11 @@ def formula(n: int, step: int) -> int:
 
 
 class Sums(Declared):
-    name = "sums_subject:SUBJECT"
     title = "the sum of an arithmetic progression"
     grid = Grid(axes=(Axis("n", (0, 1, 2, 7, 100, 1000)), Axis("step", (1, 2))), size="n", name="sums grid")
     implementations = {"loop": loop, "formula": formula}
     extra_columns = ("a_value", "b_value", "oracle_value")
+    header = ("sums: A is a loop, B is the formula",)
 
     def inputs(self, case: dict, device: str) -> dict:
         return dict(case)

@@ -45,7 +45,6 @@ def prefix_blocked(x):
 
 
 class PrefixSum(Declared):
-    name = "user_prefix_subject:SUBJECT"
     title = "an inclusive int32 prefix sum"
     grid = Grid(axes=(Axis("n", (0, 1, 31, 32, 33, 65, 100)), Axis("low", (-5, 0), ("signed", "natural"))), size="n")
     implementations = {"torch": prefix_torch, "blocked": prefix_blocked}

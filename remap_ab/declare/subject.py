@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,8 +86,10 @@ class Judged:
         at = m.first[0]
         values = ", ".join(f"{k if k == 'oracle' else k.upper()} {value_at(self.outputs.get(k, {}).get(m.output), at)}"
                            for k in ("a", "b", "oracle") if k in self.outputs)
-        return (f"{side}'s output {m.output} differs from {'the oracle' if self.has_oracle else 'A'}'s at "
-                f"{list(at)}: {values} ({m.count} of {m.total} elements differ)")
+        against = "the oracle" if self.has_oracle else "A"
+        if m.total == 1 and at == ():  # one value: no index, no count
+            return f"{side}'s output {m.output} differs from {against}'s: {values}"
+        return f"{side}'s output {m.output} differs from {against}'s at {list(at)}: {values} ({m.count} of {m.total} elements differ)"
 
 
 class Declared(Subject):
@@ -98,6 +101,7 @@ class Declared(Subject):
     outputs: tuple = (Output("out"),)
     mutants: tuple = ()  # declare.mutants.Mutant, each a planted B and the check that must kill it
     extra_columns: tuple = ()  # results.csv columns of the subject's own (``extras``)
+    header: tuple = ()  # lines a sweep and the pytest grid print before they run
     failure_classes = "check"  # a report slot per failing check (report_cap.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -108,6 +112,14 @@ class Declared(Subject):
         if "default_b" not in cls.__dict__ and len(names) > 1:
             cls.default_b = names[1]
         cls.columns = (*COLUMNS[:-1], *cls.extra_columns, COLUMNS[-1])
+
+    @property  # type: ignore[override]
+    def name(self) -> str:
+        """What ``--subject`` names: ``MODULE:ATTRIBUTE`` where this object is bound in its
+        class's module (a subject may declare ``name`` instead, as a packaged one does)."""
+        module = sys.modules.get(type(self).__module__)
+        bound = next((k for k, v in vars(module).items() if v is self), None) if module is not None else None
+        return f"{type(self).__module__}:{bound or type(self).__name__}"
 
     # -- what the subject declares as functions
     def inputs(self, case: dict, device: str) -> dict:
@@ -161,7 +173,7 @@ class Declared(Subject):
         self.resolve(a), self.resolve(b)  # an unknown name: one line, before anything runs
         points, total, note = self.grid.select(filters, max_size, device)
         return Selection(points=points, grid_points=len(points), grid_total=total, grid_version=self.grid.version,
-                         axes=self.grid.axis_names, a=a, b=b, note=note)
+                         axes=self.grid.axis_names, a=a, b=b, note=note, header=list(self.header))
 
     def case_dict(self, config: Any) -> dict:
         return dict(config)
