@@ -50,7 +50,7 @@ class Batch:
 
 def req_indices(query_start_loc: np.ndarray) -> np.ndarray:
     """Each token's request row (int64), from ``query_start_loc``."""
-    counts = np.diff(query_start_loc.astype(np.int64))
+    counts: np.ndarray = np.diff(query_start_loc.astype(np.int64))
     if (counts < 0).any():
         raise ValueError("query_start_loc must not decrease")
     return np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)

@@ -7,6 +7,7 @@ import itertools
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -68,5 +69,7 @@ def strategy() -> st.SearchStrategy[dict]:
         "ids": st.sampled_from(["low", "wrap"]), "stride": st.sampled_from(["tight", "wide"]),
         "pad_tail": st.sampled_from(["ignored", "judged"]),
     })
-    return case.map(lambda c: {**c, "rank": c["rank"] % c["world"],
-                               "tokens": min(c["tokens"], MAX_BATCH_TOKENS // c["requests"])})
+
+    def fitted(c: dict[str, Any]) -> dict:
+        return {**c, "rank": c["rank"] % c["world"], "tokens": min(c["tokens"], MAX_BATCH_TOKENS // c["requests"])}
+    return case.map(fitted)

@@ -60,6 +60,7 @@ def mutated(mutant_id: str):
     path = Path(tempfile.mkdtemp(prefix="slotmap-mutant-")) / f"slotmap_mutant_{mutant_id}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
