@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,8 @@ def _cli(home: Path, *argv: str, cwd: Path = REPO) -> subprocess.CompletedProces
 
 def test_the_subject_is_under_100_lines_and_loads_by_module_and_attribute(home):
     assert len(SOURCE.splitlines()) <= 100
+    # docs/subjects.md walks a reader through this very file.
+    assert re.search(r"```python\n(.*?)```", (REPO / "docs" / "subjects.md").read_text(), re.S)[1] == SOURCE
     subject = subjects.get(NAME)
     assert subject.columns[:3] == ("status", "check", "first_mismatch") and len(subject.grid.cases()) == GRID
 
