@@ -114,3 +114,19 @@ def test_a_row_field_without_a_column_stops_the_run_instead_of_vanishing(tmp_pat
     s.prepare()
     with pytest.raises(InternalError, match="oracle_valeu"):
         s.run()
+
+
+def test_a_batch_that_raises_is_judged_case_by_case_and_only_the_raising_case_crashes(tmp_path, monkeypatch):
+    judge = sums.SUBJECT.judge
+
+    def raises_at_seven(configs, settings, times):
+        if any(c["n"] == 7 for c in configs):
+            raise RuntimeError("seven")
+        return judge(configs, settings, times)
+
+    monkeypatch.setattr(sums.SUBJECT, "judge", raises_at_seven)
+    s, summary = sweep(tmp_path, 0, batch=4)
+    table = pd.read_csv(s.folder / "results.csv", dtype=str, keep_default_na=False)
+    crashed = table[table["status"] == "crash"]
+    assert len(table) == 12 and set(crashed["n"]) == {"7"} and len(crashed) == 2
+    assert (table[table["n"] != "7"]["status"] == "pass").all() and "RuntimeError: seven" in crashed["first_mismatch"].iloc[0]

@@ -113,8 +113,8 @@ class Declared(Subject):
             cls.default_b = names[1]
         cls.columns = (*COLUMNS[:-1], *cls.extra_columns, COLUMNS[-1])
 
-    @property  # type: ignore[override]
-    def name(self) -> str:
+    @property
+    def name(self) -> str:  # type: ignore[override]  # a derived default; a subclass may assign one
         """What ``--subject`` names: ``MODULE:ATTRIBUTE`` where this object is bound in its
         class's module (a subject may declare ``name`` instead, as a packaged one does)."""
         module = sys.modules.get(type(self).__module__)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import os
 import sys
 import time
@@ -219,6 +220,9 @@ class Sweep:
             self.last_result_at = time.perf_counter()
             self.progress.update([r["status"] for r in rows], [self.subject.cost(self.by_id[r["case_id"]].config) for r in rows])
 
+    def _judged(self, configs: list, times: BatchTimes) -> list:
+        return self.subject.judge(configs, self.settings, times)
+
     def _crash_row(self, config, exc: Exception) -> dict:
         return self.subject.lost_row(config, self.settings, exception_line(exc)[:400], Status.CRASH)
 
@@ -340,8 +344,8 @@ class Sweep:
                 loads = precompile.Loads(active=schedule is not None)
                 with loads:
                     # A batch that raised, judged case by case; a case that raises alone, its crash row.
-                    rows = judge_split(lambda configs, t=times: self.subject.judge(configs, self.settings, t),
-                                       [p.config for p in batch], on_crash=self._crash_row)
+                    rows = judge_split(functools.partial(self._judged, times=times), [p.config for p in batch],
+                                       on_crash=self._crash_row)
                 if schedule is not None:
                     schedule.judged((p.case_id for p in batch), loads.compiled if loads.active else None)
                 self._add_phases(times.seconds)
