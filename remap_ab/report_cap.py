@@ -90,3 +90,11 @@ def slots(folder, cap: Optional[Cap]) -> Optional[ReportSlots]:
     if key not in _SLOTS:
         _SLOTS[key] = ReportSlots(folder, cap)
     return _SLOTS[key]
+
+
+def claim(folder, cap: Optional[Cap], key: str, case_id: str) -> bool:
+    """Whether failing case ``case_id`` of failure class ``key`` gets a report folder
+    under ``folder``: every one for ``cap`` None or ``all``, else one of the first ``cap``
+    slots of its class (``key`` made file-name safe). Every subject's one question."""
+    held = slots(folder, cap)
+    return held is None or held.claim_key(key.replace(":", "-").replace("/", "-"), case_id)

@@ -246,8 +246,7 @@ class Declared(Subject):
         """``row`` with its report folder, when it fails and ``--reports`` leaves a slot."""
         if row["status"] == Status.PASS or not settings.folder or judged is None:
             return row
-        slots = report_cap.slots(settings.folder, settings.reports)
-        if slots is not None and not slots.claim_key(str(row["check"]) or "error", row["case_id"]):
+        if not report_cap.claim(settings.folder, settings.reports, str(row["check"]) or "error", row["case_id"]):
             return row
         from remap_ab.declare import report
 
