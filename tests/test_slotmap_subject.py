@@ -154,3 +154,20 @@ def test_a_soak_draws_from_the_strategy(tmp_path):
                      "--workers", "1", "--seed", "5")
     out = done.stdout + done.stderr
     assert "4 cases" in out, out[-2000:]
+
+
+def test_the_run_replay_and_mutants_parts_judge_the_subject(capsys):
+    # The commands do not ask Subject.command_part yet (issue 61, part 2): the parts are called directly.
+    import argparse
+    import json
+
+    wrap = json.dumps({**BASE, "ids": "wrap", "block_size": 128})
+    run = SUBJECT.command_part("run")
+    assert run.main(argparse.Namespace(case=wrap, a=None, b=None, device="cpu", report=None)) == 1
+    assert SUBJECT.command_part("replay").main(argparse.Namespace(target=json.dumps(BASE), a=None, b=None,
+                                                                  device="cpu", memcheck=False)) == 0
+    out = capsys.readouterr().out
+    assert "FAIL [a-vs-oracle] A's output slots" in out and "PASS" in out and "remap-ab replay --subject slotmap" in out
+    killed = SUBJECT.command_part("mutants").main(argparse.Namespace(only=["table_stride,last_request"], list=False,
+                                                                     device="cpu", jobs=1, json=None))
+    assert killed == 0 and "mutants: 2 of 2 killed" in capsys.readouterr().out
