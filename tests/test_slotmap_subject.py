@@ -147,6 +147,16 @@ def test_a_sweep_reports_the_findings_and_the_contract(tmp_path):
         rows = list(csv.DictReader(f))
     assert rows and all(r["status"] == "pass" or r["finding"] for r in rows)  # every failure is a named finding
     assert {r["finding"] for r in rows if r["pad_tail"] == "judged"} == {"host-leaves-tail"}
+    report = _remap_ab("report", "--root", str(tmp_path), "r")
+    assert "verdicts: pass" in report.stdout and "pad_tail: ignored" in report.stdout, report.stdout[-2000:]
+
+
+def test_the_pytest_grid_collects_the_subject():
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "remap_ab.pytest.plugin", "--remap-grid", "--remap-subject=slotmap",
+                           "--remap-grid-filter=requests=3", "--remap-grid-filter=world=8", "--remap-grid-filter=block_size=128",
+                           "--remap-grid-filter=ids=low", "-q", "-n", "0", "-p", "no:cacheprovider"],
+                          capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-2000:]
 
 
 def test_a_soak_draws_from_the_strategy(tmp_path):
