@@ -169,6 +169,16 @@ def test_run_and_replay_through_the_subjects_parts(home, tmp_path, capsys):
     assert replay.main(_args(target='{"n": 1, "low": 0}', b="torch")) == 0
 
 
+def test_the_strategy_shrinks_to_the_corner_and_serves_as_a_property_test(home, capsys):
+    subject = subjects.get(NAME)
+    assert subject.smallest_failing("torch", "blocked", "cpu")["n"] == 65  # the first length past the corner
+    assert subject.command_part("run").main(_args(case=None, report=None, shrink=True)) == 1
+    assert 'smallest failing case: {"low": ' in capsys.readouterr().out
+    subject.property_test(b="torch")()  # B written right: every drawn case passes
+    with pytest.raises(AssertionError, match="b-vs-oracle: B's output sums differs"):
+        subject.property_test()()
+
+
 def test_the_mutants_are_killed_by_their_declared_checks(home, capsys):
     part = subjects.get(NAME).command_part("mutants")
     assert part.main(argparse.Namespace(only=None, list=False, device="cpu", jobs=1, json=None)) == 0

@@ -65,12 +65,23 @@ class RunPart:
         p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                        help="cuda, or cpu (the Triton interpreter); default auto")
         p.add_argument("--report", metavar="DIR", help="write the case's report folder under DIR when it fails")
+        p.add_argument("--shrink", action="store_true",
+                       help="instead of one case: the smallest failing case the subject's strategy draws (Hypothesis)")
 
     def main(self, args) -> int:
         s = self.subject
-        case = _case(s, args.case, "--case") if args.case else s.grid.cases()[0]
         device = runtime.select(args.device)
         a, b = args.a or s.default_a, args.b or s.default_b
+        if getattr(args, "shrink", False):
+            if s.strategy() is None:
+                raise UsageError(f"--shrink: {s.name} declares no strategy to draw from; drop --shrink")
+            smallest = s.smallest_failing(a, b, device)
+            if smallest is None:
+                print(f"PASS  no failing case in 200 draws of {s.name}'s strategy (A {a}, B {b}, {device})")
+                return 0
+            print(f"smallest failing case: {json.dumps(smallest, sort_keys=True)}")
+            args.case = json.dumps(smallest)
+        case = _case(s, args.case, "--case") if args.case else s.grid.cases()[0]
         row = _judged_once(s, case, a, b, device, Path(args.report) if args.report else None)
         return 0 if str(row["status"]) == Status.PASS else 1
 

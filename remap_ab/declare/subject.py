@@ -297,6 +297,42 @@ class Declared(Subject):
     def pytest_hooks(self) -> PytestHooks:
         return PytestHooks(replay=lambda case, row, folder, a, b: self.replay_line(case, a, b))
 
+    def fails(self, case: dict, a: str, b: str, device: str) -> bool:
+        """Whether ``case`` does not pass with A ``a`` and B ``b``."""
+        judged = self.judge_case(case, self.resolve(a), self.resolve(b), device)
+        return judged.verdict()[0] != Status.PASS
+
+    def smallest_failing(self, a: str, b: str, device: str, examples: int = 200) -> Optional[dict]:
+        """The smallest case of ``strategy()`` that does not pass, as Hypothesis shrinks it
+        (None: none found in ``examples`` draws, or no strategy)."""
+        strategy = self.strategy()
+        if strategy is None:
+            return None
+        from hypothesis import HealthCheck, find, settings
+        from hypothesis.errors import NoSuchExample
+
+        try:
+            return dict(find(strategy, lambda case: self.fails(case, a, b, device),
+                             settings=settings(max_examples=examples, database=None, deadline=None,
+                                               suppress_health_check=list(HealthCheck))))
+        except NoSuchExample:
+            return None
+
+    def property_test(self, a: Optional[str] = None, b: Optional[str] = None, device: str = "cpu") -> Callable:
+        """A pytest test over ``strategy()``: each drawn case must pass (A and B as given,
+        else the defaults); a failure shrinks to the smallest case and names its verdict.
+        ``test_mine = SUBJECT.property_test()`` in a test file of one's own."""
+        from hypothesis import given
+
+        a, b = a or self.default_a, b or self.default_b
+
+        @given(self.strategy())
+        def test(case: dict) -> None:
+            row = self.row(case, self.judge_case(case, self.resolve(a), self.resolve(b), device))
+            assert row["status"] == Status.PASS, f"{row['check']}: {row['first_mismatch']} (case {json.dumps(case)})"
+
+        return test
+
     def soak(self, settings: SoakSettings) -> SoakPlan:
         strategy = self.strategy()
         if strategy is None:
