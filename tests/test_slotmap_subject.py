@@ -5,6 +5,7 @@ contract), its mutants each killed by its check, and the sweep and soak on it.""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_the_pad_tail_contract_decides_the_host_verdict(contract, verdict, findi
     assert j.outputs["b"]["tail"].tolist() == ([-1] * 5 if contract == "judged" else [])
 
 
-def test_the_selection_states_the_contract_and_knows_its_grids():
+def test_the_selection_states_the_contract_and_knows_its_grids(tmp_path):
     sel = SUBJECT.select(None, ["requests=3", "block_size=16", "world=2"], None, "host", "device", "cpu", None)
     judged_cases = sum(p.config["pad_tail"] == "judged" for p in sel.points)
     assert judged_cases and f"the tail too (it must be PAD) in {judged_cases}" in sel.header[0]
@@ -89,6 +90,11 @@ def test_the_selection_states_the_contract_and_knows_its_grids():
     assert env.grid_total == len(cases.cases("envelope"))
     with pytest.raises(ConfigError, match="default and envelope"):
         SUBJECT.select("nonesuch", [], None, "host", "device", "cpu", None)
+    own = tmp_path / "mine.toml"
+    axes = {**{a: [BASE[a]] for a in cases.AXES}, "world": [1, 2]}
+    own.write_text('version = 7\n[[default]]\nname = "one"\n' + "".join(f"{a} = {json.dumps(v)}\n" for a, v in axes.items()))
+    mine = SUBJECT.select(str(own), [], None, "host", "device", "cpu", None)
+    assert [p.config["world"] for p in mine.points] == [1, 2] and mine.grid_version == 7
     SUBJECT.select(None, [], None, "host", "device", "cpu", None)  # back to the default grid for the other tests
 
 
@@ -169,7 +175,6 @@ def test_a_soak_draws_from_the_strategy(tmp_path):
 def test_the_run_replay_and_mutants_parts_judge_the_subject(capsys):
     # The commands do not ask Subject.command_part yet (issue 61, part 2): the parts are called directly.
     import argparse
-    import json
 
     wrap = json.dumps({**BASE, "ids": "wrap", "block_size": 128})
     run = SUBJECT.command_part("run")
