@@ -3,6 +3,8 @@ version on host arrays plus the copy of its result to the device (pinned buffer,
 non_blocking, as a model runner copies it), against the device kernel on device tensors.
 Each figure is the median of --iters calls after --warmup, every call ended by a
 device synchronisation. Decode: R requests of one token; prefill: R requests of T tokens.
+The host version's request rows are made once, outside the timing (a model runner has
+them from its own input preparation); the device version's tensors are on the device.
 
     python scripts/slotmap_bench.py [--iters 200] [--warmup 20] [--json FILE]
 """
