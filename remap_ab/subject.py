@@ -256,19 +256,24 @@ class Subject:
 
 
 def judge_split(judge: Callable[[list], list], configs: list, *, raises: tuple = (),
-                on_crash: Optional[Callable[[Any, Exception], dict]] = None) -> list[dict]:
+                on_crash: Optional[Callable[[Any, Exception], dict]] = None,
+                before_split: Optional[Callable[[Exception, list], None]] = None) -> list[dict]:
     """``judge(configs)``'s rows; a batch that raises is judged again case by case, so one
     bad case does not hide the others. A case that raises alone becomes
     ``on_crash(config, exc)``'s row, or raises where there is none; ``raises``: exceptions
-    that are no case's doing, raised as they come. The one way the sweep (in its
-    process) and the pytest grid split a batch."""
+    that are no case's doing, raised as they come; ``before_split(exc, configs)`` is
+    called first on any other and may raise instead (a lost CUDA context). The one way
+    the sweep (in its process), the pytest grid and the remap's soak judge split a batch."""
     try:
         return list(judge(configs))
     except raises:
         raise
     except Exception as exc:
+        if before_split is not None:
+            before_split(exc, configs)
         if len(configs) > 1:
-            return [row for c in configs for row in judge_split(judge, [c], raises=raises, on_crash=on_crash)]
+            return [row for c in configs
+                    for row in judge_split(judge, [c], raises=raises, on_crash=on_crash, before_split=before_split)]
         if on_crash is None:
             raise
         return [on_crash(configs[0], exc)]
