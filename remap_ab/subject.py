@@ -188,6 +188,9 @@ class Subject:
     # What one failure class gathers, in words ("check"), for report_cap.describe; "":
     # the summaries do not name the class.
     failure_classes: str = ""
+    # Whether --memcheck (the sanitizer around every call) reaches this subject's calls;
+    # False: the sweep refuses --memcheck in one line instead of claiming a check it did not run.
+    memcheck: bool = False
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:

@@ -130,3 +130,10 @@ def test_a_batch_that_raises_is_judged_case_by_case_and_only_the_raising_case_cr
     crashed = table[table["status"] == "crash"]
     assert len(table) == 12 and set(crashed["n"]) == {"7"} and len(crashed) == 2
     assert (table[table["n"] != "7"]["status"] == "pass").all() and "RuntimeError: seven" in crashed["first_mismatch"].iloc[0]
+
+
+def test_memcheck_is_refused_for_a_subject_without_one_instead_of_claimed(tmp_path):
+    with pytest.raises(UsageError, match="--memcheck: sums_subject:SUBJECT has no memory check"):
+        sweep(tmp_path, 0, memcheck=True)
+    assert not any(tmp_path.iterdir())  # refused before anything is written
+    assert subjects.get("remap").memcheck and not subjects.get("topology").memcheck

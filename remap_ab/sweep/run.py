@@ -116,6 +116,9 @@ class Sweep:
         if o.reports is None:
             o.reports = DEFAULT_REPORTS
         self.subject = subjects.get(o.subject)
+        if o.memcheck and not self.subject.memcheck:
+            raise UsageError(f"--memcheck: {self.subject.name} has no memory check (the sanitizer takes the remap's "
+                             "cases only); drop it")
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = runtime.select(o.device)
         if self.device == "cuda":

@@ -37,6 +37,7 @@ class RemapSubject(Subject):
     name = "remap"
     title = "vLLM's sparse-MLA index remap (docs/spec.md)"
     failure_classes = failure_class.WORDS
+    memcheck = True  # the sanitizer runs around its calls (sanitizer/)
     default_a = "old"
     default_b = "new"
     columns = COLUMNS
