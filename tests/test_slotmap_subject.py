@@ -71,6 +71,8 @@ def test_the_host_int32_wrap_is_a_finding_with_its_case():
     assert (status, check) == (Status.FAIL, "a-vs-oracle") and "slots" in line
     assert SUBJECT.extras(case, j) == {"finding": "int32-wrap"}
     assert not [m for m in j.mismatches if m.side == "b"]
+    alone = SUBJECT.judge_case(case, SUBJECT.resolve("oracle"), SUBJECT.resolve("device"), "cpu")
+    assert alone.verdict()[0] == Status.PASS  # --a oracle: B judged past A's findings
 
 
 @pytest.mark.parametrize("contract, verdict, finding", [("ignored", Status.PASS, ""), ("judged", Status.FAIL, "host-leaves-tail")])

@@ -70,7 +70,8 @@ class SlotMapping(Declared):
     name = "slotmap"
     title = "vLLM's slot mapping, host NumPy against device Triton"
     grid = block_grid()
-    implementations = {"host": judged_as(adapter.call_host), "device": judged_as(adapter.call_device)}
+    implementations = {"host": judged_as(adapter.call_host), "device": judged_as(adapter.call_device),
+                       "oracle": judged_as(adapter.call_oracle)}  # --a oracle: B judged alone, past A's findings
     outputs = (Output("slots"), Output("tail"))
     oracle = staticmethod(judged_as(adapter.call_oracle))
     extra_columns = ("finding",)
