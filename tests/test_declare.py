@@ -104,3 +104,18 @@ def test_the_base_answers_every_optional_member():
         bare.soak(SoakSettings("cpu", "a", "b", 1))
     with pytest.raises(NotImplementedError):
         bare.judge([], JudgeSettings("a", "b", "cpu", None), None)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_host_sync_inside_a_declared_call_is_a_finding():
+    class Syncs(Doubles):
+        implementations = {"mul": lambda x: x * 2, "syncs": lambda x: x * int(x.sum().item() * 0 + 2)}
+        no_host_sync = True
+
+        def inputs(self, case, device):
+            return {"x": torch.arange(case["n"], dtype=torch.int64, device=device)}
+
+    s = Syncs()
+    row = s.judge([{"n": 3}], JudgeSettings("mul", "syncs", "cuda", None), None)[0]
+    assert row["status"] == Status.FAIL and row["check"] == Check.SYNC and "B synchronises with the host" in row["first_mismatch"]
+    assert s.judge([{"n": 3}], JudgeSettings("mul", "mul", "cuda", None), None)[0]["status"] == Status.PASS

@@ -13,10 +13,12 @@ call gets.
    elements it changed (``inputs_written``), with the first changed element as evidence.
 ``layout_findings(a, b)`` is the third check: B's output strides against A's.
 
-The remap's call (subjects/remap/call.py) uses ``poisoned_empty`` and ``synchronize``
-from here; its CUDA-only checks (no host sync inside the call, outputs ready on the
-caller's stream, a CUDA-graph capture whose replay equals an eager call) are not generic
-yet: a declared subject gets none of them.
+On CUDA, a subject that declares ``no_host_sync`` also gets the ``sync`` check: the call
+made once under sync debug mode "error" (``set_sync_debug_mode``), a host
+synchronisation inside it a finding. The remap's call (subjects/remap/call.py) uses
+``poisoned_empty``, ``synchronize`` and ``set_sync_debug_mode`` from here; its other
+CUDA-only checks (outputs ready on the caller's stream, a CUDA-graph capture whose replay
+equals an eager call) are not generic yet.
 """
 
 from __future__ import annotations
@@ -67,6 +69,31 @@ def synchronize(device: Any) -> None:
 
     if (device.type if isinstance(device, torch.device) else torch.device(device).type) == "cuda":
         torch.cuda.synchronize(device)
+
+
+SYNC_WORDS = "synchronizing"  # in the RuntimeError sync debug mode "error" raises
+_switch: Any = None  # torch's C switch of the sync debug mode, found on first use
+_switched = False
+
+
+def set_sync_debug_mode(mode: int) -> None:
+    """CUDA's sync debug mode (2: a host synchronisation raises), through the C switch:
+    torch.cuda's wrapper re-checks its lazy init on every call. The switch warns that
+    the mode is a prototype on its first use in a process only (silenced here); a call
+    check switches twice a call, so later switches skip the filter."""
+    global _switch, _switched
+    if _switched:
+        _switch(mode)
+        return
+    import warnings
+
+    import torch
+
+    _switch = getattr(torch._C, "_cuda_set_sync_debug_mode", None) or torch.cuda.set_sync_debug_mode
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        _switch(mode)
+    _switched = True
 
 
 @dataclass
@@ -125,11 +152,21 @@ def _first_change(before: Any, after: Any) -> str:
             f"({before[at].item()} -> {after[at].item()})")
 
 
-def call(fn: Callable, inputs: dict, names: Sequence[str], device: Any, who: str, checks: bool = True) -> Called:
+def call(fn: Callable, inputs: dict, names: Sequence[str], device: Any, who: str, checks: bool = True,
+         no_host_sync: bool = False) -> Called:
     """``fn(**inputs)`` on private copies, as the module docstring says; ``who`` names
-    the side in the findings ("A", "B", "the oracle"); ``checks``: run the call checks."""
+    the side in the findings ("A", "B", "the oracle"); ``checks``: run the call checks;
+    ``no_host_sync`` (with ``checks``, on CUDA): the call runs under sync debug mode
+    "error", a host synchronisation inside it is a ``sync`` finding, and the call is
+    made again without the mode (on fresh copies) so its values are still judged."""
     import torch
 
+    found = []
+    if checks and no_host_sync and torch.device(device).type == "cuda":
+        sync_error = _sync_raised(fn, inputs, device)
+        if sync_error:
+            found.append(Finding(Check.SYNC, f"{who} synchronises with the host inside the call ({sync_error[:200]}); "
+                                 "a call captured in a CUDA graph cannot"))
     given = {k: private_copy(v) for k, v in inputs.items()}
     synchronize(device)
     start = time.perf_counter()
@@ -141,7 +178,6 @@ def call(fn: Callable, inputs: dict, names: Sequence[str], device: Any, who: str
         outputs = as_outputs(value, names)
     except Exception as exc:
         return Called(None, f"{who} raised {exception_line(exc)}"[:400], (time.perf_counter() - start) * 1e3)
-    found = []
     if checks:
         for name, t in inputs.items():
             if not isinstance(t, torch.Tensor):
@@ -161,6 +197,28 @@ def call(fn: Callable, inputs: dict, names: Sequence[str], device: Any, who: str
                     found.append(Finding(Check.ALIASED, f"{who}'s output {name} shares storage with its input "
                                          f"{shared[0]}: a caller that reuses the input overwrites the output"))
     return Called(outputs, "", ms, found)
+
+
+def _sync_raised(fn: Callable, inputs: dict, device: Any) -> str:
+    """The error of a host synchronisation inside ``fn`` (on its own copies), "" none.
+    Anything else it raises is left to the judged call that follows."""
+    import torch
+
+    given = {k: private_copy(v) for k, v in inputs.items()}
+    synchronize(device)
+    previous = torch.cuda.get_sync_debug_mode()
+    set_sync_debug_mode(2)
+    try:
+        with poisoned_empty():
+            fn(**given)
+    except RuntimeError as exc:
+        if SYNC_WORDS in str(exc):
+            return exception_line(exc)
+    except Exception:
+        pass
+    finally:
+        set_sync_debug_mode(previous)
+    return ""
 
 
 def _storage(t: Any) -> Any:

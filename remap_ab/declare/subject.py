@@ -102,6 +102,7 @@ class Declared(Subject):
     mutants: tuple = ()  # declare.mutants.Mutant, each a planted B and the check that must kill it
     extra_columns: tuple = ()  # results.csv columns of the subject's own (``extras``)
     header: tuple = ()  # lines a sweep and the pytest grid print before they run
+    no_host_sync = False  # on CUDA, a host synchronisation inside A's or B's call is a finding (sync)
     failure_classes = "check"  # a report slot per failing check (report_cap.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -189,7 +190,8 @@ class Declared(Subject):
         names = [o.name for o in self.outputs]
         inputs = self.inputs(case, device)
         judged = Judged(inputs)
-        sides = {"a": calls.call(a, inputs, names, device, "A", checks), "b": calls.call(b, inputs, names, device, "B", checks)}
+        sides = {side: calls.call(fn, inputs, names, device, side.upper(), checks, self.no_host_sync)
+                 for side, fn in (("a", a), ("b", b))}
         oracle = self.oracle
         if oracle is not None:
             ref = calls.call(oracle, inputs, names, device, "the oracle", checks=False)

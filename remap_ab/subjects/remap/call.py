@@ -26,13 +26,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-import warnings
 from typing import TYPE_CHECKING, Optional
 
 import torch
 
 from remap_ab import runtime
 from remap_ab.declare.calls import poisoned_empty, synchronize
+from remap_ab.declare.calls import set_sync_debug_mode as _set_sync_debug_mode
 from remap_ab.errors import exception_line
 from remap_ab.interpreter import batched as interp_batched
 from remap_ab.sanitizer import compute as sanitizer
@@ -437,25 +437,6 @@ def _timed(impl, config: CaseConfig, inputs: CaseInputs, clock: Optional[CallClo
     return out, counts, (start, clock.start())
 
 
-_SYNC_SWITCH = getattr(torch._C, "_cuda_set_sync_debug_mode", None)
-_sync_switched = False
-
-
-def _set_sync_debug_mode(mode: int) -> None:
-    # The C switch itself: torch.cuda's wrapper re-checks its lazy init on every call.
-    # The switch warns that the mode is a prototype on its first use in a process only
-    # (silenced here); the sweep switches twice a call, so later switches skip the filter.
-    global _sync_switched
-    if _sync_switched and _SYNC_SWITCH is not None:
-        _SYNC_SWITCH(mode)
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        if _SYNC_SWITCH is None:
-            torch.cuda.set_sync_debug_mode(mode)
-        else:
-            _SYNC_SWITCH(mode)
-    _sync_switched = True
 
 
 def sync_frame(exc: BaseException, impl) -> Optional[dict]:
