@@ -119,3 +119,25 @@ def test_on_a_gpu_a_host_sync_inside_a_declared_call_is_a_finding():
     row = s.judge([{"n": 3}], JudgeSettings("mul", "syncs", "cuda", None), None)[0]
     assert row["status"] == Status.FAIL and row["check"] == Check.SYNC and "B synchronises with the host" in row["first_mismatch"]
     assert s.judge([{"n": 3}], JudgeSettings("mul", "mul", "cuda", None), None)[0]["status"] == Status.PASS
+
+
+def test_a_property_both_sides_break_fails_the_case_and_its_report_says_so(tmp_path):
+    from remap_ab.declare import Property
+
+    class Sorted(Doubles):
+        properties = (Property("ascending", lambda inputs, out: "" if bool((out["out"].diff() >= 0).all())
+                               else "not ascending"),)
+
+        def inputs(self, case, device):
+            return {"x": torch.tensor([3, -1, 2][: case["n"]])}
+
+        def report_sections(self, case, judged):
+            return [("Why", "doubling keeps the order only of sorted inputs")]
+
+    s = Sorted()
+    row = s.judge([{"n": 3}], JudgeSettings("mul", "add", "cpu", str(tmp_path)), None)[0]
+    assert row["status"] == Status.FAIL and row["check"] == "property:ascending"
+    assert row["first_mismatch"] == "B's outputs break ascending: not ascending"
+    text = (tmp_path / row["report"] / "report.md").read_text()
+    assert "- B: ascending: not ascending" in text and "- A: ascending" in text and "## Why" in text
+    assert s.judge([{"n": 0}], JudgeSettings("mul", "add", "cpu", None), None)[0]["status"] == Status.PASS

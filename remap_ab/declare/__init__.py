@@ -14,6 +14,6 @@ derives every command from them. Knows no kernel and imports no Triton.
 from remap_ab.declare.compare import Output, bit_for_bit, close
 from remap_ab.declare.grid import Axis, Grid, failures_by_dimension
 from remap_ab.declare.mutants import Mutant
-from remap_ab.declare.subject import Declared
+from remap_ab.declare.subject import Declared, Property
 
-__all__ = ["Axis", "Declared", "Grid", "Mutant", "Output", "bit_for_bit", "close", "failures_by_dimension"]
+__all__ = ["Axis", "Declared", "Grid", "Mutant", "Output", "Property", "bit_for_bit", "close", "failures_by_dimension"]

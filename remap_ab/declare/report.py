@@ -66,7 +66,8 @@ def write(folder: Path, *, subject: Any, case: dict, case_id: str, row: dict, ju
         subject=subject.title, case_id=case_id, status=str(row["status"]), check=str(row.get("check", "")),
         first_mismatch=row.get("first_mismatch", ""), a=settings.a, b=settings.b, reference=reference,
         device=settings.device, case_json=json.dumps(case, sort_keys=True), replay=replay, error=judged.error,
-        findings=judged.findings, mismatches=mismatches, inputs=_input_rows(judged.inputs))
+        findings=judged.findings, mismatches=mismatches, inputs=_input_rows(judged.inputs),
+        properties=judged.properties, sections=subject.report_sections(case, judged))
     (out / REPORT_FILE).write_text(text)
     (out / CASE_FILE).write_text(json.dumps({"case": case, "row": {k: str(v) for k, v in row.items()}, "a": settings.a,
                                              "b": settings.b}, indent=2, sort_keys=True) + "\n")

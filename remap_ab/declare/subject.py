@@ -50,6 +50,17 @@ COLUMNS = (
 SOAK_CHUNK = 64  # cases one Hypothesis run draws for the soak at a time
 
 
+@dataclass(frozen=True)
+class Property:
+    """What an implementation's outputs must satisfy beyond equality with the reference:
+    ``holds(inputs, outputs)`` answers "" (or None) when it holds, else what it found,
+    in one line. Checked on B's outputs and on A's; the first finding is the case's
+    ``property:NAME`` check."""
+
+    name: str
+    holds: Callable[[dict, dict], Optional[str]]
+
+
 @dataclass
 class Judged:
     """One case judged: the inputs, each side's outputs ("a", "b", "oracle"), what differs,
@@ -62,6 +73,7 @@ class Judged:
     error: str = ""
     has_oracle: bool = False
     ms: dict = field(default_factory=dict)
+    properties: list = field(default_factory=list)  # (side, property name, what it found), B's first
 
     def verdict(self) -> tuple[Status, str, str]:
         """``(status, check, first line)``."""
@@ -72,6 +84,9 @@ class Judged:
         if self.mismatches:
             m = self.mismatches[0]
             return Status.FAIL, self.check_of(m), self.line_of(m)
+        if self.properties:
+            side, name, line = self.properties[0]
+            return Status.FAIL, f"property:{name}", f"{side.upper()}'s outputs break {name}: {line}"
         return Status.PASS, "", ""
 
     def check_of(self, m: Mismatch) -> str:
@@ -103,6 +118,7 @@ class Declared(Subject):
     extra_columns: tuple = ()  # results.csv columns of the subject's own (``extras``)
     header: tuple = ()  # lines a sweep and the pytest grid print before they run
     no_host_sync = False  # on CUDA, a host synchronisation inside A's or B's call is a finding (sync)
+    properties: tuple = ()  # Property: what each side's outputs must satisfy beyond equality (property:NAME)
     failure_classes = "check"  # a report slot per failing check (report_cap.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -136,6 +152,10 @@ class Declared(Subject):
     def extras(self, case: dict, judged: Judged) -> dict:
         """The values of ``extra_columns`` for a judged case."""
         return {}
+
+    def report_sections(self, case: dict, judged: Judged) -> list[tuple[str, str]]:
+        """Sections of the subject's own in a failing case's report.md: ``(title, Markdown)``."""
+        return []
 
     def summary_findings(self, rows: Any) -> list[str]:
         """Lines of the subject's own after the summary's report folders line."""
@@ -215,6 +235,11 @@ class Declared(Subject):
                 if found is not None:
                     judged.mismatches.append(found)
         judged.mismatches.sort(key=lambda m: m.side != "b")  # B's first: the pair's finding
+        for side in ("b", "a"):
+            for prop in self.properties:
+                found = prop.holds(judged.inputs, judged.outputs[side])
+                if found:
+                    judged.properties.append((side, prop.name, str(found)))
         return judged
 
     def row(self, case: dict, judged: Optional[Judged], status: Status = Status.PASS, check: str = "",
