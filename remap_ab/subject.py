@@ -106,6 +106,8 @@ class SoakSettings:
     # The flag of each of the subject's soak part's options (name -> "--flag"): a subject
     # below the command line words its repeat line with them.
     flags: dict = field(default_factory=dict)
+    # The shared size cap (``options.MAX_SIZE``'s flag), whatever the soak part names it; None: not given.
+    size_cap: Optional[int] = None
 
 
 @dataclass

@@ -142,6 +142,9 @@ def test_a_short_soak_finds_the_corner(home, tmp_path):
     capped = _cli(home, "soak", "--subject", NAME, "--minutes", "1", "--max-cases", "10", "--workers", "1",
                   "--seed", "7", "--device", "cpu", "--root", str(tmp_path), "--max-tokens", "64")
     assert capped.returncode == 0 and "PASS — all 10 cases passed" in capped.stdout, capped.stdout + capped.stderr
+    other = _cli(home, "soak", "--subject", NAME, "--minutes", "1", "--device", "cpu", "--root", str(tmp_path),
+                 "--max-topk", "64")
+    assert other.returncode == 2 and "--max-topk: " in other.stderr and "capped on n only" in other.stderr
 
 
 def test_the_pytest_grid_runs_the_subjects_grid(home, tmp_path):

@@ -5,7 +5,7 @@ call gets.
 1. gives ``fn`` its own copy of every input tensor, in the same layout (shape, strides,
    offset), so nothing it does reaches the other side's or the oracle's inputs and
    afterwards every element it was given can be compared with what went in;
-2. runs it with ``torch.empty`` poisoned (``poisoned_empty``: an unwritten lane reads a
+2. runs it with ``torch.empty`` poisoned (``poisoned_empty``: an unwritten element reads a
    sentinel instead of passing by luck), synchronising with the device around it on a
    GPU, timed;
 3. turns an exception, or a return that is not the declared outputs, into ``error``;

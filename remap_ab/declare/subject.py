@@ -365,10 +365,11 @@ class Declared(Subject):
         if strategy is None:
             return super().soak(settings)
         self.resolve(settings.a), self.resolve(settings.b)
-        # The size cap, by either name a soak part gives it; another size option cannot be honoured.
+        # The shared size cap caps the grid's size axis; another size option cannot be honoured.
         # (The soak part's schedule options, such as a batch size, have no effect on a declared subject.)
+        cap = settings.size_cap
         given = {k: v for k, v in settings.options.items() if v is not None and k.startswith("max_")}
-        cap = given.pop("max_size", None) or given.pop("max_tokens", None)
+        given.pop(next((k for k, v in given.items() if v == cap), ""), None)  # the cap's own option
         if given or (cap is not None and not self.grid.size):
             from remap_ab.errors import UsageError
 
