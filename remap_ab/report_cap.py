@@ -39,10 +39,10 @@ def parse_cap(text: str) -> Cap:
 def describe(cap: Cap, option: str = "--reports", subject: Any = None) -> str:
     """The policy in words, for the summaries; ``option``: the setting's name where the
     words are read (the pytest grid's own); ``subject``: whose failure classes, named by
-    its ``failure_classes`` (optional in the protocol: without it, not named)."""
+    its ``failure_classes`` ("" or no subject: not named)."""
     if cap == ALL:
         return f"every failing case ({option} all)"
-    classes = getattr(subject, "failure_classes", "")
+    classes = subject.failure_classes if subject is not None else ""
     return f"the first {cap} failing cases of each failure class" + (f" ({classes})" if classes else "")
 
 
@@ -99,3 +99,11 @@ def slots(folder, cap: Optional[Cap]) -> Optional[ReportSlots]:
     if key not in _SLOTS:
         _SLOTS[key] = ReportSlots(folder, cap)
     return _SLOTS[key]
+
+
+def claim(folder, cap: Optional[Cap], key: str, case_id: str) -> bool:
+    """Whether failing case ``case_id`` of failure class ``key`` gets a report folder
+    under ``folder``: every one for ``cap`` None or ``all``, else one of the first ``cap``
+    slots of its class (``key`` made file-name safe). Every subject's one question."""
+    held = slots(folder, cap)
+    return held is None or held.claim_key(key.replace(":", "-").replace("/", "-"), case_id)

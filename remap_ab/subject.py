@@ -1,8 +1,10 @@
 """What a kernel pair under test declares, and all the machinery may ask of it.
 
-A subject is a package under ``remap_ab/subjects/`` whose ``subject`` module holds a
-``SUBJECT`` satisfying ``Subject``: data (its name, default implementations, result
-columns) plus the few functions below. The sweep, the run folder, the worker pool and
+A subject is an instance of ``Subject`` (the base below, every optional member with its
+default): a packaged one is the ``SUBJECT`` of a package under ``remap_ab/subjects/``,
+a user's own any ``MODULE:ATTRIBUTE``. Most derive from ``remap_ab.declare.Declared``,
+which answers every member from a grid, inputs, implementations and outputs declared
+as data. The sweep, the run folder, the worker pool and
 the summary call only these; what a case is, how its inputs are made, how its outputs
 are judged and what a report shows are the subject's own. ``remap_ab.subjects.get``
 loads one by name (``--subject NAME``).
@@ -17,9 +19,8 @@ without the subject's part refuses it in one line naming what to declare.
 
 A subject may also be soaked (``remap-ab soak``): its ``soak(settings)`` answers a
 ``SoakPlan`` (what it draws, how a batch of draws is judged); the driver
-(``remap_ab/soak/``) owns the rest. A subject without ``soak`` cannot be soaked, said in
-one line. A failing case's replay line, whoever prints it, is the subject's
-``replay_line``.
+(``remap_ab/soak/``) owns the rest. The base's ``soak`` refuses in one line. A failing
+case's replay line, whoever prints it, is the subject's ``replay_line``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ import json
 import random
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, Optional, Protocol
+from types import MappingProxyType
+from typing import Any, Optional
 
 from remap_ab import command_line, sources
 from remap_ab.errors import UsageError
@@ -117,6 +118,8 @@ class SoakSettings:
     # The flag of each of the subject's soak part's options (name -> "--flag"): a subject
     # below the command line words its repeat line with them.
     flags: dict = field(default_factory=dict)
+    # The shared size cap (``options.MAX_SIZE``'s flag), whatever the soak part names it; None: not given.
+    size_cap: Optional[int] = None
 
 
 @dataclass
@@ -179,96 +182,138 @@ class PytestHooks:
     header: Optional[Callable[[Any, list], list]] = None
 
 
-class Subject(Protocol):
+class Subject:
+    """The base every subject derives from. The five members without a default (``name``,
+    ``title``, ``default_a``, ``default_b``, ``columns``) and the six methods that raise
+    ``NotImplementedError`` are the subject's own; every other member has a default
+    here, so no caller asks whether a subject has it. ``remap_ab.declare.Declared`` is
+    a subclass that answers all of them from a declared grid, inputs, implementations
+    and outputs (docs/subjects.md)."""
+
     name: str
     title: str  # a few words: what the pair computes
     default_a: str
     default_b: str
     columns: Sequence[str]  # results.csv's columns after ``index``, ``case_id`` and the axes
-    # Optional: what one failure class gathers, in words ("check"), for report_cap.describe;
-    # without it the summaries do not name the class.
-    failure_classes: str
+    # What one failure class gathers, in words ("check"), for report_cap.describe; "":
+    # the summaries do not name the class.
+    failure_classes: str = ""
+    # Whether --memcheck (the sanitizer around every call) reaches this subject's calls;
+    # False: the sweep refuses --memcheck in one line instead of claiming a check it did not run.
+    memcheck: bool = False
 
-    @property
-    def parts(self) -> Mapping[str, str]:
-        """Optional (default: none, ``parts_of``): the subject's part of each command that
-        has one, command -> the module holding it, imported only when that command runs
-        (what each command asks of its part: the command's module, remap_ab/commands/)."""
-        ...
+    # The subject's part of each command that has one, command -> the module holding it,
+    # imported only when that command runs (what each command asks of its part: the
+    # command's module, remap_ab/commands/). Default: none (``command_part`` may still
+    # answer with an object).
+    parts: Mapping[str, str] = MappingProxyType({})
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
         """The points a sweep of ``grid`` runs (``resume``: the run.json of a resumed run)."""
-        ...
+        raise NotImplementedError
 
     def case_dict(self, config: Any) -> dict:
-        ...
+        raise NotImplementedError
 
     def case_from_dict(self, d: dict) -> Any:
-        ...
+        raise NotImplementedError
 
     def judge(self, configs: list, settings: JudgeSettings, times: Any) -> list[dict]:
         """A row each, in order; a report folder for each failing case ``settings`` allows."""
-        ...
+        raise NotImplementedError
 
     def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
         """The row of a case whose worker died or ran out of time."""
-        ...
+        raise NotImplementedError
 
     def cost(self, config: Any) -> int:
-        """A case's relative size, for the progress line's estimate."""
-        ...
+        """A case's relative size, for the progress line's estimate (default: every case 1)."""
+        return 1
 
     def variant(self, config: Any) -> Optional[Hashable]:
-        """What decides the kernels a case compiles (None: compiled at launch, never ahead)."""
-        ...
+        """What decides the kernels a case compiles (default None: compiled at launch, never ahead)."""
+        return None
 
     def warm_up(self, a: str, b: str, config: Any) -> list[str]:
         """Call A's and B's implementations on a case of ``config``'s variant, its inputs
         made on the CPU, in a compile-ahead worker (``processes/precompile.py``) where
         every Triton launch compiles and launches nothing; the errors, one line each
-        (optional: needed only by a subject whose ``variant`` is ever not None)."""
-        ...
+        (asked only of a subject whose ``variant`` is ever not None; default: nothing)."""
+        return []
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
         """The subject's keys of a run's summary (``rows``: results.csv as a DataFrame;
         ``grid``: the subject's grid when the caller holds it loaded, else None). Keys
         the machinery reads: ``failing_cases`` (those a report folder may go to),
         ``failures_by_dimension`` ({axis: {label: [failed, total]}}), ``coverage`` (what a
-        PASS covers), ``run_failure`` (a run-level failure beside the cases', "" none)."""
-        ...
+        PASS covers), ``run_failure`` (a run-level failure beside the cases', "" none).
+        Default: none of its own."""
+        return {}
 
     def summary_lines(self, summary: dict) -> SummaryLines:
-        """The subject's lines of the printed summary (``summary``: summarise's dict)."""
-        ...
+        """The subject's lines of the printed summary (``summary``: summarise's dict; default none)."""
+        return SummaryLines()
 
     def listing(self, selection: Selection, filters: list, max_size: Optional[int], device: str,
                 command: str) -> tuple[list[str], str]:
         """``sweep --list``: a line per point of ``selection`` (what ``select`` chose; its
         case ID first) and the closing sentence on stderr (``command``: the sweep's words,
-        "sweep --subject NAME"). Optional: default ``default_listing``."""
-        ...
+        "sweep --subject NAME"). Default: ``default_listing``."""
+        return default_listing(selection, command, device)
 
     def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
         """The one command that replays a judged ``case``, whoever prints it (the soak, the
         pytest grid): ``row`` its results row, ``folder`` the run or soak folder its report
         folder (``row["report"]``) is in, ``a`` and ``b`` its implementations' canonical
-        names. "" none (optional: default ``replay_line_of``'s)."""
-        ...
+        names. "" none. Default: the generic replay's line (``generic_replay_line``) for a
+        subject without a replay part of its own, else none."""
+        return "" if "replay" in self.parts else generic_replay_line(self, case, a, b, self.name)
 
     def implementation(self, name: str) -> str:
         """``--a``/``--b`` in canonical form, once, before a command runs: ImplementationError
-        for one that does not exist (optional: default ``canonical_implementation``)."""
-        ...
+        for one that does not exist. Default: ``canonical_implementation``."""
+        return canonical_implementation(name)
 
     def pytest_hooks(self) -> PytestHooks:
-        """The plugin's hooks (optional: without it, every default)."""
-        ...
+        """The plugin's hooks (default: every hook's own default)."""
+        return PytestHooks()
 
     def soak(self, settings: SoakSettings) -> SoakPlan:
-        """What ``remap-ab soak`` draws and how (optional: the driver refuses a subject
-        without it); UsageError for an option the subject cannot honour."""
-        ...
+        """What ``remap-ab soak`` draws and how; UsageError for an option the subject
+        cannot honour (default: UsageError, this subject has no soak)."""
+        raise UsageError(f"--subject {self.name}: this subject has no soak (it declares no soak and no strategy; "
+                         "docs/subjects.md)")
+
+    def command_part(self, command: str) -> Any:
+        """The subject's part of ``command`` (``run``, ``replay``, ``mutants``, ...) as
+        the command asks for it, or None: the command's own default (or its one-line
+        refusal). Default: None for every command."""
+        return None
+
+
+def judge_split(judge: Callable[[list], list], configs: list, *, raises: tuple = (),
+                on_crash: Optional[Callable[[Any, Exception], dict]] = None,
+                before_split: Optional[Callable[[Exception, list], None]] = None) -> list[dict]:
+    """``judge(configs)``'s rows; a batch that raises is judged again case by case, so one
+    bad case does not hide the others. A case that raises alone becomes
+    ``on_crash(config, exc)``'s row, or raises where there is none; ``raises``: exceptions
+    that are no case's doing, raised as they come; ``before_split(exc, configs)`` is
+    called first on any other and may raise instead (a lost CUDA context). The one way
+    the sweep (in its process), the pytest grid and the remap's soak judge split a batch."""
+    try:
+        return list(judge(configs))
+    except raises:
+        raise
+    except Exception as exc:
+        if before_split is not None:
+            before_split(exc, configs)
+        if len(configs) > 1:
+            return [row for c in configs
+                    for row in judge_split(judge, [c], raises=raises, on_crash=on_crash, before_split=before_split)]
+        if on_crash is None:
+            raise
+        return [on_crash(configs[0], exc)]
 
 
 # --------------------------------------------------------------------------- the optional members' defaults
@@ -281,10 +326,9 @@ def canonical_implementation(name: str) -> str:
     return name if spec is None else spec.canonical
 
 
-def implementation_of(subject: Any, name: str) -> str:
+def implementation_of(subject: Subject, name: str) -> str:
     """``name`` in the canonical form ``subject`` gives it (``Subject.implementation``)."""
-    resolve = getattr(subject, "implementation", None)
-    return resolve(name) if resolve is not None else canonical_implementation(name)
+    return subject.implementation(name)
 
 
 def default_listing(selection: Selection, command: str, device: str) -> tuple[list[str], str]:
@@ -296,51 +340,53 @@ def default_listing(selection: Selection, command: str, device: str) -> tuple[li
     return lines, note
 
 
-def listing_of(subject: Any, selection: Selection, filters: list, max_size: Optional[int], device: str,
+def listing_of(subject: Subject, selection: Selection, filters: list, max_size: Optional[int], device: str,
                command: str) -> tuple[list[str], str]:
     """``sweep --list``'s lines and closing sentence for ``subject`` (``Subject.listing``)."""
-    listing = getattr(subject, "listing", None)
-    if listing is None:
-        return default_listing(selection, command, device)
-    return listing(selection, filters, max_size, device, command)
+    return subject.listing(selection, filters, max_size, device, command)
 
 
-def replay_line_of(subject: Any, case: Any, row: dict, folder: Optional[str], a: str, b: str,
+def replay_line_of(subject: Subject, case: Any, row: dict, folder: Optional[str], a: str, b: str,
                    named: Optional[str] = None) -> str:
-    """``subject``'s replay line of a judged case (``Subject.replay_line``). None declared:
-    the generic replay's (``remap-ab replay --subject NAME 'CASE JSON'``, which judges the
-    case again; ``named``: NAME as ``--subject`` named it, default the subject's ``name``)
-    for a subject without a replay part of its own, else none."""
-    line = getattr(subject, "replay_line", None)
-    if line is not None:
-        return str(line(case, row, folder, a, b))
-    if "replay" in parts_of(subject):
-        return ""
-    return command_line.line("replay", json.dumps(subject.case_dict(case), sort_keys=True), subject=named or subject.name,
+    """``subject``'s replay line of a judged case (``Subject.replay_line``); where the
+    subject keeps the base's, the generic replay names it as ``--subject`` named it
+    (``named``, default the subject's ``name``)."""
+    if type(subject).replay_line is Subject.replay_line and named and "replay" not in subject.parts:
+        return generic_replay_line(subject, case, a, b, named)
+    return str(subject.replay_line(case, row, folder, a, b))
+
+
+def generic_replay_line(subject: Subject, case: Any, a: str, b: str, named: str) -> str:
+    """``remap-ab replay --subject NAME 'CASE JSON'``: the generic replay, which judges the
+    case again with the subject's ``judge``."""
+    return command_line.line("replay", json.dumps(subject.case_dict(case), sort_keys=True), subject=named,
                              a=a if a != subject.default_a else None, b=b if b != subject.default_b else None)
 
 
-def parts_of(subject: Any) -> Mapping[str, str]:
-    """The subject's command parts (``Subject.parts``; none declared: none)."""
-    return getattr(subject, "parts", None) or {}
+def parts_of(subject: Subject) -> Mapping[str, str]:
+    """The subject's command parts by module (``Subject.parts``)."""
+    return subject.parts
 
 
-def command_part(subject: Any, command: str, needs: Sequence[str] = ("add_arguments", "main"),
-                 named: Optional[str] = None) -> ModuleType:
-    """The module ``subject`` declares as its part of ``command`` (``parts[command]``);
-    UsageError, saying what to declare, for a subject that declares none or a part without
-    one of ``needs`` (the names the command asks of its part). ``named``: the subject as
-    ``--subject`` named it (default its ``name``)."""
-    module = parts_of(subject).get(command)
-    asked = ", ".join(needs)
+def command_part(subject: Subject, command: str, needs: Sequence[str] = ("add_arguments", "main"),
+                 named: Optional[str] = None) -> Any:
+    """``subject``'s part of ``command``: the object its ``command_part`` answers, else the
+    module its ``parts[command]`` names; UsageError, saying what to declare, for a subject
+    with neither or a part without one of ``needs`` (the names the command asks of its
+    part). ``named``: the subject as ``--subject`` named it (default its ``name``)."""
     named = named or subject.name
-    if module is None:
-        having = ", ".join(sorted(parts_of(subject))) or "none"
-        raise UsageError(f"--subject {named}: {command} has no part for this subject (its parts: {having}); "
-                         f"declare parts = {{{command!r}: MODULE}} on it, MODULE holding {asked} (docs/subjects.md)")
-    part = importlib.import_module(module)
+    asked = ", ".join(needs)
+    part = subject.command_part(command)
+    where = f"its {command} part"
+    if part is None:
+        module = subject.parts.get(command)
+        if module is None:
+            having = ", ".join(sorted(subject.parts)) or "none"
+            raise UsageError(f"--subject {named}: {command} has no part for this subject (its parts: {having}); "
+                             f"declare parts = {{{command!r}: MODULE}} on it, MODULE holding {asked} (docs/subjects.md)")
+        part, where = importlib.import_module(module), f"its {command} part {module}"
     missing = [name for name in needs if not hasattr(part, name)]
     if missing:
-        raise UsageError(f"--subject {named}: its {command} part {module} lacks {', '.join(missing)}; "
+        raise UsageError(f"--subject {named}: {where} lacks {', '.join(missing)}; "
                          f"{command} asks it for {asked} (docs/subjects.md)")
     return part

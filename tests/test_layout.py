@@ -200,6 +200,7 @@ WORDS = {
               "token_indices", "prefill_request_ids", "prefill_starts"),
     "topology": ("TopologyCase", "num_segments", "learned", "context_lens", "max_replacements",
                  "learned_keep"),
+    "slotmap": ("slot_mapping", "query_start_loc", "req_indices", "blocks_per_kv_block", "pad_tail"),
 }
 
 
@@ -214,6 +215,8 @@ def claimed() -> dict[str, frozenset[str]]:
     derived = {
         "remap": [f.name for f in dataclasses.fields(CaseConfig)] + list(features.WRAPPER) + list(features.BY_NAME),
         "topology": [f.name for f in dataclasses.fields(TopologyCase)],
+        # its axes that are vLLM's words the remap uses too; the rest are English (rank, split, tail)
+        "slotmap": ["tokens", "block_size", "interleave"],
     }
     return {subject: frozenset(w for w in (*names, *WORDS[subject]) if w not in GENERIC) for subject, names in derived.items()}
 

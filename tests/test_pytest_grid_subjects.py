@@ -39,7 +39,9 @@ def test_a_subject_of_ones_own_runs_as_grid_items(pytester, monkeypatch):
     for name, message in messages.items():
         lines = message.splitlines()
         assert "n=1000" in name
-        assert lines[0].startswith("FAIL [b-vs-oracle] sum: A ") and lines[1].endswith("report.md")
+        assert lines[0].startswith("FAIL [b-vs-oracle] B's output out differs from the oracle's: A ")
+        assert lines[1].endswith("report.md") and lines[2].startswith("replay: PYTHONPATH=")
+        assert "remap-ab replay --subject sums_copy:SUBJECT" in lines[2]
         cid = name.split("[")[0]
         # The generic replay's line (the subject declares none), naming the subject as --remap-subject did.
         assert lines[2].startswith("replay: remap-ab replay --subject sums_copy:SUBJECT '{\"n\": 1000, ")

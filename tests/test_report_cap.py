@@ -14,6 +14,7 @@ import pytest
 from remap_ab import command_line, runtime, subjects
 from remap_ab.cli import main as cli_main
 from remap_ab.report_cap import ReportSlots, describe
+from remap_ab.subject import Subject
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap import rejections
 from remap_ab.subjects.remap.config import CaseConfig
@@ -53,7 +54,7 @@ def test_slots_give_n_per_class_across_processes(tmp_path):
 def test_the_policy_names_each_subjects_own_failure_class():
     assert describe(3, subject=subjects.get("remap")) == "the first 3 failing cases of each failure class (check × path)"
     assert describe(3, subject=subjects.get("topology")) == "the first 3 failing cases of each failure class (check)"
-    assert describe(3, subject=object()) == "the first 3 failing cases of each failure class"  # none declared
+    assert describe(3, subject=type("Bare", (Subject,), {})()) == "the first 3 failing cases of each failure class"  # none declared
     assert describe("all", "--remap-grid-reports", subjects.get("topology")) == "every failing case (--remap-grid-reports all)"
 
 

@@ -93,6 +93,9 @@ def _device(choice: str) -> str:
 def main(args) -> int:
     if args.side_by_side:
         return _side_by_side(args.side_by_side)
+    part = subject_part(args.subject, "mutants", ())
+    if hasattr(part, "main"):  # a part that runs its own kill loop (a declared subject's: declare/mutants.py)
+        return int(part.main(args) or 0)
     part = subject_part(args.subject, "mutants", ("select",))
     if not getattr(part, "WORKER", False):
         return _subject_main(args, subject_part(args.subject, "mutants", IN_PROCESS))

@@ -21,7 +21,7 @@ from remap_ab import options, replays, runtime, subjects
 from remap_ab.commands.common import subject_part
 from remap_ab.errors import RemapABError, UsageError, exception_line
 from remap_ab.status import Status
-from remap_ab.subject import BatchTimes, JudgeSettings, parts_of
+from remap_ab.subject import BatchTimes, JudgeSettings
 
 # A subject's replay part (``Subject.parts["replay"]``) declares
 #   main(args) -> int   the replay of ``args.target``, with the options below.
@@ -44,7 +44,7 @@ def add_arguments(p):
 
 def main(args) -> int:
     subject = subjects.get(args.subject)
-    if "replay" in parts_of(subject):
+    if subject.command_part("replay") is not None or "replay" in subject.parts:
         return subject_part(args.subject, "replay", ("main",)).main(args)
     return _judged_again(args, subject)
 

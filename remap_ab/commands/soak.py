@@ -27,6 +27,7 @@ from remap_ab.commands.common import compose_subject_part, subject_named
 from remap_ab.errors import UsageError
 from remap_ab.host import gpus
 from remap_ab.options import (
+    MAX_SIZE,
     SUBJECT,
     add,
     add_device,
@@ -105,6 +106,8 @@ def main(args) -> int:
         compile_workers = default_workers(workers)
     settings = SoakSettings(
         device=device, a=args.a or subject.default_a, b=args.b or subject.default_b, workers=workers, gpus=gpu_list,
+        # The shared size cap, whichever name the subject's soak part gives it (a declared subject reads it).
+        size_cap=next((getattr(args, d) for d, flag in args._subject_flags.items() if flag == MAX_SIZE.flag), None),
         flags=dict(args._subject_flags), options={**{dest: getattr(args, dest) for dest in args._subject_options},
                  **dict(contend_every=args.contend_every, batch=args.batch, fresh_every=args.fresh_every,
                         compile_workers=compile_workers)})

@@ -29,7 +29,7 @@ import pytest
 
 from remap_ab import command_line, options, report_cap, runtime, subjects
 from remap_ab.errors import RemapABError
-from remap_ab.subject import BatchTimes, JudgeSettings, PytestHooks, Subject, implementation_of, replay_line_of
+from remap_ab.subject import BatchTimes, JudgeSettings, Subject, implementation_of, judge_split, replay_line_of
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
@@ -49,20 +49,16 @@ def add_options(group) -> None:
 
 
 class SubjectExtras:
-    """A subject's ``PytestHooks``, each with a default for a subject that has none: a
-    subject of one's own (``MODULE:ATTRIBUTE``) needs none of them."""
+    """A subject's ``PytestHooks``, each with a default for a subject that leaves it None:
+    a subject of one's own (``MODULE:ATTRIBUTE``) needs none of them."""
 
     def __init__(self, subject: Subject):
         self.subject = subject
-        hooks = getattr(subject, "pytest_hooks", None)  # optional in the protocol
-        self.hooks = hooks() if hooks is not None else PytestHooks()
-
-    def _own(self, name: str):
-        return getattr(self.hooks, name)
+        self.hooks = subject.pytest_hooks()
 
     def grid_file(self, grid: Optional[str]) -> Path:
         """The file a grid run collects (its items' node IDs hold its path)."""
-        own = self._own("grid_file")
+        own = self.hooks.grid_file
         if own is not None:
             return Path(own(grid))
         return Path(grid) if grid and Path(grid).is_file() else Path(inspect.getfile(type(self.subject)))
@@ -73,7 +69,7 @@ class SubjectExtras:
         return implementation_of(self.subject, name)
 
     def header(self, selection: Any, points: list) -> list[str]:
-        own = self._own("header")
+        own = self.hooks.header
         return list(own(selection, points)) if own is not None else []
 
 
@@ -208,25 +204,21 @@ class _Verdicts:
         return ahead
 
     def _judge_split(self, configs: list) -> None:
-        """Judge ``configs``; a batch that raises is judged again case by case, so one bad
-        case does not hide the others, and a case that raises alone raises (its item's
-        error) after the rows of its batch that were judged. remap-ab's own errors (no
-        case's doing) raise as they come."""
+        """Judge ``configs`` (``subject.judge_split``): a batch that raises is judged again
+        case by case, so one bad case does not hide the others, and a case that raises
+        alone raises (its item's error) after the rows of its batch that were judged.
+        remap-ab's own errors (no case's doing) raise as they come."""
         settings = JudgeSettings(self.plugin.a, self.plugin.b, self.device, str(self.folder), reports=self.cap)
-        try:
-            rows = self.plugin.subject.judge(configs, settings, BatchTimes())
-        except RemapABError:
-            raise
-        except Exception:
-            if len(configs) == 1:
-                raise
-            for c in configs:
-                self._judge_split([c])
-            return
-        self.batches += 1
-        for r in rows:
-            self.rows[str(r["case_id"])] = r
-            self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self.batches}/{len(rows)}"
+
+        def judged(batch: list) -> list:
+            rows = self.plugin.subject.judge(batch, settings, BatchTimes())
+            self.batches += 1
+            for r in rows:
+                self.rows[str(r["case_id"])] = r
+                self.batch_of[str(r["case_id"])] = f"{os.getpid()}:{self.batches}/{len(rows)}"
+            return rows
+
+        judge_split(judged, configs, raises=(RemapABError,))
 
     def explain(self, item: GridCase, row: dict) -> str:
         plugin = self.plugin

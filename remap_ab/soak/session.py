@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab import command_line, subjects
-from remap_ab.errors import UsageError
 from remap_ab.host import gpus, tuning
 from remap_ab.host.interrupts import Interrupts
 from remap_ab.report_cap import describe
@@ -40,11 +39,8 @@ class Soak:
 
 
 def plan_of(subject: Subject, settings: SoakSettings) -> SoakPlan:
-    """The subject's soak (UsageError, one line, for a subject without one)."""
-    soak = getattr(subject, "soak", None)
-    if soak is None:
-        raise UsageError(f"--subject {subject.name}: this subject has no soak (no soak method; docs/subjects.md)")
-    return soak(settings)
+    """The subject's soak (its base's: a UsageError, one line, for a subject without one)."""
+    return subject.soak(settings)
 
 
 def _clock(seconds: float) -> str:

@@ -8,6 +8,7 @@ installed distribution may add one. remap-ab's own:
 
     remap     vLLM's sparse-MLA index remap (kernels_old, kernels_new, kernels_main)
     topology  vLLM's topology-witness merge (kernels_topology; docs/topology.md)
+    slotmap   vLLM's slot mapping, host NumPy against device Triton (kernels_slotmap; docs/slotmap.md)
 
 A subject of one's own is named ``MODULE:ATTRIBUTE`` (a dotted module on ``sys.path`` and
 the object in it), as the suite's ``tests/sums_subject.py`` is. ``get(name)`` imports a
@@ -20,12 +21,9 @@ import importlib
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from remap_ab.errors import UsageError
-
-if TYPE_CHECKING:
-    from remap_ab.subject import Subject
+from remap_ab.subject import Subject
 
 GROUP = "remap_ab.subjects"
 DEFAULT = "remap"
@@ -65,7 +63,11 @@ def get(name: str) -> Subject:
     if not colon:
         raise UsageError(f"--subject {name!r}: no such subject; choose one of {', '.join(names())}, or MODULE:ATTRIBUTE")
     try:
-        return getattr(importlib.import_module(module), attribute)
+        found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"--subject {name!r}: cannot load it ({type(exc).__name__}: {exc}); "
                          "name a module on sys.path and the subject object in it") from None
+    if not isinstance(found, Subject):
+        raise UsageError(f"--subject {name!r}: {type(found).__name__} is no remap_ab.subject.Subject; derive the "
+                         "subject from it or from remap_ab.declare.Declared (docs/subjects.md)")
+    return found

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import os
 import sys
 import time
@@ -44,7 +45,7 @@ from remap_ab.processes import background, precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
 from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
 from remap_ab.status import Status
-from remap_ab.subject import BatchTimes, JudgeSettings
+from remap_ab.subject import BatchTimes, JudgeSettings, judge_split
 from remap_ab.sweep.progress import Progress
 from remap_ab.sweep.run_folder import (
     RUN_FORMAT,
@@ -123,6 +124,9 @@ class Sweep:
         if o.reports is None:
             o.reports = DEFAULT_REPORTS
         self.subject = subjects.get(o.subject)
+        if o.memcheck and not self.subject.memcheck:
+            raise UsageError(f"--memcheck: {self.subject.name} has no memory check (the sanitizer takes the remap's "
+                             "cases only); drop it")
         # Fixes the backend (TRITON_INTERPRET) before any kernel is imported.
         self.device = runtime.select(o.device)
         if self.device == "cuda":
@@ -245,6 +249,12 @@ class Sweep:
             self.progress.update([r["status"] for r in rows], [self.subject.cost(self.by_id[r["case_id"]].config) for r in rows])
         moment("row")
 
+    def _judged(self, configs: list, times: BatchTimes) -> list:
+        return self.subject.judge(configs, self.settings, times)
+
+    def _crash_row(self, config, exc: Exception) -> dict:
+        return self.subject.lost_row(config, self.settings, exception_line(exc)[:400], Status.CRASH)
+
     def record_lost(self, point, message: str, status: Status, worker: int, gpu: str) -> None:
         self.record([self.subject.lost_row(point.config, self.settings, message, status)], worker, gpu)
 
@@ -348,7 +358,7 @@ class Sweep:
         pending = self._batches() if schedule is None else deque()
         try:
             while True:
-                if pending:  # (a batch that raised, case by case)
+                if pending:
                     batch = pending.popleft()
                 elif schedule is None:
                     break
@@ -362,15 +372,10 @@ class Sweep:
                         continue
                 times = BatchTimes()
                 loads = precompile.Loads(active=schedule is not None)
-                try:
-                    with loads:
-                        rows = self.subject.judge([p.config for p in batch], self.settings, times)
-                except Exception as exc:
-                    if len(batch) > 1:
-                        pending.extendleft(reversed([[p] for p in batch]))
-                        continue
-                    self.record_lost(batch[0], exception_line(exc)[:400], Status.CRASH, 0, "")
-                    continue
+                with loads:
+                    # A batch that raised, judged case by case; a case that raises alone, its crash row.
+                    rows = judge_split(functools.partial(self._judged, times=times), [p.config for p in batch],
+                                       on_crash=self._crash_row)
                 if schedule is not None:
                     schedule.judged((p.case_id for p in batch), loads.compiled if loads.active else None)
                 self._add_phases(times.seconds)

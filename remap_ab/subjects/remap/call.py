@@ -26,12 +26,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-import warnings
 from typing import TYPE_CHECKING, Optional
 
 import torch
 
 from remap_ab import runtime
+from remap_ab.declare.calls import poisoned_empty, synchronize
+from remap_ab.declare.calls import set_sync_debug_mode as _set_sync_debug_mode
 from remap_ab.errors import exception_line
 from remap_ab.interpreter import batched as interp_batched
 from remap_ab.sanitizer import compute as sanitizer
@@ -44,38 +45,6 @@ from remap_ab.subjects.remap.out_layout import CallerBuffers, caller_buffers, la
 
 if TYPE_CHECKING:
     from remap_ab.subjects.remap import registry
-@contextlib.contextmanager
-def poisoned_empty():
-    """torch.empty and friends return sentinel-filled memory inside this block."""
-    det = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    _set_deterministic(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        yield
-    finally:
-        _set_deterministic(det, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-
-
-def _set_deterministic(mode: bool, warn_only: bool) -> None:
-    # torch.use_deterministic_algorithms also mirrors the flag into inductor's config,
-    # importing torch._inductor to do so: seconds per process, for a compiler remap-ab
-    # never uses. The C-level switch is all the poisoning reads.
-    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if setter is None:
-        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-    else:
-        setter(mode, warn_only=warn_only)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for ``device``'s queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class CallClock:
     """Per-call timing: CUDA events on a GPU (no sync), perf_counter on the CPU."""
 
@@ -468,25 +437,6 @@ def _timed(impl, config: CaseConfig, inputs: CaseInputs, clock: Optional[CallClo
     return out, counts, (start, clock.start())
 
 
-_SYNC_SWITCH = getattr(torch._C, "_cuda_set_sync_debug_mode", None)
-_sync_switched = False
-
-
-def _set_sync_debug_mode(mode: int) -> None:
-    # The C switch itself: torch.cuda's wrapper re-checks its lazy init on every call.
-    # The switch warns that the mode is a prototype on its first use in a process only
-    # (silenced here); the sweep switches twice a call, so later switches skip the filter.
-    global _sync_switched
-    if _sync_switched and _SYNC_SWITCH is not None:
-        _SYNC_SWITCH(mode)
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        if _SYNC_SWITCH is None:
-            torch.cuda.set_sync_debug_mode(mode)
-        else:
-            _SYNC_SWITCH(mode)
-    _sync_switched = True
 
 
 def sync_frame(exc: BaseException, impl) -> Optional[dict]:

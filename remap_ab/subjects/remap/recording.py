@@ -13,6 +13,7 @@ from typing import Optional
 
 from remap_ab import report_cap
 from remap_ab.status import Check, Status
+from remap_ab.subject import judge_split
 from remap_ab.subjects.remap import registry
 from remap_ab.subjects.remap.batch import run_batch
 from remap_ab.subjects.remap.compare import lost_verdict
@@ -102,28 +103,32 @@ class Judge:
 
     def judge(self, configs: list, context=None) -> list[tuple[dict, float]]:
         """``(row, seconds)`` for each of ``configs``, in order: a batch's seconds shared
-        by its cases. ``context``: as ``batch.run_batch``'s."""
+        by its cases. ``context``: as ``batch.run_batch``'s. The split is ``subject.judge_split``'s."""
         if not configs:
             return []
-        start = time.perf_counter()
-        try:
-            rows = judge_and_record(configs, self.a, self.b, self.device, self.folder, context=context,
+        seconds: dict[int, float] = {}
+        started = [0.0]
+
+        def judged(batch: list) -> list:
+            started[0] = time.perf_counter()
+            rows = judge_and_record(batch, self.a, self.b, self.device, self.folder, context=context,
                                     reports=self.reports)
-        except self.raises:
-            raise
-        except Exception as exc:
-            if self.before_split is not None:
-                self.before_split(exc, configs)
-            if len(configs) > 1:
-                return [pair for c in configs for pair in self.judge([c], context)]
-            if self.on_crash is None:
-                raise
-            return [(self.on_crash(configs[0], exc), time.perf_counter() - start)]
-        self.batches += 1
-        if self.on_rows is not None:
-            self.on_rows(rows)
-        each = (time.perf_counter() - start) / len(configs)
-        return [(row, each) for row in rows]
+            self.batches += 1
+            if self.on_rows is not None:
+                self.on_rows(rows)
+            each = (time.perf_counter() - started[0]) / len(batch)
+            seconds.update((id(row), each) for row in rows)
+            return rows
+
+        def crashed(config, exc: Exception) -> dict:
+            assert self.on_crash is not None
+            row = self.on_crash(config, exc)
+            seconds[id(row)] = time.perf_counter() - started[0]
+            return row
+
+        rows = judge_split(judged, configs, raises=self.raises, before_split=self.before_split,
+                           on_crash=crashed if self.on_crash is not None else None)
+        return [(row, seconds[id(row)]) for row in rows]
 
 
 def _keeper(folder, reports):

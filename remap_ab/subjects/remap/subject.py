@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from remap_ab.subject import JudgeSettings, PytestHooks, Selection
+from remap_ab.subject import JudgeSettings, PytestHooks, Selection, Subject
 from remap_ab.subjects.remap import api_compat, compile_ahead, failure_class, features, registry, rejections
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
@@ -33,10 +33,11 @@ COLUMNS = (
 )
 
 
-class RemapSubject:
+class RemapSubject(Subject):
     name = "remap"
     title = "vLLM's sparse-MLA index remap (docs/spec.md)"
     failure_classes = failure_class.WORDS
+    memcheck = True  # the sanitizer runs around its calls (sanitizer/)
     default_a = "old"
     default_b = "new"
     columns = COLUMNS

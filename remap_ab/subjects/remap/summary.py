@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from remap_ab import command_line
+from remap_ab.declare.grid import failures_by_dimension
 from remap_ab.status import Status
 from remap_ab.subject import SummaryLines
 from remap_ab.subjects.remap import api_compat, features
@@ -44,19 +45,12 @@ def summarise(df: Any, meta: dict, g: Optional[gridmod.Grid] = None) -> dict:
     failed = df[df["status"] != Status.PASS.value]
     ran = set(df["case_id"].astype(str))
     covered = gridmod.coverage(g, [p.config for p in g.points() if p.case_id in ran])
-    by_dim = {}
     axes = [(a.name, a.labels()) for a in g.axes]
     if "max_row_valid" in df.columns:
         df = df.assign(**{VALID_LANES: df["max_row_valid"].map(valid_lanes_bucket)})
         failed = df[df["status"] != Status.PASS.value]
         axes.append((VALID_LANES, [b[2] for b in VALID_LANE_BUCKETS]))
-    for name, labels in axes:
-        if name not in df.columns:
-            continue
-        total = df.groupby(df[name].astype(str)).size()
-        bad = failed.groupby(failed[name].astype(str)).size()
-        seen = [str(k) for k in total.index if str(k) not in labels]  # e.g. "-" of rotations
-        by_dim[name] = {k: [int(bad.get(k, 0)), int(total.get(k, 0))] for k in [*labels, *seen]}
+    by_dim = failures_by_dimension(df, axes)  # labels seen beyond the declared ones (the "-" of rotations) after them
     speed = speed_rows(df.to_dict("records"), {p.case_id: p.config for p in g.points()}) \
         if meta.get("device") == "cuda" else []
     order_differs = int(df["order_differs"].astype(str).str.lower().eq("true").sum()) if "order_differs" in df else 0

@@ -105,8 +105,7 @@ def claim(folder: Path, cap: Any, check: str, cid: str) -> bool:
     """Whether this failing case gets a report folder: ``cap`` None or ``all``: every
     one; N: the first N of its check across every process writing into ``folder``
     (report_cap's slots; the topology's failure class is the check alone)."""
-    slots = report_cap.slots(folder, cap)
-    return slots is None or slots.claim_key("topology." + check.replace(":", "-"), cid)
+    return report_cap.claim(folder, cap, "topology." + check, cid)
 
 
 def replay_command(case: TopologyCase, a: str = "a", b: str = "b", path_entries: Optional[Iterable[str]] = None) -> str:

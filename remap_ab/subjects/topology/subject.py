@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab import runtime
+from remap_ab.declare.grid import Limit, failures_by_dimension
+from remap_ab.declare.grid import choose as declared_choose
 from remap_ab.errors import ConfigError, exception_line
 from remap_ab.status import Status
 from remap_ab.subject import (
     JudgeSettings,
-    Point,
     PytestHooks,
     Selection,
     SoakPlan,
@@ -49,7 +50,6 @@ COLUMNS = (
     "b_ms",
     "report",  # the report folder's name ("" none)
 )
-CASE_FILTER = "case"
 PACKAGED_GRIDS = (None, "pr")
 
 
@@ -71,31 +71,6 @@ def labels(case: TopologyCase) -> tuple[tuple[str, str], ...]:
     return tuple((axis, str(getattr(case, axis))) for axis in gridmod.AXES)
 
 
-def parse_filters(filters: list) -> dict[str, set[str]]:
-    """``NAME=V[,V...]`` on an axis, or ``case=ID,...``; ConfigError naming a bad one."""
-    parsed: dict[str, set[str]] = {}
-    for spec in filters or []:
-        name, sep, values = str(spec).partition("=")
-        name = name.strip()
-        if not sep or not values.strip():
-            raise ConfigError(f"--filter {spec!r}: write NAME=V[,V...] (NAME one of {', '.join(gridmod.AXES)}) "
-                              f"or case=ID[,ID...]")
-        if name not in (*gridmod.AXES, CASE_FILTER):
-            raise ConfigError(f"--filter {spec!r}: the topology grid has no axis {name!r}; "
-                              f"choose one of {', '.join(gridmod.AXES)} or case")
-        parsed.setdefault(name, set()).update(v.strip() for v in values.split(",") if v.strip())
-    return parsed
-
-
-def _kept(case: TopologyCase, cid: str, parsed: dict[str, set[str]]) -> bool:
-    return all((cid if name == CASE_FILTER else str(getattr(case, name))) in allowed for name, allowed in parsed.items())
-
-
-def _rows_note(left: list, of: int, why: str) -> str:
-    rows = sorted({c.rows for c in left})
-    return f"{len(left)} of {of} selected cases (rows {', '.join(map(str, rows))}) not run: {why}"
-
-
 @dataclasses.dataclass
 class Chosen:
     points: list  # remap_ab.subject.Point, in grid order
@@ -109,36 +84,22 @@ def choose(grid: Optional[str], filters: list, max_size: Optional[int], device: 
     """The grid's cases the filters keep, less what ``device`` and ``max_size`` (rows)
     cannot take, said in the note; ConfigError when nothing is left."""
     version, every = _load_grid(grid)
-    parsed = parse_filters(filters)
-    ids = {c: report.case_id(c) for c in every}
-    wanted = parsed.get(CASE_FILTER)
-    if wanted:
-        unknown = sorted(wanted - set(ids.values()))
-        if unknown:
-            raise ConfigError(f"--filter case={','.join(sorted(wanted))}: no case of the topology grid has ID "
-                              f"{unknown[0]}" + (f" ({len(unknown)} IDs unknown)" if len(unknown) > 1 else ""))
-    chosen = [c for c in every if _kept(c, ids[c], parsed)]
-    if not chosen:
-        raise ConfigError(f"the filters {' '.join(filters)} select no case of the topology grid")
-    notes = []
+    limits = []
     if device == "cpu":
-        left = [c for c in chosen if c.rows > gridmod.CPU_MAX_ROWS]
-        if left:
-            notes.append(_rows_note(left, len(chosen), f"more than {gridmod.CPU_MAX_ROWS} rows run on a GPU only "
-                                                       "(the interpreter runs one program per row)"))
-        chosen = [c for c in chosen if c.rows <= gridmod.CPU_MAX_ROWS]
+        limits.append(Limit(gridmod.CPU_MAX_ROWS, _rows, "rows", f"more than {gridmod.CPU_MAX_ROWS} rows run on a GPU only "
+                                                                 "(the interpreter runs one program per row)"))
     if max_size is not None:
-        left = [c for c in chosen if c.rows > max_size]
-        if left:
-            notes.append(_rows_note(left, len(chosen), f"more than {max_size} rows (the size cap)"))
-        chosen = [c for c in chosen if c.rows <= max_size]
-    if not chosen:
-        raise ConfigError("the filters select no case this run can take: " + "; ".join(notes))
-    place = {c: i for i, c in enumerate(every)}
-    return Chosen([Point(place[c], ids[c], c, labels(c)) for c in chosen], len(every), version, "; ".join(notes), every)
+        limits.append(Limit(max_size, _rows, "rows", f"more than {max_size} rows (the size cap)"))
+    points, note = declared_choose(every, axes=gridmod.AXES, label=lambda c, axis: str(getattr(c, axis)),
+                                   case_id=report.case_id, filters=filters, limits=limits, grid_name="topology grid")
+    return Chosen(points, len(every), version, note, every)
 
 
-class TopologySubject:
+def _rows(case: TopologyCase) -> int:
+    return case.rows
+
+
+class TopologySubject(Subject):
     name = "topology"
     title = "vLLM's topology-witness merge (docs/topology.md)"
     failure_classes = "check"  # report.claim's class
@@ -266,14 +227,7 @@ def summarise(df: Any, meta: dict, grid: Any = None) -> dict:
     import pandas as pd
 
     failed = df[df["status"] != Status.PASS.value]
-    by_dim = {}
-    for axis in gridmod.AXES:
-        if axis not in df.columns:
-            continue
-        values = sorted(set(df[axis].astype(str)), key=lambda v: (0, int(v), "") if v.lstrip("-").isdigit() else (1, 0, v))
-        total = df.groupby(df[axis].astype(str)).size()
-        bad = failed.groupby(failed[axis].astype(str)).size()
-        by_dim[axis] = {v: [int(bad.get(v, 0)), int(total.get(v, 0))] for v in values}
+    by_dim = failures_by_dimension(df, [(axis, None) for axis in gridmod.AXES])
     mism = df["mismatches"].fillna("").astype(str) if "mismatches" in df else pd.Series([], dtype=str)
     check_col = df["check"].fillna("").astype(str) if "check" in df else pd.Series([], dtype=str)
     cases = {report.case_id(c): c for c in _grid_cases(meta, grid)}

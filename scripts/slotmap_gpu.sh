@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The slot-mapping subject on a GPU (issue 58, part 6): the default sweep in a fresh
+# process, timed, with its verdict and findings; then the host version (NumPy + the copy
+# to the device) against the device kernel at decode and prefill sizes.
+#   bash scripts/slotmap_gpu.sh [OUT_DIR]        (default: reports/slotmap-gpu)
+set -u
+out="${1:-reports/slotmap-gpu}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+start=$(date +%s%N)
+python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run default > "$out/sweep.txt" 2>&1
+echo "sweep exit $? (1: the host version's findings, expected)" | tee -a "$out/sweep.txt"
+end=$(date +%s%N)
+echo "default slotmap sweep, fresh process: $(( (end - start) / 1000000 )) ms wall" | tee "$out/sweep_wall.txt"
+grep -E "cases:|verdicts:|finding|time:|result:" "$out/sweep.txt"
+python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run ignored --filter pad_tail=ignored 2>&1 | grep -E "verdicts:|result:"
+python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run judged --filter pad_tail=judged 2>&1 | grep -E "verdicts:|result:"
+python scripts/slotmap_bench.py --json "$out/bench.json" | tee "$out/bench.txt"
+# The soak's rate on the GPU (one worker; --max-cases 60 stays inside one Hypothesis chunk
+# of the contract's draws), and the mutants' kill loop on the GPU (the command does not
+# ask the subject's part yet, so the loop is called directly).
+python -m remap_ab soak --subject slotmap --device cuda --minutes 1 --max-cases 60 --workers 1 --seed 1 2>&1 \
+  | grep -E "cases/s|soak host" | tee "$out/soak.txt"
+python - <<'PY' 2>&1 | tee "$out/mutants.txt"
+from remap_ab import runtime
+runtime.select("cuda")
+from remap_ab.declare import mutants
+from remap_ab.subjects import get
+s = get("slotmap")
+for k in mutants.kill_all(s, mutants.select(s), "cuda"):
+    print(f"{str(k.verdict):>9} {k.id:<20} {k.seconds:6.1f} s {k.witness} {k.detail[:120]}")
+PY

@@ -1,0 +1,143 @@
+"""The declarative layer (remap_ab/declare/) catches what it says it does: each check fed
+a call that breaks it, each selection rule fed a grid and filters, and the contract's
+defaults answered without a subject of one's own."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from remap_ab.declare import Axis, Declared, Grid, Output, close, failures_by_dimension
+from remap_ab.declare.calls import call, layout_findings
+from remap_ab.declare.compare import bit_for_bit, mismatch
+from remap_ab.errors import ConfigError, ImplementationError, UsageError
+from remap_ab.status import Check, Status
+from remap_ab.subject import JudgeSettings, PytestHooks, SoakSettings, Subject, SummaryLines
+
+
+def test_bit_for_bit_tells_floats_by_their_bits():
+    x = torch.tensor([0.0, float("nan"), 1.0])
+    assert bit_for_bit(x, x.clone()).tolist() == [False, False, False]  # NaN equals the same NaN
+    assert bit_for_bit(x, torch.tensor([-0.0, float("nan"), 1.0])).tolist() == [True, False, False]
+    assert not close(1e-3)(torch.tensor([1.0]), torch.tensor([1.0005])).any()
+
+
+def test_a_mismatch_names_the_first_element_and_counts_the_rest():
+    want = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    got = want.clone()
+    got[1, 2], got[2, 0] = -1, -1
+    m = mismatch(Output("y"), "b", got, want)
+    assert (m.count, m.total, m.first) == (2, 12, [(1, 2), (2, 0)])
+    assert "int64" in mismatch(Output("y"), "b", got.long(), want).problem
+    assert mismatch(Output("y"), "b", want.clone(), want) is None
+
+
+def test_the_call_checks_catch_written_inputs_shared_storage_and_another_layout():
+    x = torch.arange(12, dtype=torch.int32).reshape(3, 4)[:, :2]  # a strided view with slack
+
+    def writes_slack(x):
+        x.as_strided((1,), (1,), 3).fill_(99)  # row 0's third element: outside the view
+        return x.clone()
+
+    found = call(writes_slack, {"x": x}, ["y"], "cpu", "B").findings
+    assert [f.check for f in found] == [Check.INPUTS_WRITTEN] and "outside the view" in found[0].line
+    assert x.as_strided((12,), (1,), 0)[3] == 3  # the caller's input untouched: B wrote into its private copy
+    found = call(lambda x: x, {"x": x}, ["y"], "cpu", "B").findings
+    assert [f.check for f in found] == [Check.ALIASED]
+    a = call(lambda x: x.contiguous(), {"x": x}, ["y"], "cpu", "A")
+    b = call(lambda x: x.t().contiguous().t(), {"x": x}, ["y"], "cpu", "B")
+    assert [f.check for f in layout_findings(a, b)] == [Check.LAYOUT]
+    raised = call(lambda x: (x, x), {"x": x}, ["y"], "cpu", "B")
+    assert raised.outputs is None and "not the 1 outputs y" in raised.error
+
+
+def test_the_grid_selects_filters_and_caps_with_one_line_errors():
+    grid = Grid(axes=(Axis("n", (1, 8, 64)), Axis("mode", ("a", "b"), ("first", "second"))), size="n", cpu_max=8)
+    points, total, note = grid.select(["mode=second"], None, "cpu")
+    assert total == 6 and [p.config for p in points] == [{"n": 1, "mode": "b"}, {"n": 8, "mode": "b"}]
+    assert points[0].labels == (("n", "1"), ("mode", "second"))
+    assert note == "1 of 3 selected cases (n 64) not run: n > 8, on the CPU (the interpreter)"
+    assert [p.case_id for p in grid.select([f"case={points[1].case_id}"], None, "cuda")[0]] == [points[1].case_id]
+    for filters, says in ((["size=1"], "the grid has no axis 'size'"), (["n"], "write NAME=V"),
+                          (["case=000000000000"], "no case of the grid has ID"), (["n=2"], "select no case")):
+        with pytest.raises(ConfigError, match=says):
+            grid.select(filters, None, "cuda")
+
+
+def test_failures_by_dimension_keeps_the_declared_order_then_what_it_saw():
+    df = pd.DataFrame({"status": ["pass", "fail", "fail"], "n": ["10", "2", "-"]})
+    assert failures_by_dimension(df, [("n", ["10", "2"])]) == {"n": {"10": [0, 1], "2": [1, 1], "-": [1, 1]}}
+    assert list(failures_by_dimension(df, [("n", None)])["n"]) == ["2", "10", "-"]
+
+
+class Doubles(Declared):
+    name = "test_declare:DOUBLES"
+    title = "x times two"
+    grid = Grid(axes=(Axis("n", (0, 3)),))
+    implementations = {"mul": lambda x: x * 2, "add": lambda x: x + x, "raises": lambda x: x[99]}
+
+    def inputs(self, case, device):
+        return {"x": torch.arange(case["n"], dtype=torch.int64)}
+
+
+def test_without_an_oracle_b_is_judged_against_a_and_a_raising_side_is_an_error():
+    s = Doubles()
+    assert (s.default_a, s.default_b) == ("mul", "add") and s.columns[-1] == "report"
+    rows = s.judge(s.grid.cases(), JudgeSettings("mul", "add", "cpu", None), None)
+    assert [r["status"] for r in rows] == [Status.PASS, Status.PASS]
+    row = s.judge([{"n": 3}], JudgeSettings("mul", "raises", "cpu", None), None)[0]
+    assert row["status"] == Status.ERROR and row["first_mismatch"].startswith("B raised IndexError")
+    with pytest.raises(ImplementationError, match="choose one of mul, add, raises"):
+        s.select(None, [], None, "nope", "add", "cpu", None)
+
+
+def test_the_base_answers_every_optional_member():
+    class Bare(Subject):
+        name, title, default_a, default_b, columns = "bare", "nothing", "a", "b", ("status",)
+
+    bare = Bare()
+    assert (bare.cost({}), bare.variant({}), bare.warm_up("a", "b", {}), bare.summarise(None, {}, None)) == (1, None, [], {})
+    assert bare.summary_lines({}) == SummaryLines() and bare.pytest_hooks() == PytestHooks()
+    assert bare.failure_classes == "" and bare.command_part("run") is None
+    with pytest.raises(UsageError, match="bare: this subject has no soak"):
+        bare.soak(SoakSettings("cpu", "a", "b", 1))
+    with pytest.raises(NotImplementedError):
+        bare.judge([], JudgeSettings("a", "b", "cpu", None), None)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_host_sync_inside_a_declared_call_is_a_finding():
+    class Syncs(Doubles):
+        implementations = {"mul": lambda x: x * 2, "syncs": lambda x: x * int(x.sum().item() * 0 + 2)}
+        no_host_sync = True
+
+        def inputs(self, case, device):
+            return {"x": torch.arange(case["n"], dtype=torch.int64, device=device)}
+
+    s = Syncs()
+    row = s.judge([{"n": 3}], JudgeSettings("mul", "syncs", "cuda", None), None)[0]
+    assert row["status"] == Status.FAIL and row["check"] == Check.SYNC and "B synchronises with the host" in row["first_mismatch"]
+    assert s.judge([{"n": 3}], JudgeSettings("mul", "mul", "cuda", None), None)[0]["status"] == Status.PASS
+
+
+def test_a_property_both_sides_break_fails_the_case_and_its_report_says_so(tmp_path):
+    from remap_ab.declare import Property
+
+    class Sorted(Doubles):
+        properties = (Property("ascending", lambda inputs, out: "" if bool((out["out"].diff() >= 0).all())
+                               else "not ascending"),)
+
+        def inputs(self, case, device):
+            return {"x": torch.tensor([3, -1, 2][: case["n"]])}
+
+        def report_sections(self, case, judged):
+            return [("Why", "doubling keeps the order only of sorted inputs")]
+
+    s = Sorted()
+    row = s.judge([{"n": 3}], JudgeSettings("mul", "add", "cpu", str(tmp_path)), None)[0]
+    assert row["status"] == Status.FAIL and row["check"] == "property:ascending"
+    assert row["first_mismatch"] == "B's outputs break ascending: not ascending"
+    text = (tmp_path / row["report"] / "report.md").read_text()
+    assert "- B: ascending: not ascending" in text and "- A: ascending" in text and "## Why" in text
+    assert s.judge([{"n": 0}], JudgeSettings("mul", "add", "cpu", None), None)[0]["status"] == Status.PASS
