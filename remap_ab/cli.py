@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     # either, at any moment, is one line: taken before the first heavy import.
     with interrupts.command_line_signals():
         try:
-            from remap_ab.host import tuning
+            from remap_ab.host import tuning  # after the signals are taken: its imports are heavy
 
             tuning.tune_this_process()  # the command line's process is remap-ab's own (tuning.py)
             status = _main(argv)
@@ -128,7 +128,7 @@ def _interrupted(name: str, exc: KeyboardInterrupt) -> int:
 
 def _main(argv) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    from remap_ab.options import BISECT_ABORT, bisect_status
+    from remap_ab.options import BISECT_ABORT, bisect_status  # after the signals are taken (the options load the machinery)
 
     interrupts.moment("imports")
     parser = build_parser(next((w for w in words if w in COMMANDS), ""), words)
@@ -160,7 +160,7 @@ def _run(name: str, args) -> int:
     """The command's status; every error but an unloadable implementation file (which
     ``--bisect`` maps on its own) already printed and turned into its status."""
 
-    from remap_ab.options import resolve_implementations
+    from remap_ab.options import resolve_implementations  # after the signals are taken (the options load the machinery)
 
     try:
         _choose_backend_early()

@@ -370,21 +370,21 @@ def parts_of(subject: Subject) -> Mapping[str, str]:
 
 def command_part(subject: Subject, command: str, needs: Sequence[str] = ("add_arguments", "main"),
                  named: Optional[str] = None) -> Any:
-    """``subject``'s part of ``command``: the object its ``command_part`` answers, else the
-    module its ``parts[command]`` names; UsageError, saying what to declare, for a subject
+    """``subject``'s part of ``command``: the module its ``parts[command]`` names, else the
+    object its ``command_part`` answers; UsageError, saying what to declare, for a subject
     with neither or a part without one of ``needs`` (the names the command asks of its
     part). ``named``: the subject as ``--subject`` named it (default its ``name``)."""
     named = named or subject.name
     asked = ", ".join(needs)
-    part = subject.command_part(command)
-    where = f"its {command} part"
-    if part is None:
-        module = subject.parts.get(command)
-        if module is None:
+    module = subject.parts.get(command)  # what the subject names wins over an object its base answers
+    if module is not None:
+        part, where = importlib.import_module(module), f"its {command} part {module}"
+    else:
+        part, where = subject.command_part(command), f"its {command} part"
+        if part is None:
             having = ", ".join(sorted(subject.parts)) or "none"
             raise UsageError(f"--subject {named}: {command} has no part for this subject (its parts: {having}); "
                              f"declare parts = {{{command!r}: MODULE}} on it, MODULE holding {asked} (docs/subjects.md)")
-        part, where = importlib.import_module(module), f"its {command} part {module}"
     missing = [name for name in needs if not hasattr(part, name)]
     if missing:
         raise UsageError(f"--subject {named}: {where} lacks {', '.join(missing)}; "

@@ -88,7 +88,7 @@ def test_reports_caps_the_folders_and_a_bad_filter_is_one_line(tmp_path, monkeyp
 
 
 def test_an_unknown_subject_is_one_line():
-    with pytest.raises(UsageError, match="no such subject; choose one of remap, topology"):
+    with pytest.raises(UsageError, match="no such subject; choose one of remap, slotmap, topology"):
         subjects.get("nope")
     with pytest.raises(UsageError, match="cannot load it"):
         subjects.get("sums_subject_nope:SUBJECT")

@@ -76,7 +76,6 @@ def test_an_edit_that_no_longer_applies_exits_2_before_anything_runs(monkeypatch
 @pytest.mark.parametrize("argv, says", [
     (["--only", "nope"], "no topology mutant 'nope'"),
     (["--full", "--no-props"], "--full, --no-props: the remap catalogue's options"),
-    (["--subject", "sums_subject:SUBJECT"], "mutants has no part for this subject (its parts: none)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
     argv = argv if "--subject" in argv else ["--subject", "topology", *argv]

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from remap_ab.declare.compare import bit_for_bit
 from remap_ab.errors import exception_line
 from remap_ab.status import Check
 
@@ -228,7 +229,6 @@ def _storage(t: Any) -> Any:
 
 
 def _bits_equal(x: Any, y: Any) -> bool:
-    from remap_ab.declare.compare import bit_for_bit
 
     return not bool(bit_for_bit(x, y).any()) if x.numel() else True
 

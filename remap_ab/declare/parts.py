@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab import runtime
+from remap_ab.declare import mutants
 from remap_ab.errors import ConfigError, MutantError, UsageError
 from remap_ab.status import Status
 from remap_ab.subject import JudgeSettings
@@ -135,7 +136,6 @@ class MutantsPart:
         """None beyond ``remap-ab mutants``'s own (it honours --list, --only, --device, --json)."""
 
     def main(self, args) -> int:
-        from remap_ab.declare import mutants
 
         s = self.subject
         ids = [i.strip() for chunk in (getattr(args, "only", None) or []) for i in chunk.split(",") if i.strip()]

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab import command_line, report_cap
+from remap_ab.declare import calls, parts, report
 from remap_ab.declare.compare import Mismatch, Output, mismatch, value_at
 from remap_ab.declare.grid import Grid, failures_by_dimension
-from remap_ab.errors import ConfigError, ImplementationError, exception_line
+from remap_ab.errors import ConfigError, ImplementationError, UsageError, exception_line
 from remap_ab.status import Status
 from remap_ab.subject import (
     JudgeSettings,
@@ -205,7 +206,6 @@ class Declared(Subject):
     def judge_case(self, case: dict, a: Callable, b: Callable, device: str, checks: bool = True) -> Judged:
         """A and B (and the oracle) on ``case``'s inputs through ``calls.call``, each
         output compared as declared; remap-ab's own failure (inputs, oracle) raises."""
-        from remap_ab.declare import calls
 
         names = [o.name for o in self.outputs]
         inputs = self.inputs(case, device)
@@ -275,7 +275,6 @@ class Declared(Subject):
             return row
         if not report_cap.claim(settings.folder, settings.reports, str(row["check"]) or "error", row["case_id"]):
             return row
-        from remap_ab.declare import report
 
         start = time.perf_counter()
         try:
@@ -378,7 +377,6 @@ class Declared(Subject):
         given = {k: v for k, v in settings.options.items() if v is not None and k.startswith("max_")}
         given.pop(next((k for k, v in given.items() if v == cap), ""), None)  # the cap's own option
         if given or (cap is not None and not self.grid.size):
-            from remap_ab.errors import UsageError
 
             flags = [settings.flags.get(k, k) for k in (given or ["max_size"])]
             raise UsageError(f"{', '.join(flags)}: {self.name} draws its soak from its strategy"
@@ -389,7 +387,6 @@ class Declared(Subject):
         return SoakPlan(draws=lambda rng: _draws(self, strategy, rng), describe=f"cases drawn from {self.name}'s strategy")
 
     def command_part(self, command: str) -> Any:
-        from remap_ab.declare import parts
 
         return parts.part(self, command)
 
