@@ -142,6 +142,10 @@ def test_a_short_soak_finds_the_corner(home, tmp_path):
     capped = _cli(home, "soak", "--subject", NAME, "--minutes", "1", "--max-cases", "10", "--workers", "1",
                   "--seed", "7", "--device", "cpu", "--root", str(tmp_path), "--max-tokens", "64")
     assert capped.returncode == 0 and "PASS — all 10 cases passed" in capped.stdout, capped.stdout + capped.stderr
+    # Past one run of the strategy's draws (64 cases), the stream goes on drawing.
+    longer = _cli(home, "soak", "--subject", NAME, "--minutes", "1", "--max-cases", "100", "--workers", "1",
+                  "--seed", "7", "--device", "cpu", "--root", str(tmp_path), "--max-tokens", "64")
+    assert longer.returncode == 0 and "PASS — all 100 cases passed" in longer.stdout, longer.stdout + longer.stderr
     other = _cli(home, "soak", "--subject", NAME, "--minutes", "1", "--device", "cpu", "--root", str(tmp_path),
                  "--max-topk", "64")
     assert other.returncode == 2 and "--max-topk: " in other.stderr and "capped on n only" in other.stderr

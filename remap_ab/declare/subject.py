@@ -413,11 +413,10 @@ def _draws(subject: Declared, strategy: Any, rng: Any):
     def collect(case: dict) -> None:
         chunk.append(dict(case))
 
-    drawn = given(strategy)(collect)
     ruled = settings(max_examples=SOAK_CHUNK, database=None, deadline=None, phases=[Phase.generate],
                      suppress_health_check=list(HealthCheck))
-    while True:
-        seeded(rng.getrandbits(64))(ruled(drawn))()
+    while True:  # a test decorated afresh each run: Hypothesis refuses settings applied twice to one
+        seeded(rng.getrandbits(64))(ruled(given(strategy)(collect)))()
         cases, chunk[:] = list(chunk), []
         for case in cases:
             yield _Draw(case, subject.grid.case_id(case), subject.grid.labels(case))
