@@ -18,7 +18,7 @@ from typing import Any, Optional
 from remap_ab import command_line
 from remap_ab.errors import ConfigError, InputError, UsageError
 from remap_ab.status import Status, plural
-from remap_ab.subject import JudgeSettings, Point, Selection, SummaryLines
+from remap_ab.subject import JudgeSettings, Point, Selection, Subject, SummaryLines
 from remap_ab.subjects.remap import api_compat, compile_ahead, features, registry
 from remap_ab.subjects.remap import trace_case as traced
 from remap_ab.subjects.remap.config import variant_key
@@ -31,13 +31,16 @@ AXES = ("signature", "wrapper")
 CASE_FILTER = "case="
 
 
-class TraceSubject:
+class TraceSubject(Subject):
     name = NAME
     title = "recorded calls of vLLM's sparse-MLA index remap (docs/traces.md)"
     failure_classes = REMAP.failure_classes
     default_a = REMAP.default_a
     default_b = REMAP.default_b
     columns = REMAP.columns
+
+    def implementation(self, name: str) -> str:
+        return REMAP.implementation(name)
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
