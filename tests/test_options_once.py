@@ -114,7 +114,7 @@ def test_help_and_defaults_stay_what_they_were():
 def test_the_new_subject_option():
     sweep, pytest_side = cli_actions("sweep")["--subject"], plugin_actions()["--remap-subject"]
     for action in (sweep, pytest_side):
-        assert action.default == "remap" and action.help.startswith("the kernel pair under test: remap, topology, or ")
+        assert action.default == "remap" and action.help.startswith("the kernel pair under test: remap, slotmap, topology, or ")
     assert cli.build_parser("sweep").parse_args(["sweep", "--subject", "topology"]).subject == "topology"
     # Any MODULE:ATTRIBUTE parses; subjects.get refuses a name that is neither (one line, exit 2).
     assert cli.build_parser("sweep").parse_args(["sweep", "--subject", "pkg.mod:S"]).subject == "pkg.mod:S"

@@ -203,9 +203,11 @@ def test_a_format_1_folder_still_replays(tmp_path, capsys):
     assert rep.meta["format"] == 1 and torch.equal(rep.inputs.token_indices, inputs.token_indices)
     with pytest.raises(ReportError, match="keeps no rows"):
         rep.kept_rows()
-    assert cli_main(["replay", str(folder), "--device", DEVICE]) == 0
+    # The planted verdict failed on the very code that passes now: a nondeterministic failure (exit 1).
+    assert cli_main(["replay", str(folder), "--device", DEVICE]) == 1
     out = capsys.readouterr().out
     assert f"from saved inputs of {folder}" in out and "saved verdict: FAIL" in out and "outputs:" not in out
+    assert "NONDETERMINISTIC FAILURE: 0 of 5 replays failed" in out
     # Without its inputs.pt a format-1 folder cannot replay: one line says which file.
     (folder / "inputs.pt").unlink()
     assert cli_main(["replay", str(folder), "--device", DEVICE]) == 2

@@ -64,7 +64,7 @@ from remap_ab.errors import ConfigError, PlotsUnavailable, ReportError
 from remap_ab.processes import background
 from remap_ab.sources import Source, pinned_name
 from remap_ab.status import Status, plural
-from remap_ab.subjects.remap import lane_picture, registry, rejections
+from remap_ab.subjects.remap import lane_picture, rejections
 from remap_ab.subjects.remap.compare import Verdict, count_rows, differ, lost_verdict
 from remap_ab.subjects.remap.config import FIELD_TYPES, CaseConfig
 from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, hash_inputs, hashing_started, tensor_sha256
@@ -867,12 +867,11 @@ def replay_command(folder: Path, a, b) -> str:
                              path_entries=_entries(infos))
 
 
-def replay_line(case, row: dict, folder, a: str, b: str) -> str:
+def replay_line(case, row: dict, folder, impls: Sequence[Any]) -> str:
     """A judged case's one replay line (``Subject.replay_line``): ``remap-ab replay`` of its
     report folder where it has one, else the ``remap-ab run`` line that makes it again (a
-    rejection call's ``run --rejection ID``); A and B as loaded, so a custom module's
-    folder is the line's PYTHONPATH and a revision is pinned."""
-    impls = registry.get(a), registry.get(b)
+    rejection call's ``run --rejection ID``); A and B as loaded (``impls``), so a custom
+    module's folder is the line's PYTHONPATH and a revision is pinned."""
     if row.get("report") and folder:
         return replay_command(Path(folder) / str(row["report"]), *impls)
     infos = [ImplementationInfo.of(impl) for impl in impls]

@@ -53,7 +53,7 @@ class RemapSubject(Subject):
     def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
         from remap_ab.subjects.remap.report import replay_line  # the report writer loads where cases are judged, not in `remap-ab report`
 
-        return replay_line(case, row, folder, a, b)
+        return replay_line(case, row, folder, (registry.get(a), registry.get(b)))
 
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
