@@ -257,7 +257,7 @@ class PairCoverage:
         text = f"coverage: {self.exercised} of {self.pairs} declared pairs of the call envelope"
         if self.combinations:
             text += f", {self.combinations - len(self.combinations_never)} of {self.combinations} combinations"
-        text += f" ({self.cases} cases)"
+        text += f" ({self.cases} case{'' if self.cases == 1 else 's'})"
         never = [*self.never, *(f"[{c}]" for c in self.combinations_never)]
         if never:
             more = f", ... ({len(never) - shown} more)" if len(never) > shown else ""

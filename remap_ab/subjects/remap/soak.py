@@ -2,7 +2,8 @@
 how a batch of draws is judged; the driver (``remap_ab/soak/``) runs it.
 
 The sweep runs a fixed grid; a soak draws configurations the grid never holds: K any
-multiple of BLOCK_N up to 4096, T up to 4096, every wrapper path (plain convert with
+multiple of BLOCK_N up to 4096, T up to 16384 (the envelope's row classes, each scale
+and parity alike), every wrapper path (plain convert with
 and without counts and prefill rows, the DCP wrapper at size 1, DCP 2/4/8 compacting
 or in place, with and without counts), any rank and interleave, every backend's block
 size, every block-table kind, row layout, memory layout (layouts.py) and kind of
@@ -19,7 +20,11 @@ programs of a row interleave, which is what the old kernel's race depends on. Ev
 case runs in batches through the batch engine (few host syncs; contended ones in
 batches of their own, each call queued behind the load), recorded as the sweep
 records a case (``recording.py``). On the CPU (the batched Triton interpreter) the
-cases run one at a time and T is capped small by default.
+cases run one at a time and K is scaled to T (a case's lanes within a budget).
+
+Half the fresh draws aim at a declared pair of the call envelope (envelope.py) that the
+stream has not drawn yet; the summary says how many of the declared pairs the draws
+exercised and which they never did.
 
 A new variant (config.variant_key: the constexprs and the layout) is a new Triton
 compile on a GPU, so there one draw in ``fresh_every`` brings a new variant and the
@@ -89,9 +94,12 @@ GPU_MAX_TOKENS = 16384
 CPU_MAX_TOKENS = 16384
 # On the CPU a case costs about its lanes (T x K; ~1 s per million lanes on 2 cores), so
 # a draw's K is scaled to its T: at most CPU_MAX_LANES lanes (K down to the smallest tile,
-# 32, at 16384 rows: half a million lanes). A prefill step (the envelope's prefill rows)
+# 32, at 16384 rows: half a million lanes), and a row class above DECODE_ROWS is drawn
+# PREFILL_CLASS_WEIGHT as often as one below. A prefill step (the envelope's prefill rows)
 # is the rare large draw, in CPU_PREFILL_SHARE of draws, its K scaled to CPU_LARGE_LANES.
-CPU_MAX_LANES = 1 << 18
+CPU_MAX_LANES = 1 << 17
+DECODE_ROWS = 1024
+PREFILL_CLASS_WEIGHT = 0.5
 CPU_LARGE_LANES = 1 << 23
 # Prefill steps (issue 32; the envelope's prefill rows): backends route every token of a
 # step through the call, up to max_num_batched_tokens rows. Drawn in this share of draws.
@@ -213,7 +221,8 @@ def _rows(rng: random.Random, max_tokens: int, label: Any = None) -> int:
     if not classes:  # an envelope without row classes: log-uniform up to the cap
         return min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
     chosen = [r for r in classes if r.label == label] or classes
-    r = rng.choice(chosen)
+    # Scaled by cost: a class above the decode batches (1024 rows) half as often as one of them.
+    r = rng.choices(chosen, weights=[1.0 if c.low <= DECODE_ROWS else PREFILL_CLASS_WEIGHT for c in chosen])[0]
     high = min(r.high, max_tokens)
     held = [t for t in (rng.randint(r.low, high), rng.randint(r.low, high) | 1, rng.randint(r.low, high) & ~1)
             if r.holds(t) and t <= high]
@@ -339,7 +348,11 @@ def takeable(d: Draw, plan: features.Plan | None) -> Draw:
     if plan is None or plan.runnable(d.config):
         return d
     config = d.config
-    for name in features.uses(d.config):
+    function = features.wrapper(config)
+    taken = set(plan.a_accepts) | set(plan.b_accepts)
+    # Those nobody takes first (a stride is kept where only the buffers cannot be passed).
+    names = sorted(features.uses(d.config), key=lambda name: (name, function) in taken)
+    for name in names:
         config = config.replace(**{features.BY_NAME[name].field: _DEFAULTS[features.BY_NAME[name].field]})
         if plan.runnable(config):
             break
@@ -361,8 +374,8 @@ def draws_from(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, co
                max_lanes: int = 0):
     """The endless stream of draws from ``rng``. Every ``contend_every``-th draw (0:
     none) is marked to run under contention. One draw in ``fresh_every`` is a fresh
-    variant, TARGET_SHARE of those aimed at a declared pair of the envelope the stream
-    has not drawn; the others re-draw the data of one of the RECENT_VARIANTS latest (1:
+    variant, TARGET_SHARE of those aimed at a declared pair or combination of the
+    envelope the stream has not drawn; the others re-draw the data of one of the RECENT_VARIANTS latest (1:
     every draw fresh). ``prefill_share``: the share of draws that are a prefill step (the
     envelope's prefill rows, beyond ``max_tokens``). ``plan`` (features.py's, for A and
     B): each draw ``takeable`` by them. ``max_lanes``: ``draw``'s."""
@@ -372,11 +385,19 @@ def draws_from(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, co
     recent: list[Draw] = []
     n = 0
     while True:
-        target = None
+        target: Any = None
         if n % fresh_every == 0 or not recent:
-            open_pairs = [p for p in env.pairs if p not in held and missed[p] < TARGET_TRIES] if env.dimensions else []
-            target = rng.choice(open_pairs) if open_pairs and rng.random() < TARGET_SHARE else None
-            d = draw(rng, max_tokens, max_topk, prefill_share, max_lanes, dict(target) if target else None)
+            # The combinations first (each of three values or more: rarer by chance than a pair).
+            aims = [c for c in env.combinations if c.name not in held and missed[c] < TARGET_TRIES]
+            if not aims and env.dimensions:
+                aims = [p for p in env.pairs if p not in held and missed[p] < TARGET_TRIES]
+            target = rng.choice(aims) if aims and rng.random() < TARGET_SHARE else None
+            want = None
+            if isinstance(target, envelope.Combination):
+                want = {dim: rng.choice(allowed) for dim, allowed in target.values}
+            elif target is not None:
+                want = dict(target)
+            d = draw(rng, max_tokens, max_topk, prefill_share, max_lanes, want)
             recent = (recent + [d])[-RECENT_VARIANTS:]
         else:
             d = redraw(rng, rng.choice(recent), max_tokens, prefill_share, max_lanes)
@@ -385,8 +406,9 @@ def draws_from(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, co
             d = Draw(d.config, d.path, contended=True)
         d = takeable(d, plan)
         if env.dimensions:
-            held |= envelope.held_pairs(env.classify(d.config, plan))
-            if target is not None and target not in held:
+            classes = env.classify(d.config, plan)
+            held |= envelope.held_pairs(classes) | {c.name for c in env.combinations if c.holds(classes)}
+            if target is not None and (target.name if isinstance(target, envelope.Combination) else target) not in held:
                 missed[target] += 1
         yield d
 

@@ -1,14 +1,16 @@
 """kernels_main with caller-owned buffers on the DCP wrapper (``out=``, ``valid_counts=``),
-but compacting into ``out`` it writes the -1 tail of the first row only: every later row
-keeps whatever the caller's buffer held past its valid lanes. Right at one token row,
-and wherever it does not compact; wrong above one row, where no grid called it."""
+but compacting into ``out`` at prefill scale (more than 1024 rows) it writes the -1 tail
+of the first 1024 rows only: every later row keeps whatever the caller's buffer held past
+its valid lanes (as if a second program's rows were copied valid lanes only). Right up
+to 1024 rows, and wherever it does not compact; the grids called it with compaction and
+caller buffers at one row, the CPU soak up to 512 rows."""
 
 import kernels_main as _main
 from kernels_main import _remap_tiling, triton_convert_req_index_to_global_index  # noqa: F401
 
 
 # A DCP wrapper taking caller-owned out= / valid_counts= (one fork's, SPEC §10) over
-# kernels_main's: ``keep(row, count, K, compacting)`` says how many of a row's lanes go
+# kernels_main's: ``keep(row, rows, count, K, compacting)`` says how many of a row's lanes go
 # into out (every one, in a right wrapper).
 def dcp_with_buffers(keep, req_id, block_table, token_indices, dcp_size, dcp_rank, cp_kv_cache_interleave_size=1,
                      BLOCK_SIZE=64, BLOCK_STRIDE_ROWS=None, NUM_TOPK_TOKENS=2048, BLOCK_N=128,
@@ -23,7 +25,8 @@ def dcp_with_buffers(keep, req_id, block_table, token_indices, dcp_size, dcp_ran
     if out is None:
         return (values, counts) if return_valid_counts else values
     for row in range(values.shape[0]):
-        n = keep(row, int(counts[row]) if counts is not None else NUM_TOPK_TOKENS, NUM_TOPK_TOKENS, compacting)
+        n = keep(row, values.shape[0], int(counts[row]) if counts is not None else NUM_TOPK_TOKENS,
+                 NUM_TOPK_TOKENS, compacting)
         if n:
             out[row, :n].copy_(values[row, :n])
     if not return_valid_counts:
@@ -34,8 +37,8 @@ def dcp_with_buffers(keep, req_id, block_table, token_indices, dcp_size, dcp_ran
     return out, counts
 
 
-def _keep(row, count, k, compacting):
-    return k if row == 0 or not compacting else count
+def _keep(row, rows, count, k, compacting):
+    return k if row < 1024 or not compacting else count
 
 
 def triton_filter_and_convert_dcp_index(
