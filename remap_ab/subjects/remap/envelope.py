@@ -465,17 +465,20 @@ def _parse(data: dict, source: str) -> Envelope:
     known = {d.name: set(d.values) for d in dimensions}
 
     def check(what: str, dim: str, values: Iterable[str]) -> None:
-        bad = [v for v in values if v not in known.get(dim, ())]
-        if dim not in known or bad:
-            raise ConfigError(f"envelope file {source}: {what} names {dim}={bad[0] if bad else ''!s}, which is no "
-                              f"dimension's value; dimensions: {', '.join(known)}")
+        if dim not in known:
+            raise ConfigError(f"envelope file {source}: {what} names {dim!r}, which is no [[dimension]]; "
+                              f"dimensions: {', '.join(known)}")
+        bad = [v for v in values if v not in known[dim]]
+        if bad:
+            raise ConfigError(f"envelope file {source}: {what} names {dim}={bad[0]}, which is none of its values "
+                              f"({', '.join(known[dim])})")
 
     exclusions = []
     for x in e.exclude:
         for dim, value in x.when.items():
             check("[[exclude]] when", dim, [value])
-        for dim, values in x.never.items():
-            check("[[exclude]] never", dim, values)
+        for dim, never in x.never.items():
+            check("[[exclude]] never", dim, never)
         exclusions.append(Exclusion(tuple(x.when.items()), tuple((k, tuple(v)) for k, v in x.never.items()),
                                     " ".join(x.why.split())))
     combinations = []

@@ -22,8 +22,9 @@ batches of their own, each call queued behind the load), recorded as the sweep
 records a case (``recording.py``). On the CPU (the batched Triton interpreter) the
 cases run one at a time and K is scaled to T (a case's lanes within a budget).
 
-Half the fresh draws aim at a declared pair of the call envelope (envelope.py) that the
-stream has not drawn yet; the summary says how many of the declared pairs the draws
+A stream opens with a pairwise cover of the call envelope's dimensions (envelope.py:
+every declared pair and combination in some 45 draws, their other fields drawn as
+usual), and then half the fresh draws aim at a declared pair it has not drawn; the summary says how many of the declared pairs the draws
 exercised and which they never did.
 
 A new variant (config.variant_key: the constexprs and the layout) is a new Triton
@@ -81,11 +82,13 @@ BUFFERS_SHARE = 0.5
 # Of the draws with caller buffers and counts, this share hands out= alone (the wrapper
 # returning counts of its own).
 OUT_ALONE_SHARE = 0.5
-# A share of the fresh draws aims at a declared pair of the call envelope (envelope.toml's
-# [[dimension]]s) that the stream has not drawn yet: its two values are drawn, the rest as
-# usual. So a short soak reaches every pair the implementations take.
+# A stream opens with a pairwise cover of the call envelope (envelope.toml's
+# [[dimension]]s; envelope.greedy_cover), then a share of the fresh draws aims at a
+# declared pair the stream has not drawn yet: its values are drawn, the rest as usual.
+# So a short soak reaches every pair the implementations take.
 TARGET_SHARE = 0.5
 TARGET_TRIES = 3  # a pair missed this often is aimed at no more
+COVER_TRIES = 10  # candidates per case of the cover a stream opens with (envelope.greedy_cover)
 
 MAX_TOPK = 4096
 # T is drawn by the envelope's row classes (each scale and parity alike, envelope.toml's
@@ -374,12 +377,16 @@ def draws_from(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, co
                max_lanes: int = 0):
     """The endless stream of draws from ``rng``. Every ``contend_every``-th draw (0:
     none) is marked to run under contention. One draw in ``fresh_every`` is a fresh
-    variant, TARGET_SHARE of those aimed at a declared pair or combination of the
-    envelope the stream has not drawn; the others re-draw the data of one of the RECENT_VARIANTS latest (1:
+    variant: first the cases of a pairwise cover of the envelope's dimensions (their
+    values; the rest drawn), then TARGET_SHARE of them aimed at a declared pair or
+    combination the stream has not drawn; the others re-draw the data of one of the RECENT_VARIANTS latest (1:
     every draw fresh). ``prefill_share``: the share of draws that are a prefill step (the
     envelope's prefill rows, beyond ``max_tokens``). ``plan`` (features.py's, for A and
     B): each draw ``takeable`` by them. ``max_lanes``: ``draw``'s."""
     env = envelope.load()
+    # The stream opens with a pairwise cover of the envelope (a fresh one per stream: its
+    # values, every other field drawn), so a short soak holds every pair A and B take.
+    cover = envelope.greedy_cover([], env, seed=rng.randrange(2**31), tries=COVER_TRIES) if env.dimensions else []
     held: set = set()
     missed: Counter = Counter()  # a pair aimed at and not drawn (A and B may take no call holding it)
     recent: list[Draw] = []
@@ -387,12 +394,15 @@ def draws_from(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, co
     while True:
         target: Any = None
         if n % fresh_every == 0 or not recent:
-            # The combinations first (each of three values or more: rarer by chance than a pair).
-            aims = [c for c in env.combinations if c.name not in held and missed[c] < TARGET_TRIES]
-            if not aims and env.dimensions:
-                aims = [p for p in env.pairs if p not in held and missed[p] < TARGET_TRIES]
-            target = rng.choice(aims) if aims and rng.random() < TARGET_SHARE else None
             want = None
+            if cover:
+                want = cover.pop(0)
+            else:
+                # The combinations first (each of three values or more: rarer by chance than a pair).
+                aims = [c for c in env.combinations if c.name not in held and missed[c] < TARGET_TRIES]
+                if not aims and env.dimensions:
+                    aims = [p for p in env.pairs if p not in held and missed[p] < TARGET_TRIES]
+                target = rng.choice(aims) if aims and rng.random() < TARGET_SHARE else None
             if isinstance(target, envelope.Combination):
                 want = {dim: rng.choice(allowed) for dim, allowed in target.values}
             elif target is not None:
