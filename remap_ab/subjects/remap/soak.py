@@ -24,8 +24,9 @@ cases run one at a time and K is scaled to T (a case's lanes within a budget).
 
 A stream opens with a pairwise cover of the call envelope's dimensions (envelope.py:
 every declared pair and combination in some 45 draws, their other fields drawn as
-usual), and then half the fresh draws aim at a declared pair it has not drawn; the summary says how many of the declared pairs the draws
-exercised and which they never did.
+usual), and then half the fresh draws aim at a declared pair it has not drawn; the
+summary says how many of the declared pairs the draws exercised and which they never
+did.
 
 A new variant (config.variant_key: the constexprs and the layout) is a new Triton
 compile on a GPU, so there one draw in ``fresh_every`` brings a new variant and the
@@ -241,7 +242,8 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_
     if want.get("valid_counts_out") == "passed":
         want.update(out="passed", counts="on")
     options = _paths(want) or _paths({})
-    path, size = rng.choice(options)
+    path = rng.choice(sorted({name for name, _ in options}, key=list(PATHS).index))  # each path alike
+    size = rng.choice([z for name, z in options if name == path])
     spec = PATHS[path]
     env = envelope.load()
     tokens, step = _tokens(rng, max_tokens, prefill_share, want.get("rows"))
