@@ -26,7 +26,8 @@ CALLERS = "callers"  # remap_ab/subjects/remap/grids/callers.toml, by its --grid
 def points():
     # The backends' calls (not the points added for the call envelope's other values:
     # tests/test_envelope.py).
-    return [p for p in grid.load(CALLERS).points() if p.label(grid.ENVELOPE_AXIS) == "-"]
+    return [p for p in grid.load(CALLERS).points() if p.label(grid.ENVELOPE_AXIS) == "-"
+            and p.label("batch") != "pairwise"]  # the envelope's pairs: tests/test_pairwise.py
 
 
 def test_the_callers_grid_is_every_backend_call(points):

@@ -64,7 +64,7 @@ INPUT_FORMAT_VERSION = 1
 # Fields added after version 1 enter the case ID only when they differ from their
 # default, so every earlier case keeps its ID (and its saved reports replay).
 ADDED_FIELDS = ("layout", "backend", "graph_padding", "tokens_per_req", "prefill_chunk", "block_stride",
-                "out_buffers")
+                "out_buffers", "counts_out")
 
 
 def _field(default: Any, help: str, choices: tuple = ()) -> Any:
@@ -133,6 +133,8 @@ class CaseConfig:
     out_buffers: bool = _field(False, "caller-owned outputs (vLLM main forks, SPEC §10): the wrapper called is "
                                       "handed out= and, when counting, valid_counts_out= (or the names its "
                                       "signature gives them), both poisoned")
+    counts_out: bool = _field(True, "with out_buffers and counts: valid_counts_out= is handed too; off: out= "
+                                    "alone, the wrapper returning counts of its own")
 
     def __post_init__(self):
         _check_types(self)
@@ -141,6 +143,8 @@ class CaseConfig:
             # one convert case has one ID.
             for name, value in _CONVERT_NORMALISED.items():
                 object.__setattr__(self, name, value)
+        if not (self.out_buffers and self.counts):
+            object.__setattr__(self, "counts_out", True)  # no caller-owned counts to leave out: one case, one ID
         validate(self)
 
     # Derived facts, named once so every consumer agrees on them.

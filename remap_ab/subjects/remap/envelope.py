@@ -9,7 +9,13 @@ This module knows the envelope's shape and three things about it:
   holds it (``covers``) and what to set to make one that does (``sets``);
 - ``describe``: what a set of cases covers of it, in a few words, for a result line
   ("rows 1-1024, dense caches, no caller buffers");
-- the soak's and the bench's value sets (``Envelope.rows``, ``strides``, ...).
+- the soak's and the bench's value sets (``Envelope.rows``, ``strides``, ...);
+- its pairwise coverage: the dimensions a call differs on (``Envelope.dimensions``),
+  ``classify`` placing a case on each, the declared pairs of two dimensions' values
+  less those impossible by construction (``Envelope.pairs``) and the declared
+  combinations of more (``Envelope.combinations``), ``pair_coverage`` saying what a set
+  of cases exercised of them, and ``greedy_cover`` choosing few assignments that hold
+  what a set of cases leaves out (scripts/pairwise_cases.py writes them as grid cases).
 
 Needs no torch.
 """
@@ -17,6 +23,8 @@ Needs no torch.
 from __future__ import annotations
 
 import functools
+import itertools
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -98,6 +106,10 @@ class Envelope:
     interleaves: tuple
     widths: tuple  # of Width
     source: str = ENVELOPE_FILE
+    dimensions: tuple = ()  # of Dimension: the pairwise coverage's
+    row_classes: tuple = ()  # of RowClass
+    exclusions: tuple = ()  # of Exclusion
+    combinations: tuple = ()  # of Combination
 
     @property
     def rows(self) -> tuple:
@@ -131,6 +143,254 @@ class Envelope:
             out += [Cell("widths", w, (("topk", x.k),), (("block_n", x.block_n[0]),), f"K={x.k}")
                     for w in both for x in self.widths]
         return out
+
+
+    # -- pairwise coverage
+
+    @functools.cached_property
+    def pairs(self) -> tuple:
+        """Every declared pair ``((dim, value), (dim, value))`` of two dimensions' values
+        (the first dimension declared first), less the excluded ones."""
+        excluded = {p for e in self.exclusions for p in e.pairs()}
+        out = []
+        for d1, d2 in itertools.combinations(self.dimensions, 2):
+            for v1 in d1.values:
+                for v2 in d2.values:
+                    pair = ((d1.name, v1), (d2.name, v2))
+                    if pair not in excluded:
+                        out.append(pair)
+        return tuple(out)
+
+    def row_class(self, tokens: int) -> str:
+        for r in self.row_classes:
+            if r.holds(tokens):
+                return r.label
+        raise ConfigError(f"envelope file {self.source}: no [[row_class]] holds {tokens} rows; extend the classes "
+                          f"to {tokens}")
+
+    def classify(self, config, plan=None) -> dict:
+        """``config``'s value on each dimension. ``plan`` (features.Plan of A and B): a
+        parameter passed at the value its absence means to sides that both lack it is
+        absent (the call they make is the one without it)."""
+        return {d.name: _CLASSIFY[d.name](self, config, plan) for d in self.dimensions}
+
+    def excluded(self, values: dict) -> Optional[str]:
+        """Why ``values`` (some dimensions' values) hold an excluded pair (None: they do not)."""
+        for e in self.exclusions:
+            (dim, value), = e.when
+            if values.get(dim) == value:
+                for other, never in e.never:
+                    if values.get(other) in never:
+                        return e.why
+        return None
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One way a call differs from another, and its values (classes)."""
+
+    name: str
+    values: tuple
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class RowClass:
+    label: str
+    low: int
+    high: int
+    parity: str = "any"  # "odd", "even" or "any"
+
+    def holds(self, tokens: int) -> bool:
+        if not self.low <= tokens <= self.high:
+            return False
+        return self.parity == "any" or (tokens % 2 == 1) == (self.parity == "odd")
+
+    def sizes(self) -> list:
+        """Its row counts from the low end, then the high end and the middle: what a case of
+        it takes, cheapest first."""
+        pick = [t for t in (self.low, self.low + 1, self.high, self.high - 1, (self.low + self.high) // 2,
+                            (self.low + self.high) // 2 + 1) if self.holds(t)]
+        return list(dict.fromkeys(pick))
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    when: tuple  # ((dim, value),)
+    never: tuple  # ((dim, (values, ...)), ...)
+    why: str
+
+    def pairs(self) -> set:
+        (dim, value), = self.when
+        out = set()
+        for other, values in self.never:
+            for v in values:
+                out |= {((dim, value), (other, v)), ((other, v), (dim, value))}
+        return out
+
+
+@dataclass(frozen=True)
+class Combination:
+    """Values of three or more dimensions one case must hold together."""
+
+    name: str
+    values: tuple  # ((dim, (allowed values, ...)), ...)
+    why: str
+
+    def holds(self, classes: dict) -> bool:
+        return all(classes.get(dim) in allowed for dim, allowed in self.values)
+
+
+@dataclass(frozen=True)
+class PairCoverage:
+    """What a set of cases exercised of the declared pairs and combinations."""
+
+    pairs: int
+    exercised: int
+    never: tuple  # labels of the pairs no case held, in declaration order
+    combinations: int = 0
+    combinations_never: tuple = ()
+    cases: int = 0
+
+    def line(self, shown: int = 12) -> str:
+        """'coverage: 412 of 418 pairs; never: rows=1 × out=passed, ...'."""
+        text = f"coverage: {self.exercised} of {self.pairs} declared pairs of the call envelope"
+        if self.combinations:
+            text += f", {self.combinations - len(self.combinations_never)} of {self.combinations} combinations"
+        text += f" ({self.cases} case{'' if self.cases == 1 else 's'})"
+        never = [*self.never, *(f"[{c}]" for c in self.combinations_never)]
+        if never:
+            more = f", ... ({len(never) - shown} more)" if len(never) > shown else ""
+            text += "; never: " + ", ".join(never[:shown]) + more
+        return text
+
+    def to_dict(self) -> dict:
+        return {"pairs": self.pairs, "exercised": self.exercised, "never": list(self.never),
+                "combinations": self.combinations, "combinations_never": list(self.combinations_never),
+                "cases": self.cases, "line": self.line(shown=len(self.never) + len(self.combinations_never))}
+
+
+def pair_label(pair: tuple) -> str:
+    (d1, v1), (d2, v2) = pair
+    return f"{d1}={v1} × {d2}={v2}"
+
+
+def held_pairs(classes: dict) -> set:
+    """The pairs one case's values hold (both orders)."""
+    items = list(classes.items())
+    return {(a, b) for a, b in itertools.permutations(items, 2)}
+
+
+def pair_coverage(classified: Iterable[dict], env: Optional[Envelope] = None) -> PairCoverage:
+    """What cases, each ``classify``'d, exercised of the declared pairs and combinations."""
+    env = env or load()
+    held: set = set()
+    combos: set = set()
+    n = 0
+    for classes in classified:
+        n += 1
+        held |= held_pairs(classes)
+        combos |= {c.name for c in env.combinations if c.holds(classes)}
+    never = tuple(pair_label(p) for p in env.pairs if p not in held)
+    return PairCoverage(len(env.pairs), len(env.pairs) - len(never), never, len(env.combinations),
+                        tuple(c.name for c in env.combinations if c.name not in combos), n)
+
+
+def coverage_of(configs: Iterable, plan=None, env: Optional[Envelope] = None) -> PairCoverage:
+    env = env or load()
+    return pair_coverage((env.classify(c, plan) for c in configs), env)
+
+
+def greedy_cover(classified: Iterable[dict], env: Optional[Envelope] = None, seed: int = 0,
+                 tries: int = 50) -> list[dict]:
+    """Few assignments (a value per dimension, no excluded pair) that, beside cases
+    already ``classified``, hold every declared pair and combination: each new one the
+    best of ``tries`` greedy candidates (AETG: dimensions in a random order, each the
+    value completing the most open pairs), the combinations first."""
+    env = env or load()
+    rng = random.Random(seed)
+    held: set = set()
+    done: set = set()
+    for classes in classified:
+        held |= held_pairs(classes)
+        done |= {c.name for c in env.combinations if c.holds(classes)}
+    open_pairs = {p for p in env.pairs if p not in held}
+    out: list[dict] = []
+    for combo in env.combinations:
+        if combo.name in done:
+            continue
+        fixed = {dim: allowed[0] for dim, allowed in combo.values}
+        out.append(_complete(env, fixed, open_pairs, rng, tries))
+        open_pairs -= held_pairs(out[-1])
+    while open_pairs:
+        first = min(open_pairs, key=lambda p: env.pairs.index(p))
+        out.append(_complete(env, dict(first), open_pairs, rng, tries))
+        open_pairs -= held_pairs(out[-1])
+    return out
+
+
+def _complete(env: Envelope, fixed: dict, open_pairs: set, rng: random.Random, tries: int) -> dict:
+    best: Optional[dict] = None
+    best_gain = -1
+    for _ in range(tries):
+        order = [d for d in env.dimensions if d.name not in fixed]
+        rng.shuffle(order)
+        chosen = dict(fixed)
+        for d in order:
+            scored = []
+            for v in d.values:
+                trial = {**chosen, d.name: v}
+                if env.excluded(trial) is not None:
+                    continue
+                gain = sum(1 for k, w in chosen.items() if ((k, w), (d.name, v)) in open_pairs
+                           or ((d.name, v), (k, w)) in open_pairs)
+                scored.append((gain, rng.random(), v))
+            if not scored:
+                break
+            chosen[d.name] = max(scored)[2]
+        if len(chosen) < len(env.dimensions):
+            continue
+        gain = len(held_pairs(chosen) & open_pairs)
+        if gain > best_gain:
+            best, best_gain = chosen, gain
+    if best is None:
+        raise ConfigError(f"envelope file {env.source}: no assignment holds {fixed} without an excluded pair")
+    return best
+
+
+# How a case falls on each dimension (a dimension of envelope.toml without a rule here is
+# refused when the file is read).
+def _absent_for_both(config, plan, feature: str) -> bool:
+    f = features.BY_NAME[feature]
+    if plan is None or not f.absent_is_same(config):
+        return False
+    function = features.wrapper(config)
+    return (feature, function) not in plan.a_accepts and (feature, function) not in plan.b_accepts
+
+
+def _stride_class(env, config, plan) -> str:
+    if not config.block_stride or _absent_for_both(config, plan, "BLOCK_STRIDE_ROWS"):
+        return "absent"
+    return "dense" if config.block_stride == config.block_size else "non-dense"
+
+
+def _zero_rows(env, config, plan) -> str:
+    forced = (config.invalid_ratio >= 1.0 or config.graph_padding > 0
+              or (config.row_layout == "mixed" and config.real_tokens >= 3))
+    return "forced" if forced else "not forced"
+
+
+_CLASSIFY = {
+    "wrapper": lambda env, c, plan: c.mode,
+    "dcp_size": lambda env, c, plan: str(c.dcp_size) if c.mode == "dcp" else "-",
+    "compaction": lambda env, c, plan: "on" if c.compacts else "off",
+    "counts": lambda env, c, plan: "on" if c.counts else "off",
+    "BLOCK_STRIDE_ROWS": _stride_class,
+    "out": lambda env, c, plan: "passed" if "out" in features.uses(c) else "absent",
+    "valid_counts_out": lambda env, c, plan: "passed" if "valid_counts_out" in features.uses(c) else "absent",
+    "rows": lambda env, c, plan: env.row_class(c.tokens),
+    "zero_rows": _zero_rows,
+}
 
 
 def taking(field: str) -> tuple[str, ...]:
@@ -181,11 +441,67 @@ def _parse(data: dict, source: str) -> Envelope:
         if s.block_size not in e.blocks.sizes:
             raise ConfigError(f"envelope file {source}: [[stride]] #{i + 1}: block_size {s.block_size} is not in "
                               f"[blocks] sizes; add it there")
+    row_classes = tuple(RowClass(r.label, r.low, r.high, r.parity) for r in e.row_class)
+    largest = max([*e.rows.decode, *e.rows.prefill])
+    for t in range(1, largest + 1):
+        held = [r.label for r in row_classes if r.holds(t)]
+        if row_classes and len(held) != 1:
+            raise ConfigError(f"envelope file {source}: [[row_class]]: {t} rows fall in "
+                              f"{' and '.join(held) if held else 'no class'}; the classes must tile 1 to {largest}")
+    dimensions = []
+    for d in e.dimension:
+        if d.name not in _CLASSIFY:
+            raise ConfigError(f"envelope file {source}: [[dimension]] {d.name!r} has no rule placing a case on it; "
+                              f"add one to envelope.py's _CLASSIFY (known: {', '.join(_CLASSIFY)})")
+        if (d.values is None) == (d.from_ is None):
+            raise ConfigError(f"envelope file {source}: [[dimension]] {d.name!r}: give `values` or `from`, one of them")
+        if d.from_ == "dcp_sizes":
+            values: tuple = ("-", *map(str, e.dcp.sizes))
+        elif d.from_ == "row_classes":
+            values = tuple(r.label for r in row_classes)
+        else:
+            values = tuple(d.values or ())
+        dimensions.append(Dimension(d.name, values, d.doc))
+    known = {d.name: set(d.values) for d in dimensions}
+
+    def check(what: str, dim: str, values: Iterable[str]) -> None:
+        if dim not in known:
+            raise ConfigError(f"envelope file {source}: {what} names {dim!r}, which is no [[dimension]]; "
+                              f"dimensions: {', '.join(known)}")
+        bad = [v for v in values if v not in known[dim]]
+        if bad:
+            raise ConfigError(f"envelope file {source}: {what} names {dim}={bad[0]}, which is none of its values "
+                              f"({', '.join(known[dim])})")
+
+    exclusions = []
+    for x in e.exclude:
+        for dim, value in x.when.items():
+            check("[[exclude]] when", dim, [value])
+        for dim, never in x.never.items():
+            check("[[exclude]] never", dim, never)
+        exclusions.append(Exclusion(tuple(x.when.items()), tuple((k, tuple(v)) for k, v in x.never.items()),
+                                    " ".join(x.why.split())))
+    combinations = []
+    for c in e.combination:
+        allowed = []
+        for dim, spec in c.values.items():
+            if isinstance(spec, str):
+                chosen: tuple = (spec,)
+            elif isinstance(spec, list):
+                chosen = tuple(spec)
+            else:
+                check(f"[[combination]] {c.name!r}", dim, spec.not_)
+                chosen = tuple(v for v in known.get(dim, ()) if v not in spec.not_)
+            check(f"[[combination]] {c.name!r}", dim, chosen)
+            allowed.append((dim, chosen))
+        combinations.append(Combination(c.name, tuple(allowed), " ".join(c.why.split())))
     return Envelope(
         decode_rows=tuple(e.rows.decode), prefill_rows=tuple(e.rows.prefill), block_sizes=tuple(e.blocks.sizes),
         strides=tuple(Stride(s.block_size, s.block_stride, " ".join(s.why.split())) for s in e.stride),
         out_buffers=tuple(e.buffers.out_buffers), buffer_counts=tuple(e.buffers.counts),
-        dcp_sizes=tuple(e.dcp.sizes), interleaves=tuple(e.dcp.interleaves), widths=tuple(widths), source=source)
+        dcp_sizes=tuple(e.dcp.sizes), interleaves=tuple(e.dcp.interleaves), widths=tuple(widths), source=source,
+        dimensions=tuple(dimensions), row_classes=row_classes, exclusions=tuple(exclusions),
+        combinations=tuple(combinations))
 
 
 @functools.lru_cache(maxsize=4)

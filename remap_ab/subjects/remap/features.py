@@ -119,7 +119,7 @@ def uses(config) -> tuple[str, ...]:
         names.append("BLOCK_STRIDE_ROWS")
     if config.out_buffers:
         names.append("out")
-        if config.counts:
+        if config.counts and getattr(config, "counts_out", True):
             names.append("valid_counts_out")
     return tuple(names)
 

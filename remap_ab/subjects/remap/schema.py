@@ -312,6 +312,38 @@ class EnvelopeDcp(Strict):
     interleaves: PositiveInts = Field(min_length=1)
 
 
+class EnvelopeDimension(Strict):
+    """A dimension of the envelope's pairwise coverage: its values, or where they come from."""
+
+    name: Name
+    doc: Words = ""
+    values: Optional[list[Name]] = Field(default=None, min_length=1)
+    from_: Optional[typing.Literal["dcp_sizes", "row_classes"]] = Field(default=None, alias="from")
+
+
+class EnvelopeRowClass(Strict):
+    label: Name
+    low: int = Field(ge=1)
+    high: int = Field(ge=1)
+    parity: typing.Literal["any", "odd", "even"] = "any"
+
+
+class EnvelopeExclusion(Strict):
+    when: dict[str, str] = Field(min_length=1, max_length=1)
+    never: dict[str, list[str]] = Field(min_length=1)
+    why: Words
+
+
+class EnvelopeNot(Strict):
+    not_: list[str] = Field(alias="not", min_length=1)
+
+
+class EnvelopeCombination(Strict):
+    name: Name
+    values: dict[str, typing.Union[str, list[str], EnvelopeNot]] = Field(min_length=3)
+    why: Words
+
+
 class EnvelopeData(Strict):
     version: int = 1
     rows: EnvelopeRows
@@ -320,6 +352,10 @@ class EnvelopeData(Strict):
     buffers: EnvelopeBuffers
     dcp: EnvelopeDcp
     width: list[WidthEntry] = []
+    dimension: list[EnvelopeDimension] = []
+    row_class: list[EnvelopeRowClass] = []
+    exclude: list[EnvelopeExclusion] = []
+    combination: list[EnvelopeCombination] = []
 
 
 class DimensionEntry(Strict):

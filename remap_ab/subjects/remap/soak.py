@@ -2,7 +2,8 @@
 how a batch of draws is judged; the driver (``remap_ab/soak/``) runs it.
 
 The sweep runs a fixed grid; a soak draws configurations the grid never holds: K any
-multiple of BLOCK_N up to 4096, T up to 4096, every wrapper path (plain convert with
+multiple of BLOCK_N up to 4096, T up to 16384 (the envelope's row classes, each scale
+and parity alike), every wrapper path (plain convert with
 and without counts and prefill rows, the DCP wrapper at size 1, DCP 2/4/8 compacting
 or in place, with and without counts), any rank and interleave, every backend's block
 size, every block-table kind, row layout, memory layout (layouts.py) and kind of
@@ -19,7 +20,13 @@ programs of a row interleave, which is what the old kernel's race depends on. Ev
 case runs in batches through the batch engine (few host syncs; contended ones in
 batches of their own, each call queued behind the load), recorded as the sweep
 records a case (``recording.py``). On the CPU (the batched Triton interpreter) the
-cases run one at a time and T is capped small by default.
+cases run one at a time and K is scaled to T (a case's lanes within a budget).
+
+A stream opens with a pairwise cover of the call envelope's dimensions (envelope.py:
+every declared pair and combination in some 45 draws, their other fields drawn as
+usual), and then half the fresh draws aim at a declared pair it has not drawn; the
+summary says how many of the declared pairs the draws exercised and which they never
+did.
 
 A new variant (config.variant_key: the constexprs and the layout) is a new Triton
 compile on a GPU, so there one draw in ``fresh_every`` brings a new variant and the
@@ -69,21 +76,38 @@ PATHS: dict[str, dict[str, Any]] = {
 # in this share. A draw passing one that neither A's nor B's wrapper takes is judged
 # without it (``takeable``), and the summary counts per parameter x wrapper the calls
 # that passed one.
-STRIDE_SHARE = 0.4
-BUFFERS_SHARE = 0.4
+STRIDE_SHARE = 0.5  # of which DENSE_SHARE pass the block size itself (a dense cache), the rest a packed stride
+DENSE_SHARE = 0.4
+BUFFERS_SHARE = 0.5
+# Of the draws with caller buffers and counts, this share hands out= alone (the wrapper
+# returning counts of its own).
+OUT_ALONE_SHARE = 0.5
+# A stream opens with a pairwise cover of the call envelope (envelope.toml's
+# [[dimension]]s; envelope.greedy_cover), then a share of the fresh draws aims at a
+# declared pair the stream has not drawn yet: its values are drawn, the rest as usual.
+# So a short soak reaches every pair the implementations take.
+TARGET_SHARE = 0.5
+TARGET_TRIES = 3  # a pair missed this often is aimed at no more
+COVER_TRIES = 10  # candidates per case of the cover a stream opens with (envelope.greedy_cover)
 
 MAX_TOPK = 4096
-GPU_MAX_TOKENS = 4096
-# On the CPU the batched interpreter runs a launch's programs together, so T is cheap:
-# measured on 2 cores, 30 s soaks drew 37.5 cases/s capped at 4 tokens, 26.7 at 64 and
-# 8.7 at 512. 512 reaches real decode batches at a quarter of the rate.
-CPU_MAX_TOKENS = 512
+# T is drawn by the envelope's row classes (each scale and parity alike, envelope.toml's
+# [[row_class]]), up to the largest row count of the envelope, on every device.
+GPU_MAX_TOKENS = 16384
+CPU_MAX_TOKENS = 16384
+# On the CPU a case costs about its lanes (T x K; ~1 s per million lanes on 2 cores), so
+# a draw's K is scaled to its T: at most CPU_MAX_LANES lanes (K down to the smallest tile,
+# 32, at 16384 rows: half a million lanes), and a row class above DECODE_ROWS is drawn
+# PREFILL_CLASS_WEIGHT as often as one below. A prefill step (the envelope's prefill rows)
+# is the rare large draw, in CPU_PREFILL_SHARE of draws, its K scaled to CPU_LARGE_LANES.
+CPU_MAX_LANES = 1 << 17
+DECODE_ROWS = 1024
+PREFILL_CLASS_WEIGHT = 0.5
+CPU_LARGE_LANES = 1 << 23
 # Prefill steps (issue 32; the envelope's prefill rows): backends route every token of a
-# step through the call, up to max_num_batched_tokens rows. Drawn beside the cap, in this
-# share of draws: rarely on the CPU, where one 16384-row case at K = 2048 takes tens of
-# seconds.
+# step through the call, up to max_num_batched_tokens rows. Drawn in this share of draws.
 GPU_PREFILL_SHARE = 0.02
-CPU_PREFILL_SHARE = 0.002
+CPU_PREFILL_SHARE = 0.005
 BLOCK_NS = (32, 64, 128, 128, 128, 256)  # 128 (vLLM's) drawn most often
 # Interleaves drawn besides the envelope's (and the block size itself).
 INTERLEAVES = (1, 2, 4, 8, 16)
@@ -162,7 +186,7 @@ def k_kind(c: CaseConfig) -> str:
 
 
 def tokens_bucket(t: int) -> str:
-    return bucket(t, (1, 8, 64, 512, GPU_MAX_TOKENS))
+    return bucket(t, (1, 8, 64, 512, 4096))
 
 
 def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
@@ -179,18 +203,67 @@ def _width(rng: random.Random, max_topk: int) -> tuple[int, int]:
     return block_n * rng.randint(1, tiles_max), block_n
 
 
-def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_share: float = 0.0) -> Draw:
-    """One fresh configuration (every field drawn from ``rng``)."""
-    path = rng.choice(list(PATHS))
+def _paths(want: dict) -> list[tuple[str, Any]]:
+    """(path, DCP size or None) of every wrapper path whose wrapper, DCP size, compaction
+    and counts are ``want``'s (the envelope's dimension values; a dimension not in
+    ``want`` is free)."""
+    out = []
+    for name, spec in PATHS.items():
+        for size in (_dcp_sizes(spec) if spec["mode"] == "dcp" else (None,)):
+            values = {"wrapper": spec["mode"], "dcp_size": "-" if size is None else str(size),
+                      "compaction": "on" if size and size > 1 and spec.get("compact") else "off",
+                      "counts": "on" if spec["counts"] else "off"}
+            if all(want.get(k, v) == v for k, v in values.items()):
+                out.append((name, size))
+    return out
+
+
+def _rows(rng: random.Random, max_tokens: int, label: Any = None) -> int:
+    """T from a row class of the envelope (``label``'s, else any alike), at most ``max_tokens``."""
+    classes = [r for r in envelope.load().row_classes if r.low <= max_tokens]
+    if not classes:  # an envelope without row classes: log-uniform up to the cap
+        return min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+    chosen = [r for r in classes if r.label == label] or classes
+    # Scaled by cost: a class above the decode batches (1024 rows) half as often as one of them.
+    r = rng.choices(chosen, weights=[1.0 if c.low <= DECODE_ROWS else PREFILL_CLASS_WEIGHT for c in chosen])[0]
+    high = min(r.high, max_tokens)
+    held = [t for t in (rng.randint(r.low, high), rng.randint(r.low, high) | 1, rng.randint(r.low, high) & ~1)
+            if r.holds(t) and t <= high]
+    return held[0] if held else high
+
+
+def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_share: float = 0.0,
+         max_lanes: int = 0, want: Any = None) -> Draw:
+    """One fresh configuration (every field drawn from ``rng``). ``max_lanes`` (0: none):
+    K scaled down so that T x K stays within it (a prefill step's within CPU_LARGE_LANES).
+    ``want``: values of the envelope's dimensions to draw (a pair aimed at)."""
+    want = dict(want or {})
+    if want.get("valid_counts_out") == "passed":
+        want.update(out="passed", counts="on")
+    options = _paths(want) or _paths({})
+    path = rng.choice(sorted({name for name, _ in options}, key=list(PATHS).index))  # each path alike
+    size = rng.choice([z for name, z in options if name == path])
     spec = PATHS[path]
     env = envelope.load()
+    tokens, step = _tokens(rng, max_tokens, prefill_share, want.get("rows"))
+    data = _data_fields(rng, tokens, bool(spec.get("prefill")), want.get("zero_rows"))
+    if max_lanes:
+        budget = CPU_LARGE_LANES if step else max_lanes
+        max_topk = max(min(BLOCK_NS), min(max_topk, budget // tokens))
     topk, block_n = _width(rng, max_topk)
     block_size = rng.choice(env.block_sizes)
     wrapper = spec["mode"]
     block_stride = 0
-    if env.strides and wrapper in envelope.taking("block_stride") and rng.random() < STRIDE_SHARE:
-        stride = rng.choice(env.strides)
-        block_size, block_stride = stride.block_size, stride.block_stride
+    stride_class = want.get("BLOCK_STRIDE_ROWS")
+    if stride_class is None and rng.random() < STRIDE_SHARE:
+        stride_class = "dense" if rng.random() < DENSE_SHARE else "non-dense"
+    packed = [x for x in env.strides if x.block_stride != x.block_size]
+    if wrapper in envelope.taking("block_stride"):
+        if stride_class == "dense":
+            block_stride = block_size
+        elif stride_class == "non-dense" and packed:
+            stride = rng.choice(packed)
+            block_size, block_stride = stride.block_size, stride.block_stride
     fields: dict[str, Any] = dict(  # CaseConfig's keyword arguments, of several types
         mode=spec["mode"],
         topk=topk,
@@ -201,28 +274,38 @@ def draw(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, prefill_
         layout=rng.choice(LAYOUT_NAMES),  # strides and offsets: part of the compiled variant
         block_stride=block_stride,
     )
-    if (any(env.out_buffers) and wrapper in envelope.taking("out_buffers") and rng.random() < BUFFERS_SHARE):
+    out = want.get("out")
+    if out is None:
+        out = "passed" if rng.random() < BUFFERS_SHARE else "absent"
+    if any(env.out_buffers) and wrapper in envelope.taking("out_buffers") and out == "passed":
         fields["out_buffers"] = True
+        alone = {"passed": False, "absent": True}.get(want.get("valid_counts_out", ""))
+        fields["counts_out"] = not (rng.random() < OUT_ALONE_SHARE if alone is None else alone)
     if spec["mode"] == "dcp":
-        size = rng.choice(_dcp_sizes(spec))
         fields["dcp_size"] = size
         fields["dcp_rank"] = rng.randrange(size)
         interleaves = (1, *INTERLEAVES, *env.interleaves, block_size)
         fields["interleave"] = rng.choice([i for i in interleaves if block_size % i == 0])
         fields["compact"] = spec.get("compact", rng.random() < 0.5)  # size 1 ignores it
-    fields.update(_data_fields(rng, max_tokens, bool(spec.get("prefill")), prefill_share))
+    fields.update(data)
     try:
         return Draw(CaseConfig(**fields), path)
     except ConfigError:  # a parameter this CaseConfig does not take on this wrapper
         return Draw(CaseConfig(**{**fields, "out_buffers": False}), path)
 
 
-def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_share: float = 0.0) -> dict[str, Any]:
-    """The fields that change a case's data but not its compiled kernel."""
-    # Log-uniform: small and large T alike; now and then a prefill step beyond the cap.
-    tokens = min(max_tokens, max(1, int(math.exp(rng.uniform(0.0, math.log(max_tokens + 1))))))
+def _tokens(rng: random.Random, max_tokens: int, prefill_share: float = 0.0, rows: Any = None) -> tuple[int, bool]:
+    """(T, whether it is a prefill step): T from the envelope's row classes (``rows``:
+    that class), in ``prefill_share`` of draws a prefill step (beyond the cap too)."""
+    tokens = _rows(rng, max_tokens, rows)
     if prefill_share and rng.random() < prefill_share:
-        tokens = rng.choice(prefill_steps())
+        return rng.choice(prefill_steps()), True
+    return tokens, False
+
+
+def _data_fields(rng: random.Random, tokens: int, prefill: bool, zero_rows: Any = None) -> dict[str, Any]:
+    """The fields that change a case's data but not its compiled kernel, for T = ``tokens``;
+    ``zero_rows``: the envelope's value to draw ("forced": a row whose count is 0)."""
     fields: dict[str, Any] = dict(
         tokens=tokens,
         num_reqs=rng.randint(1, 8),
@@ -232,6 +315,15 @@ def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_sha
         seed=rng.randrange(2**31),
     )
     invalid = rng.choice((0.0, 1.0, round(rng.uniform(0.0, 1.0), 2)))
+    if zero_rows == "forced" and invalid < 1.0 and not (fields["row_layout"] == "mixed" and tokens >= 3):
+        if tokens >= 3 and rng.random() < 0.5:
+            fields["row_layout"] = "mixed"
+        else:
+            invalid = 1.0
+    elif zero_rows == "not forced":
+        invalid = min(invalid, 0.99)
+        if fields["row_layout"] == "mixed":
+            fields["row_layout"] = "uniform"
     fields["invalid_ratio"] = invalid
     fields["out_of_range"] = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.0, 1.0 - invalid), 2)
     if prefill:
@@ -239,9 +331,12 @@ def _data_fields(rng: random.Random, max_tokens: int, prefill: bool, prefill_sha
     return fields
 
 
-def redraw(rng: random.Random, base: Draw, max_tokens: int, prefill_share: float = 0.0) -> Draw:
+def redraw(rng: random.Random, base: Draw, max_tokens: int, prefill_share: float = 0.0, max_lanes: int = 0) -> Draw:
     """``base``'s variant (path, widths, DCP, everything compiled) with fresh data."""
-    fields = _data_fields(rng, max_tokens, base.config.has_prefill, prefill_share)
+    tokens, step = _tokens(rng, max_tokens, prefill_share)
+    if max_lanes and tokens * base.config.topk > (CPU_LARGE_LANES if step else max_lanes):
+        tokens = max(1, (CPU_LARGE_LANES if step else max_lanes) // base.config.topk)
+    fields = _data_fields(rng, tokens, base.config.has_prefill)
     for name in ("tokens", "num_reqs"):  # one row, one request: a variant of its own (config.variant_key)
         if (fields[name] == 1) != (getattr(base.config, name) == 1):
             fields[name] = 1 if getattr(base.config, name) == 1 else 2
@@ -257,7 +352,11 @@ def takeable(d: Draw, plan: features.Plan | None) -> Draw:
     if plan is None or plan.runnable(d.config):
         return d
     config = d.config
-    for name in features.uses(d.config):
+    function = features.wrapper(config)
+    taken = set(plan.a_accepts) | set(plan.b_accepts)
+    # Those nobody takes first (a stride is kept where only the buffers cannot be passed).
+    names = sorted(features.uses(d.config), key=lambda name: (name, function) in taken)
+    for name in names:
         config = config.replace(**{features.BY_NAME[name].field: _DEFAULTS[features.BY_NAME[name].field]})
         if plan.runnable(config):
             break
@@ -265,34 +364,64 @@ def takeable(d: Draw, plan: features.Plan | None) -> Draw:
 
 
 def draws(seed: int, worker: int, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
-          generation: int = 0, fresh_every: int = 1, prefill_share: float = 0.0, plan: features.Plan | None = None):
+          generation: int = 0, fresh_every: int = 1, prefill_share: float = 0.0, plan: features.Plan | None = None,
+          max_lanes: int = 0):
     """Worker ``worker``'s endless, reproducible stream of draws for soak seed ``seed``
     (``subject.soak_random``; a restarted worker's ``generation`` gives it a stream of
     its own): ``draws_from`` that stream."""
     return draws_from(soak_random(seed, worker, generation), max_tokens, max_topk, contend_every, fresh_every,
-                      prefill_share, plan)
+                      prefill_share, plan, max_lanes)
 
 
 def draws_from(rng: random.Random, max_tokens: int, max_topk: int = MAX_TOPK, contend_every: int = 0,
-               fresh_every: int = 1, prefill_share: float = 0.0, plan: features.Plan | None = None):
+               fresh_every: int = 1, prefill_share: float = 0.0, plan: features.Plan | None = None,
+               max_lanes: int = 0):
     """The endless stream of draws from ``rng``. Every ``contend_every``-th draw (0:
     none) is marked to run under contention. One draw in ``fresh_every`` is a fresh
-    variant; the others re-draw the data of one of the RECENT_VARIANTS latest (1: every
-    draw fresh). ``prefill_share``: the share of draws that are a prefill step (the
+    variant: first the cases of a pairwise cover of the envelope's dimensions (their
+    values; the rest drawn), then TARGET_SHARE of them aimed at a declared pair or
+    combination the stream has not drawn; the others re-draw the data of one of the RECENT_VARIANTS latest (1:
+    every draw fresh). ``prefill_share``: the share of draws that are a prefill step (the
     envelope's prefill rows, beyond ``max_tokens``). ``plan`` (features.py's, for A and
-    B): each draw ``takeable`` by them."""
+    B): each draw ``takeable`` by them. ``max_lanes``: ``draw``'s."""
+    env = envelope.load()
+    # The stream opens with a pairwise cover of the envelope (a fresh one per stream: its
+    # values, every other field drawn), so a short soak holds every pair A and B take.
+    cover = envelope.greedy_cover([], env, seed=rng.randrange(2**31), tries=COVER_TRIES) if env.dimensions else []
+    held: set = set()
+    missed: Counter = Counter()  # a pair aimed at and not drawn (A and B may take no call holding it)
     recent: list[Draw] = []
     n = 0
     while True:
+        target: Any = None
         if n % fresh_every == 0 or not recent:
-            d = draw(rng, max_tokens, max_topk, prefill_share)
+            want = None
+            if cover:
+                want = cover.pop(0)
+            else:
+                # The combinations first (each of three values or more: rarer by chance than a pair).
+                aims = [c for c in env.combinations if c.name not in held and missed[c] < TARGET_TRIES]
+                if not aims and env.dimensions:
+                    aims = [p for p in env.pairs if p not in held and missed[p] < TARGET_TRIES]
+                target = rng.choice(aims) if aims and rng.random() < TARGET_SHARE else None
+            if isinstance(target, envelope.Combination):
+                want = {dim: rng.choice(allowed) for dim, allowed in target.values}
+            elif target is not None:
+                want = dict(target)
+            d = draw(rng, max_tokens, max_topk, prefill_share, max_lanes, want)
             recent = (recent + [d])[-RECENT_VARIANTS:]
         else:
-            d = redraw(rng, rng.choice(recent), max_tokens, prefill_share)
+            d = redraw(rng, rng.choice(recent), max_tokens, prefill_share, max_lanes)
         n += 1
         if contend_every and n % contend_every == 0:
             d = Draw(d.config, d.path, contended=True)
-        yield takeable(d, plan)
+        d = takeable(d, plan)
+        if env.dimensions:
+            classes = env.classify(d.config, plan)
+            held |= envelope.held_pairs(classes) | {c.name for c in env.combinations if c.holds(classes)}
+            if target is not None and (target.name if isinstance(target, envelope.Combination) else target) not in held:
+                missed[target] += 1
+        yield d
 
 
 # --------------------------------------------------------------------------- judging
@@ -417,10 +546,14 @@ def plan(settings: SoakSettings) -> SoakPlan:
     compile_workers = o.get("compile_workers") or 0
     # Prefill steps beyond the default cap; an explicit --max-tokens is a hard cap.
     prefill_share = 0.0 if o.get("max_tokens") else (GPU_PREFILL_SHARE if on_gpu else CPU_PREFILL_SHARE)
+    # The CPU's cost budget per case (K scaled to T); an explicit --max-tokens leaves K free.
+    max_lanes = 0 if on_gpu or o.get("max_tokens") else CPU_MAX_LANES
     features_plan = registry.feature_plan(settings.a, settings.b)
     where = (f"{settings.workers} worker(s) on GPU(s) {','.join(settings.gpus)}" if on_gpu
              else f"CPU (the Triton interpreter, batched): {settings.workers} worker(s), "
-                  f"T capped at {max_tokens}" + ("" if o.get("max_tokens") else " (--max-tokens to change)"))
+                  f"T capped at {max_tokens}" + ("" if o.get("max_tokens") else
+                                                 f", K scaled to T (at most {max_lanes:,} lanes a case; a prefill "
+                                                 f"step's {CPU_LARGE_LANES:,}; --max-tokens to change)"))
     describe = (f"{where}; K up to {max_topk}, T up to {max_tokens}"
                 + (f", every {contend_every}th case under a contending side stream" if contend_every else "")
                 + (f", one draw in {fresh_every} a fresh variant" if fresh_every > 1 else "")
@@ -430,13 +563,16 @@ def plan(settings: SoakSettings) -> SoakPlan:
 
     def summary(facts: list) -> tuple[list, dict]:
         counts = parameter_counts(facts)
+        covered = envelope.pair_coverage(f["envelope"] for f in facts if f.get("envelope"))
         lines = ["optional parameters passed, per wrapper (calls; who ran them, the oracle standing in for a side "
-                 "that lacks one):", *parameter_lines(counts, impl_a.module, impl_b.module)]
-        return lines, {"parameters": {f"{n} on {w}": dict(c) for (n, w), c in sorted(counts.items())}}
+                 "that lacks one):", *parameter_lines(counts, impl_a.module, impl_b.module), covered.line()]
+        return lines, {"parameters": {f"{n} on {w}": dict(c) for (n, w), c in sorted(counts.items())},
+                       "coverage": covered.to_dict()}
 
     return SoakPlan(
         draws=lambda rng: draws_from(rng, max_tokens, max_topk, contend_every, fresh_every, prefill_share,
-                                     features_plan),
+                                     features_plan, max_lanes),
         describe=describe, repeat=repeat, batch=(o.get("batch") or 16) if on_gpu else 1,
         judge="remap_ab.subjects.remap.soak:judge", compile_ahead=compile_workers if on_gpu else 0,
-        facts=lambda d: {"parameters": passed_parameters(d.config, features_plan)}, summary=summary)
+        facts=lambda d: {"parameters": passed_parameters(d.config, features_plan),
+                         "envelope": envelope.load().classify(d.config, features_plan)}, summary=summary)

@@ -4,7 +4,7 @@ paragraph of the command's --help and its size options."""
 from __future__ import annotations
 
 from remap_ab.options import positive_int
-from remap_ab.subjects.remap.soak import CPU_MAX_TOKENS, GPU_MAX_TOKENS, MAX_TOPK
+from remap_ab.subjects.remap.soak import CPU_MAX_LANES, CPU_MAX_TOKENS, GPU_MAX_TOKENS, MAX_TOPK
 
 DESCRIPTION = f"""\
 The remap (the default subject): every draw is new: K any multiple of BLOCK_N up to --max-topk ({MAX_TOPK}), T up to
@@ -22,7 +22,10 @@ re-draw the data of a recent one, and --compile-workers processes compile the co
 variants ahead on the host's cores while the GPU judges the compiled ones. The summary
 says where the time went (judging, compiling and loading in the worker, waiting for the
 compile-ahead). CPU (the Triton interpreter, batched, which compiles nothing): one
-worker, every draw fresh, T capped at {CPU_MAX_TOKENS} unless --max-tokens says otherwise."""
+worker, every draw fresh, T up to {CPU_MAX_TOKENS} with K scaled to it (at most {CPU_MAX_LANES:,} lanes a case)
+unless --max-tokens says otherwise. T comes from the call envelope's row classes (each scale
+and parity alike) and half the fresh draws aim at a declared pair of the envelope not yet
+drawn; the summary says how many of the declared pairs the draws exercised."""
 
 
 def add_arguments(p) -> None:

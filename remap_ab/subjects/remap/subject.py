@@ -16,6 +16,7 @@ from remap_ab.subjects.remap import api_compat, compile_ahead, failure_class, fe
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import CaseConfig, variant_key
 from remap_ab.subjects.remap.selection import cap_note, listing, select_with_calls
+from remap_ab.subjects.remap.summary import pair_coverage
 from remap_ab.subjects.remap.summary import summarise as summarise_remap
 from remap_ab.subjects.remap.summary import summary_lines as remap_summary_lines
 
@@ -75,7 +76,10 @@ class RemapSubject(Subject):
             points=grid_points + calls, grid_points=len(grid_points), grid_total=len(g.points()),
             grid_version=g.version, axes=[ax.name for ax in g.axes], a=a, b=b,
             note=cap_note(g, filters, max_size),
-            meta={"implementations": loaded, "rejections": len(calls), "api": api, "features": feature_lines},
+            meta={"implementations": loaded, "rejections": len(calls), "api": api, "features": feature_lines,
+                  "feature_plan": plan.to_dict(),
+                  # what the selected cases exercise of the envelope's declared pairs (the summary: those run)
+                  "pairs": pair_coverage([p.config for p in grid_points], {"feature_plan": plan.to_dict()})},
             grid=g,
             header=[line for line in feature_lines if not line.startswith(features.QUIET_PREFIX)],
         )

@@ -12,7 +12,7 @@ from remap_ab import command_line
 from remap_ab.declare.grid import failures_by_dimension
 from remap_ab.status import Status
 from remap_ab.subject import SummaryLines
-from remap_ab.subjects.remap import api_compat, features
+from remap_ab.subjects.remap import api_compat, envelope, features
 from remap_ab.subjects.remap import grid as gridmod
 from remap_ab.subjects.remap.config import BACKEND_NAMES
 from remap_ab.subjects.remap.speed_table import speed_lines, speed_rows
@@ -45,6 +45,7 @@ def summarise(df: Any, meta: dict, g: Optional[gridmod.Grid] = None) -> dict:
     failed = df[df["status"] != Status.PASS.value]
     ran = set(df["case_id"].astype(str))
     covered = gridmod.coverage(g, [p.config for p in g.points() if p.case_id in ran])
+    pairs = pair_coverage([p.config for p in g.points() if p.case_id in ran], meta)
     axes = [(a.name, a.labels()) for a in g.axes]
     if "max_row_valid" in df.columns:
         df = df.assign(**{VALID_LANES: df["max_row_valid"].map(valid_lanes_bucket)})
@@ -67,6 +68,7 @@ def summarise(df: Any, meta: dict, g: Optional[gridmod.Grid] = None) -> dict:
         "api": api,
         "features": meta.get("features", []) + feature_failures,
         "coverage": covered,  # what the cases run cover of the call envelope, and the grids not run
+        "pairs": pairs,  # the declared pairs of the envelope's dimensions the cases run exercised (envelope.py)
         "api_compatible": not incompatible,
         # A run-level failure beside the cases' (sweep/summary.result_line).
         "run_failure": f"{meta.get('b')} does not accept every call {meta.get('a')} accepts (api above)" if incompatible else "",
@@ -78,12 +80,22 @@ def summarise(df: Any, meta: dict, g: Optional[gridmod.Grid] = None) -> dict:
     }
 
 
+def pair_coverage(configs: list, meta: dict) -> dict:
+    """What ``configs`` exercised of the envelope's declared pairs (envelope.PairCoverage's
+    dict), a parameter passed at its absence's value to two sides that both lack it
+    counting as absent (run.json's ``feature_plan``, where it has one)."""
+    plan = features._plan_of(meta["feature_plan"]) if meta.get("feature_plan") else None
+    return envelope.coverage_of(configs, plan).to_dict()
+
+
 def summary_lines(s: dict) -> SummaryLines:
     calls = (s.get("rejections") or {}).get("calls")
     setup = []
     if s.get("api") is not None:
         setup += ["  " + line for line in api_compat.summary_lines(s["api"], s["a"], s["b"])]
     setup += ["  " + line for line in s.get("features") or []]
+    if s.get("pairs"):
+        setup.append("  " + envelope.PairCoverage(**{k: v for k, v in s["pairs"].items() if k != "line"}).line())
     if rejections_line(s):
         setup.append(rejections_line(s))
     findings = []

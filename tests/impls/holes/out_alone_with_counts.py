@@ -1,0 +1,31 @@
+"""kernels_main, but a convert call handed ``out=`` without ``valid_counts_out=`` while
+counting writes into a tensor of its own and returns that, not the caller's ``out``
+(as if the two buffers were one option): right whenever both buffers or neither come,
+and without counts; the grids always passed the two together."""
+
+import kernels_main as _main
+from kernels_main import _remap_tiling, triton_filter_and_convert_dcp_index  # noqa: F401
+
+
+def triton_convert_req_index_to_global_index(
+    req_id,
+    block_table,
+    token_indices,
+    BLOCK_SIZE=64,
+    BLOCK_STRIDE_ROWS=None,
+    NUM_TOPK_TOKENS=2048,
+    BLOCK_N=128,
+    HAS_PREFILL_WORKSPACE=False,
+    prefill_workspace_request_ids=None,
+    prefill_workspace_starts=None,
+    return_valid_counts=False,
+    out=None,
+    valid_counts_out=None,
+):
+    if return_valid_counts and valid_counts_out is None:
+        out = None
+    return _main.triton_convert_req_index_to_global_index(
+        req_id, block_table, token_indices, BLOCK_SIZE=BLOCK_SIZE, BLOCK_STRIDE_ROWS=BLOCK_STRIDE_ROWS,
+        NUM_TOPK_TOKENS=NUM_TOPK_TOKENS, BLOCK_N=BLOCK_N, HAS_PREFILL_WORKSPACE=HAS_PREFILL_WORKSPACE,
+        prefill_workspace_request_ids=prefill_workspace_request_ids, prefill_workspace_starts=prefill_workspace_starts,
+        return_valid_counts=return_valid_counts, out=out, valid_counts_out=valid_counts_out)
