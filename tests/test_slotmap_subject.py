@@ -19,9 +19,9 @@ from remap_ab.errors import ConfigError
 from remap_ab.status import Status
 from remap_ab.subjects import get
 from remap_ab.subjects.slotmap import cases
+from remap_ab.subjects.slotmap.subject import SUBJECT
 
 runtime.select("cpu")
-SUBJECT = get("slotmap")
 BASE = {"requests": 3, "tokens": 6, "mix": "mixed", "block_size": 16, "split": 1, "world": 1, "rank": 0,
         "interleave": 1, "tail": 5, "ids": "low", "stride": "wide", "pad_tail": "ignored"}
 
@@ -34,6 +34,7 @@ AXES = SUBJECT.grid.axis_names
 
 
 def test_the_grids_cover_what_the_issue_lists():
+    assert get("slotmap") is SUBJECT
     default, envelope = SUBJECT.grid.cases(), SUBJECT.grids["envelope"].cases()
     assert (len(default), len(envelope)) == (514, 70632) and SUBJECT.grid.version == 2
     for grid in (default, envelope):

@@ -5,6 +5,7 @@ draws from."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -41,7 +42,7 @@ def batch(c: dict, seed: int) -> tuple[Batch, Params]:
 
 def strategy() -> st.SearchStrategy[dict]:
     """Cases as vLLM sends them: the grid's values, sizes drawn anywhere in their range."""
-    case = st.fixed_dictionaries({
+    case: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries({
         "requests": st.integers(1, 256), "tokens": st.integers(1, 2048), "mix": st.sampled_from(["same", "mixed"]),
         "block_size": st.sampled_from([16, 32, 64, 128]), "split": st.sampled_from([1, 2, 4]),
         "world": st.sampled_from([1, 2, 4, 8]), "rank": st.integers(0, 7), "interleave": st.sampled_from([1, 16, 64]),
