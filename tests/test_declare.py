@@ -141,3 +141,115 @@ def test_a_property_both_sides_break_fails_the_case_and_its_report_says_so(tmp_p
     text = (tmp_path / row["report"] / "report.md").read_text()
     assert "- B: ascending: not ascending" in text and "- A: ascending" in text and "## Why" in text
     assert s.judge([{"n": 0}], JudgeSettings("mul", "add", "cpu", None), None)[0]["status"] == Status.PASS
+
+
+class Wrong(Declared):
+    """A with a finding of its own (wrong at n=1) on the grid's first case, B right
+    everywhere, and a mutant wrong only at n=3: its witness comes after A's finding."""
+
+    name = "test_declare:WRONG"
+    title = "x times two, A wrong at n=1"
+    grid = Grid(axes=(Axis("n", (1, 2, 3)),))
+    implementations = {"wrong_a": lambda x: x * 2 + (x.numel() == 1), "right": lambda x: x * 2,
+                       "wrong_at_2": lambda x: x * 2 + (x.numel() == 2)}
+    oracle = staticmethod(lambda x: x * 2)
+
+    def inputs(self, case, device):
+        return {"x": torch.arange(case["n"], dtype=torch.int64)}
+
+
+def test_the_kill_loop_judges_b_s_side_past_a_s_own_findings():
+    from remap_ab.declare.mutants import Mutant, kill_all
+    from remap_ab.status import Outcome
+
+    s = Wrong()
+    assert s.judge_case({"n": 1}, s.resolve("wrong_a"), s.resolve("right"), "cpu").verdict()[1] == "a-vs-oracle"
+    late = Mutant("late", lambda x: x * 2 + (x.numel() == 3), "b-vs-oracle")
+    (k,) = kill_all(s, [late], "cpu")
+    assert (k.verdict, k.check, k.witness) == (Outcome.KILLED, "b-vs-oracle", s.grid.case_id({"n": 3})), k.detail
+    # The control is the real B's side: a real B that fails the witness leaves no control.
+    s.default_b = "wrong_at_2"
+    (k,) = kill_all(s, [Mutant("at_2", lambda x: x * 3, "b-vs-oracle")], "cpu")
+    assert k.verdict == Outcome.BROKEN and k.witness == s.grid.case_id({"n": 2}) and "fails the witness too" in k.detail
+    s.default_b = "right"
+    (k,) = kill_all(s, [Mutant("raises", lambda x: x[99], "b-vs-oracle")], "cpu")
+    assert k.verdict == Outcome.BROKEN and "caught by error, not by the declared b-vs-oracle" in k.detail
+    (k,) = kill_all(s, [Mutant("same", lambda x: x + x, "b-vs-oracle")], "cpu")
+    assert k.verdict == Outcome.SURVIVED and "passed all 3 cases" in k.detail
+
+
+class Named(Doubles):
+    grid = Grid(axes=(Axis("n", (0, 3)),), name="small")
+    grids = {"big": Grid(axes=(Axis("n", (5, 6, 7)),), name="big", version=2)}
+    header = ("a line",)
+
+
+def test_a_named_grid_is_chosen_by_name_and_another_refused_in_one_line(tmp_path):
+    s = Named()
+    assert [p.config["n"] for p in s.select(None, [], None, "mul", "add", "cpu", None).points] == [0, 3]
+    big = s.select("big", ["n=6,7"], None, "mul", "add", "cpu", None)
+    assert ([p.config["n"] for p in big.points], big.grid_total, big.grid_version, big.header) == ([6, 7], 3, 2, ["a line"])
+    assert s.summarise(pd.DataFrame({"status": ["pass"], "n": ["6"]}), {"grid_file": "big"}, None)["coverage"].startswith("the big")
+    (tmp_path / "g.toml").write_text("")
+    for grid in ("nonesuch", str(tmp_path / "g.toml")):
+        with pytest.raises(ConfigError, match=r"grids are small, big; choose one \(it reads no grid file\)"):
+            s.select(grid, [], None, "mul", "add", "cpu", None)
+    with pytest.raises(ValueError, match="declare a Grid named 'huge'"):
+        type("Misnamed", (Doubles,), {"grids": {"huge": Grid(axes=(Axis("n", (1,)),))}})
+    with pytest.raises(ValueError, match="its case_id is not the default grid's"):
+        type("OtherIds", (Doubles,), {"grids": {"g": Grid(axes=(Axis("n", (1,)),), name="g", case_id=str)}})
+
+
+def test_a_grid_of_toml_blocks_is_the_union_of_their_products(tmp_path):
+    from remap_ab.declare import from_toml
+
+    f = tmp_path / "g.toml"
+    f.write_text('version = 3\n[[main]]\nname = "first"\nn = [2, 1]\nmode = ["a"]\n[[main]]\nn = [1, 3]\nmode = ["a", "b"]\n')
+    grid = from_toml(f, "main", keep=lambda c: c["n"] != 3, size="n")
+    assert (grid.version, grid.name, grid.axis_names) == (3, "main", ["n", "mode"]) and grid.axes[0].values == (1, 2, 3)
+    assert grid.cases() == [{"n": 2, "mode": "a"}, {"n": 1, "mode": "a"}, {"n": 1, "mode": "b"}]  # (1, a) once, n=3 kept out
+    with pytest.raises(ConfigError, match="no grid 'other' read from it"):
+        from_toml(f, "other")
+
+
+def test_mutants_as_source_edits_build_their_module_and_refuse_an_edit_not_found_once(tmp_path):
+    from remap_ab.declare import from_edits
+
+    source = tmp_path / "kernel.py"
+    source.write_text("def double(x):\n    return x * 2\n")
+    catalogue = tmp_path / "mutants.toml"
+    catalogue.write_text('[[mutant]]\nid = "triple"\nkilled_by = "b-vs-a"\n[[mutant.edit]]\nold = "x * 2"\nnew = "x * 3"\n')
+    (m,) = from_edits(catalogue, source, lambda module: module.double)
+    assert (m.id, m.killed_by, m.b(x=5)) == ("triple", "b-vs-a", 15)
+    catalogue.write_text('[[mutant]]\nid = "gone"\nkilled_by = "b-vs-a"\n[[mutant.edit]]\nold = "x * 4"\nnew = "x"\n')
+    with pytest.raises(ValueError, match="mutant gone: 'x \\* 4' occurs 0 times in kernel.py, not once"):
+        from_edits(catalogue, source, lambda module: module.double)
+
+
+def test_no_host_sync_names_implementations_and_is_validated_where_declared():
+    class Some(Doubles):
+        no_host_sync = ("add",)
+
+    s = Some()
+    assert s.must_not_sync(s.resolve("add")) and not s.must_not_sync(s.resolve("mul"))
+    assert Doubles().must_not_sync(s.resolve("add")) is False
+    with pytest.raises(ValueError, match="no_host_sync names nope, which is none of its implementations"):
+        type("Unknown", (Doubles,), {"no_host_sync": ("nope",)})
+    with pytest.raises(TypeError, match="declare True, False or a tuple of implementation names"):
+        type("Bad", (Doubles,), {"no_host_sync": "add"})
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_only_the_implementations_no_host_sync_names_get_the_sync_check():
+    class Syncs(Doubles):
+        implementations = {"syncs_a": lambda x: x * int(x.sum().item() * 0 + 2),
+                           "syncs_b": lambda x: x * int(x.sum().item() * 0 + 2), "mul": lambda x: x * 2}
+        no_host_sync = ("syncs_b", "mul")
+
+        def inputs(self, case, device):
+            return {"x": torch.arange(case["n"], dtype=torch.int64, device=device)}
+
+    s = Syncs()
+    assert s.judge([{"n": 3}], JudgeSettings("syncs_a", "mul", "cuda", None), None)[0]["status"] == Status.PASS
+    row = s.judge([{"n": 3}], JudgeSettings("syncs_a", "syncs_b", "cuda", None), None)[0]
+    assert row["check"] == Check.SYNC and row["first_mismatch"].startswith("B synchronises with the host")

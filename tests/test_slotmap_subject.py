@@ -19,9 +19,9 @@ from remap_ab.errors import ConfigError
 from remap_ab.status import Status
 from remap_ab.subjects import get
 from remap_ab.subjects.slotmap import cases
+from remap_ab.subjects.slotmap.subject import SUBJECT
 
 runtime.select("cpu")
-SUBJECT = get("slotmap")
 BASE = {"requests": 3, "tokens": 6, "mix": "mixed", "block_size": 16, "split": 1, "world": 1, "rank": 0,
         "interleave": 1, "tail": 5, "ids": "low", "stride": "wide", "pad_tail": "ignored"}
 
@@ -30,20 +30,23 @@ def judged(case, b="device"):
     return SUBJECT.judge_case(case, SUBJECT.resolve("host"), SUBJECT.resolve(b), "cpu")
 
 
+AXES = SUBJECT.grid.axis_names
+
+
 def test_the_grids_cover_what_the_issue_lists():
-    default, envelope = cases.cases("default"), cases.cases("envelope")
-    assert 300 < len(default) < 1000 and len(envelope) > 10 * len(default)
+    assert get("slotmap") is SUBJECT
+    default, envelope = SUBJECT.grid.cases(), SUBJECT.grids["envelope"].cases()
+    assert (len(default), len(envelope)) == (514, 70632) and SUBJECT.grid.version == 2
     for grid in (default, envelope):
         assert all(cases.valid(c) and c["requests"] * c["tokens"] <= 16384 for c in grid)
         assert not [c for c in grid if c["pad_tail"] == "judged" and c["tail"] == 0]
-    values = {a: {c[a] for c in default} for a in cases.AXES}
+        assert len({json.dumps(c, sort_keys=True) for c in grid}) == len(grid)  # no case twice
+    values = {a: {c[a] for c in default} for a in AXES}
     assert {1, 256} <= values["requests"] and {1, 1024, 1025, 16384} <= values["tokens"]
     assert values["block_size"] == {16, 32, 64, 128} and values["split"] == {1, 2, 4}
     assert values["world"] == {1, 2, 4, 8} and values["interleave"] == {1, 16, 64}
     assert {(c["world"], c["rank"]) for c in default if c["world"] == 8} == {(8, r) for r in range(8)}
     assert values["tail"] >= {0, 1100} and values["ids"] == {"low", "wrap"} and values["stride"] == {"tight", "wide"}
-    known = [c["ids"] == "wrap" or c["pad_tail"] == "judged" for c in default]
-    assert known == sorted(known)  # the host's known failures last: the kill loop stops at a grid's first failure
 
 
 def test_a_batch_keeps_every_position_in_its_row_with_the_last_block_partly_filled():
@@ -89,30 +92,34 @@ def test_the_selection_states_the_contract_and_knows_its_grids(tmp_path):
     assert judged_cases and f"the tail too (it must be PAD) in {judged_cases}" in sel.header[0]
     assert "--filter pad_tail=ignored" in sel.header[0]
     env = SUBJECT.select("envelope", ["requests=256", "tokens=64", "world=8"], None, "host", "device", "cpu", None)
-    assert env.grid_total == len(cases.cases("envelope"))
-    with pytest.raises(ConfigError, match="default and envelope"):
+    assert env.grid_total == len(SUBJECT.grids["envelope"].cases())
+    assert env.header[0].startswith("slotmap (envelope grid)") and env.grid.name == "envelope"
+    with pytest.raises(ConfigError, match="slotmap's grids are default, envelope, or a grid file; choose one"):
         SUBJECT.select("nonesuch", [], None, "host", "device", "cpu", None)
     own = tmp_path / "mine.toml"
-    axes = {**{a: [BASE[a]] for a in cases.AXES}, "world": [1, 2]}
+    axes = {**{a: [BASE[a]] for a in AXES}, "world": [1, 2]}
     own.write_text('version = 7\n[[default]]\nname = "one"\n' + "".join(f"{a} = {json.dumps(v)}\n" for a, v in axes.items()))
     mine = SUBJECT.select(str(own), [], None, "host", "device", "cpu", None)
     assert [p.config["world"] for p in mine.points] == [1, 2] and mine.grid_version == 7
-    SUBJECT.select(None, [], None, "host", "device", "cpu", None)  # back to the default grid for the other tests
+    assert mine.header[0].startswith("slotmap (mine.toml grid)")
+    assert SUBJECT.grid.name == "default" and SUBJECT.select(None, [], None, "host", "device", "cpu", None).grid_total == 514
+    (tmp_path / "bad.toml").write_text("version = 1\n")
+    with pytest.raises(ConfigError, match="no grid 'default' read from it"):
+        SUBJECT.select(str(tmp_path / "bad.toml"), [], None, "host", "device", "cpu", None)
 
 
-# Each mutant, a small case that shows it (its grid witness or one like it), and whether
-# the contract's kill loop kills it: pad_tail_one_chunk and int64_widening show only on
-# cases the host version fails too, which the loop's control (the whole row must pass
-# with the real B) counts as broken; their B-side mismatch is asserted here.
+# Each mutant and a small case that shows it (its grid witness or one like it). The kill
+# loop judges B's side only, so pad_tail_one_chunk and int64_widening are killed on cases
+# the host version (A) fails too (a judged tail, ids near 2**31).
 WITNESSES = {
-    "rank_test": ({**BASE, "world": 2, "rank": 1, "interleave": 16}, True),
-    "interleave_order": ({**BASE, "world": 2, "interleave": 16}, True),
-    "pad_tail_one_chunk": ({**BASE, "tail": 1100, "pad_tail": "judged"}, False),
-    "chunk_boundary": ({**BASE, "requests": 1, "tokens": 1025, "mix": "same"}, True),
-    "last_request": (BASE, True),
-    "int64_widening": ({**BASE, "ids": "wrap", "block_size": 128}, False),
-    "hybrid_expansion": ({**BASE, "split": 2}, True),
-    "table_stride": (BASE, True),
+    "rank_test": {**BASE, "world": 2, "rank": 1, "interleave": 16},
+    "interleave_order": {**BASE, "world": 2, "interleave": 16},
+    "pad_tail_one_chunk": {**BASE, "tail": 1100, "pad_tail": "judged"},
+    "chunk_boundary": {**BASE, "requests": 1, "tokens": 1025, "mix": "same"},
+    "last_request": BASE,
+    "int64_widening": {**BASE, "ids": "wrap", "block_size": 128},
+    "hybrid_expansion": {**BASE, "split": 2},
+    "table_stride": BASE,
 }
 
 
@@ -121,23 +128,41 @@ def test_every_mutant_has_a_witness():
 
 
 @pytest.mark.parametrize("mutant_id", sorted(WITNESSES))
-def test_each_mutant_is_caught_by_b_against_the_oracle(mutant_id):
-    case, loop_kills = WITNESSES[mutant_id]
-    mutant = next(m for m in SUBJECT.mutants if m.id == mutant_id)
-    b_side = [m for m in judged(case, mutant_id).mismatches if m.side == "b"]
-    assert b_side and mutant.killed_by == "b-vs-oracle", mutant_id
-    assert not [m for m in judged(case).mismatches if m.side == "b"]  # the real B passes it
-    if loop_kills:
-        from remap_ab.subject import Point
+def test_each_mutant_is_killed_by_b_against_the_oracle(mutant_id):
+    from remap_ab.subject import Point
 
-        kill = mutants.kill(SUBJECT, mutant, [Point(0, SUBJECT.grid.case_id(case), case)], "cpu")
-        assert (str(kill.verdict), kill.check) == ("killed", "b-vs-oracle"), kill.detail
+    case = WITNESSES[mutant_id]
+    mutant = next(m for m in SUBJECT.mutants if m.id == mutant_id)
+    assert judged(case, mutant_id).verdict("b")[:2] == (Status.FAIL, "b-vs-oracle") and mutant.killed_by == "b-vs-oracle"
+    assert judged(case).verdict("b")[0] == Status.PASS  # the real B passes it
+    kill = mutants.kill(SUBJECT, mutant, [Point(0, SUBJECT.grid.case_id(case), case)], "cpu")
+    assert (str(kill.verdict), kill.check, kill.witness) == ("killed", "b-vs-oracle", SUBJECT.grid.case_id(case)), kill.detail
+
+
+def test_only_the_device_version_gets_the_sync_check():
+    assert SUBJECT.must_not_sync(SUBJECT.resolve("device")) and not SUBJECT.must_not_sync(SUBJECT.resolve("host"))
+    assert not SUBJECT.must_not_sync(SUBJECT.resolve("oracle"))
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_device_version_is_sync_free_and_the_host_copy_is_no_finding():
+    for case in (BASE, {**BASE, "tail": 1100, "pad_tail": "ignored", "split": 2}):
+        j = SUBJECT.judge_case(case, SUBJECT.resolve("host"), SUBJECT.resolve("device"), "cuda")
+        assert j.verdict()[0] == Status.PASS and not j.findings, j.verdict()
+    syncing = SUBJECT.judge_case(BASE, SUBJECT.resolve("device"), SUBJECT.resolve("host"), "cuda")
+    assert not syncing.findings  # the host version as B: not named in no_host_sync, not checked
+
+    class AllSync(type(SUBJECT)):
+        no_host_sync = True
+
+    checked = AllSync().judge_case(BASE, SUBJECT.resolve("device"), SUBJECT.resolve("host"), "cuda")
+    assert [(f.side, f.check) for f in checked.findings] == [("b", "sync")]  # the check does see the host's copies
 
 
 @given(cases.strategy())
 @settings(max_examples=30, deadline=None, database=None)
 def test_the_strategy_draws_valid_cases(case):
-    assert cases.valid(case) and case["requests"] * case["tokens"] <= 16384 and set(case) == set(cases.AXES)
+    assert cases.valid(case) and case["requests"] * case["tokens"] <= 16384 and set(case) == set(AXES)
 
 
 def _remap_ab(*args, timeout=300):

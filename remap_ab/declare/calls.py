@@ -99,10 +99,12 @@ def set_sync_debug_mode(mode: int) -> None:
 
 @dataclass
 class Finding:
-    """What a call check found: its check (``status.Check``) and one line."""
+    """What a call check found: its check (``status.Check``), one line, and the side
+    whose call it is ("a", "b"; set by the judge)."""
 
     check: str
     line: str
+    side: str = ""
 
 
 @dataclass
@@ -244,5 +246,5 @@ def layout_findings(a: Called, b: Called, who: str = "B") -> list[Finding]:
         if isinstance(ref, torch.Tensor) and isinstance(got, torch.Tensor) and got.shape == ref.shape \
                 and got.numel() > 1 and got.stride() != ref.stride():
             found.append(Finding(Check.LAYOUT, f"{who}'s output {name} has strides {list(got.stride())}, A's "
-                                 f"{list(ref.stride())}: a caller written for A's layout reads it wrong"))
+                                 f"{list(ref.stride())}: a caller written for A's layout reads it wrong", "b"))
     return found

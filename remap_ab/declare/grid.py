@@ -4,15 +4,19 @@ NAME=V``, ``--filter case=ID``, the size cap and its note), results.csv's axis c
 and the per-dimension failure tables.
 
 A case is a dict ``{axis name: value}`` (JSON-able values), the cross product of the
-axes in their order, less what ``Grid.keep`` rejects."""
+axes in their order, less what ``Grid.keep`` rejects; or, for a grid of ``blocks``, the
+union of each block's cross product, in block order, without repeats. ``from_toml``
+reads such a grid from a TOML file's tables."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from remap_ab.errors import ConfigError
@@ -54,7 +58,9 @@ class Grid:
     """``axes`` crossed in order; ``version`` tells revisions apart (a resume refuses
     another); ``size``: the axis ``--max-*`` caps (its values numbers; "": no cap);
     ``cpu_max``: on the CPU, the largest ``size`` value run (None: all); ``keep(case)``:
-    False drops a product point that is no case; ``case_id(case)``: its ID."""
+    False drops a product point that is no case; ``case_id(case)``: its ID; ``blocks``:
+    dicts ``{axis: values}``, the cases then the union of each block's product (an axis a
+    block leaves out takes all its values) instead of the axes' whole product."""
 
     axes: tuple
     version: Any = 1
@@ -63,11 +69,15 @@ class Grid:
     keep: Optional[Callable[[dict], bool]] = None
     case_id: Callable[[dict], str] = case_id_of
     name: str = "grid"  # the grid's name in messages and the coverage line
+    blocks: tuple = ()
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.axes]
         if len(set(names)) != len(names) or CASE_FILTER in names:
             raise ValueError(f"grid axes {names}: names must be distinct and not {CASE_FILTER!r}")
+        stray = [k for block in self.blocks for k in block if k not in names]
+        if stray:
+            raise ValueError(f"grid {self.name}: a block names {stray[0]!r}, none of the axes {names}")
         if self.size and self.size not in names:
             raise ValueError(f"grid size axis {self.size!r} is none of {names}")
 
@@ -76,8 +86,13 @@ class Grid:
         return [a.name for a in self.axes]
 
     def cases(self) -> list[dict]:
-        product = (dict(zip(self.axis_names, values)) for values in itertools.product(*(a.values for a in self.axes)))
-        return [c for c in product if self.keep is None or self.keep(c)]
+        blocks = self.blocks or ({},)
+        product = (dict(zip(self.axis_names, values)) for block in blocks
+                   for values in itertools.product(*(block.get(a.name, a.values) for a in self.axes)))
+        kept = (c for c in product if self.keep is None or self.keep(c))
+        if not self.blocks:
+            return list(kept)
+        return list({json.dumps(c, sort_keys=True): c for c in kept}.values())  # the first of each repeat, in order
 
     def labels(self, case: dict) -> tuple[tuple[str, str], ...]:
         return tuple((a.name, a.label(case.get(a.name))) for a in self.axes)
@@ -98,6 +113,24 @@ class Grid:
         points, note = choose(every, axes=self.axis_names, label=lambda c, axis: by_name[axis].label(c[axis]),
                               case_id=self.case_id, filters=filters, limits=limits, grid_name=self.name)
         return points, len(every), note
+
+
+def from_toml(path: Path, table: str, **fields: Any) -> Grid:
+    """The grid of a TOML file's ``[[TABLE]]`` tables, each a block (``axis = [values]``;
+    a ``name`` key is the block's, not an axis): the axes in the order the blocks first
+    name them, each with the values the blocks give it (numbers in order), the file's
+    ``version``; ``fields``: the Grid's others (``name`` defaults to ``table``).
+    ConfigError when the file cannot be read or has no such table."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+        blocks = tuple({k: tuple(v) for k, v in b.items() if k != "name"} for b in data[table])
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: no grid {table!r} read from it ({type(exc).__name__}: {exc}); give a TOML file "
+                          f"of [[{table}]] tables, each axis = [values]") from None
+    names = list(dict.fromkeys(k for b in blocks for k in b))
+    axes = tuple(Axis(n, tuple(sorted({v for b in blocks for v in b.get(n, ())}, key=lambda v: (str(type(v)), v))))
+                 for n in names)
+    return Grid(axes, blocks=blocks, **{"version": data.get("version", 1), "name": table, **fields})
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -75,19 +75,24 @@ class Judged:
     has_oracle: bool = False
     ms: dict = field(default_factory=dict)
     properties: list = field(default_factory=list)  # (side, property name, what it found), B's first
+    errors: dict = field(default_factory=dict)  # side -> what its call raised ("error" joins them)
 
-    def verdict(self) -> tuple[Status, str, str]:
-        """``(status, check, first line)``."""
-        if self.error:
-            return Status.ERROR, "error", self.error
-        if self.findings:
-            return Status.FAIL, str(self.findings[0].check), self.findings[0].line
-        if self.mismatches:
-            m = self.mismatches[0]
-            return Status.FAIL, self.check_of(m), self.line_of(m)
-        if self.properties:
-            side, name, line = self.properties[0]
-            return Status.FAIL, f"property:{name}", f"{side.upper()}'s outputs break {name}: {line}"
+    def verdict(self, side: Optional[str] = None) -> tuple[Status, str, str]:
+        """``(status, check, first line)``; ``side`` "b": of B's side alone (its error, its
+        call findings, its mismatches and properties), as the mutants' kill loop judges B."""
+        error = self.error if side is None else self.errors.get(side, "")
+        if error:
+            return Status.ERROR, "error", error
+        findings = [f for f in self.findings if side in (None, f.side)]
+        if findings:
+            return Status.FAIL, str(findings[0].check), findings[0].line
+        mismatches = [m for m in self.mismatches if side in (None, m.side)]
+        if mismatches:
+            return Status.FAIL, self.check_of(mismatches[0]), self.line_of(mismatches[0])
+        properties = [p for p in self.properties if side in (None, p[0])]
+        if properties:
+            who, name, line = properties[0]
+            return Status.FAIL, f"property:{name}", f"{who.upper()}'s outputs break {name}: {line}"
         return Status.PASS, "", ""
 
     def check_of(self, m: Mismatch) -> str:
@@ -112,13 +117,16 @@ class Declared(Subject):
     """The base of a declared subject: set the class attributes below and define
     ``inputs``; everything else has a default."""
 
-    grid: Grid
+    grid: Grid  # the default grid
+    grids: dict = {}  # more named grids, name -> Grid (``--grid NAME``); case IDs and seeds follow ``grid``'s
     implementations: dict = {}  # name -> callable, or "module:function"
     outputs: tuple = (Output("out"),)
     mutants: tuple = ()  # declare.mutants.Mutant, each a planted B and the check that must kill it
     extra_columns: tuple = ()  # results.csv columns of the subject's own (``extras``)
     header: tuple = ()  # lines a sweep and the pytest grid print before they run
-    no_host_sync = False  # on CUDA, a host synchronisation inside A's or B's call is a finding (sync)
+    # On CUDA, a host synchronisation inside the call is a finding (sync): True, of A's and
+    # B's call; a tuple of implementation (or mutant) names, of theirs only.
+    no_host_sync: Any = False
     properties: tuple = ()  # Property: what each side's outputs must satisfy beyond equality (property:NAME)
     failure_classes = "check"  # a report slot per failing check (report_cap.py)
 
@@ -130,6 +138,7 @@ class Declared(Subject):
         if "default_b" not in cls.__dict__ and len(names) > 1:
             cls.default_b = names[1]
         cls.columns = (*COLUMNS[:-1], *cls.extra_columns, COLUMNS[-1])
+        _validate(cls)
 
     @property
     def name(self) -> str:  # type: ignore[override]  # a derived default; a subclass may assign one
@@ -167,6 +176,12 @@ class Declared(Subject):
         return int(self.grid.case_id(case), 16) & 0x7FFFFFFF
 
     # -- implementations
+    def must_not_sync(self, fn: Callable) -> bool:
+        """Whether ``fn`` (A's or B's callable) gets the sync check (``no_host_sync``)."""
+        if self.no_host_sync is True or not self.no_host_sync:
+            return bool(self.no_host_sync)
+        return any(fn is self.resolve(name) for name in self.no_host_sync)
+
     def resolve(self, name: str) -> Callable:
         """``name``'s callable: one of ``implementations``, a mutant's id, or "module:function";
         ImplementationError otherwise."""
@@ -188,14 +203,37 @@ class Declared(Subject):
         return found
 
     # -- Subject
+    def grid_named(self, name: Optional[str]) -> Grid:
+        """The grid ``--grid`` names: ``grid`` (none given, or its name), one of ``grids``,
+        or a file ``grid_from_file`` reads; ConfigError otherwise."""
+        if name in (None, "", self.grid.name):
+            return self.grid
+        if name in self.grids:
+            return self.grids[name]
+        from_file = self.grid_from_file(Path(name)) if Path(name).is_file() else None
+        if from_file is not None:
+            return from_file
+        names = ", ".join([self.grid.name, *self.grids])
+        reads = type(self).grid_from_file is not Declared.grid_from_file
+        raise ConfigError(f"--grid {name}: {self.name}'s grids are {names}" + (", or a grid file" if reads else "")
+                          + "; choose one" + ("" if reads else " (it reads no grid file)"))
+
+    def grid_from_file(self, path: Path) -> Optional[Grid]:
+        """The grid of a file ``--grid FILE`` names (None: this subject reads no grid file)."""
+        return None
+
+    def header_lines(self, grid: Grid, points: list) -> list[str]:
+        """The lines a sweep and the pytest grid print before they run ``points`` of ``grid``."""
+        return list(self.header)
+
     def select(self, grid: Optional[str], filters: list, max_size: Optional[int], a: str, b: str,
                device: str, resume: Optional[dict]) -> Selection:
-        if grid not in (None, "", self.grid.name):
-            raise ConfigError(f"--grid {grid}: {self.name} has one grid ({self.grid.name}); drop --grid")
+        chosen = self.grid_named(grid)
         self.resolve(a), self.resolve(b)  # an unknown name: one line, before anything runs
-        points, total, note = self.grid.select(filters, max_size, device)
-        return Selection(points=points, grid_points=len(points), grid_total=total, grid_version=self.grid.version,
-                         axes=self.grid.axis_names, a=a, b=b, note=note, header=list(self.header))
+        points, total, note = chosen.select(filters, max_size, device)
+        return Selection(points=points, grid_points=len(points), grid_total=total, grid_version=chosen.version,
+                         axes=chosen.axis_names, a=a, b=b, note=note, grid=chosen,
+                         header=self.header_lines(chosen, points))
 
     def case_dict(self, config: Any) -> dict:
         return dict(config)
@@ -210,7 +248,7 @@ class Declared(Subject):
         names = [o.name for o in self.outputs]
         inputs = self.inputs(case, device)
         judged = Judged(inputs)
-        sides = {side: calls.call(fn, inputs, names, device, side.upper(), checks, self.no_host_sync)
+        sides = {side: calls.call(fn, inputs, names, device, side.upper(), checks, self.must_not_sync(fn))
                  for side, fn in (("a", a), ("b", b))}
         oracle = self.oracle
         if oracle is not None:
@@ -221,10 +259,11 @@ class Declared(Subject):
             judged.has_oracle = True
         judged.ms = {k: v.ms for k, v in sides.items()}
         judged.outputs = {k: v.outputs for k, v in sides.items() if v.outputs is not None}
-        judged.error = "; ".join(s.error for s in sides.values() if s.error)
+        judged.errors = {k: v.error for k, v in sides.items() if v.error}
+        judged.error = "; ".join(judged.errors.values())
         if judged.error:
             return judged
-        judged.findings = [f for k in ("a", "b") for f in sides[k].findings]
+        judged.findings = [replace(f, side=k) for k in ("a", "b") for f in sides[k].findings]
         if checks:
             judged.findings += calls.layout_findings(sides["a"], sides["b"])
         compared = ("a", "b") if judged.has_oracle else ("b",)
@@ -296,9 +335,14 @@ class Declared(Subject):
 
     def summarise(self, rows: Any, meta: dict, grid: Any) -> dict:
         failed = rows[rows["status"] != Status.PASS.value]
-        axes = [(a.name, a.all_labels()) for a in self.grid.axes]
+        if not isinstance(grid, Grid):  # a report of a finished run: the grid its run.json names
+            try:
+                grid = self.grid_named(meta.get("grid_file"))
+            except ConfigError:
+                grid = self.grid
+        axes = [(a.name, a.all_labels()) for a in grid.axes]
         return {"failing_cases": int(len(failed)), "failures_by_dimension": failures_by_dimension(rows, axes),
-                "coverage": f"the {self.grid.name} of {self.title} ({int(len(rows))} cases; outputs "
+                "coverage": f"the {grid.name} of {self.title} ({int(len(rows))} cases; outputs "
                             + ", ".join(f"{o.name} {o.equality()}" for o in self.outputs) + ")",
                 "run_failure": "", "own_findings": self.summary_findings(rows)}
 
@@ -389,6 +433,26 @@ class Declared(Subject):
     def command_part(self, command: str) -> Any:
 
         return parts.part(self, command)
+
+
+def _validate(cls: type) -> None:
+    """A declaration the machinery cannot honour, refused where the class is defined."""
+    names = {*getattr(cls, "implementations", {}), *(m.id for m in getattr(cls, "mutants", ()))}
+    sync = cls.no_host_sync  # type: ignore[attr-defined]
+    if not isinstance(sync, bool) and not (isinstance(sync, (tuple, list, frozenset, set))
+                                           and all(isinstance(n, str) for n in sync)):
+        raise TypeError(f"{cls.__name__}.no_host_sync = {sync!r}: declare True, False or a tuple of implementation names")
+    unknown = sorted(n for n in (() if isinstance(sync, bool) else sync) if n not in names)
+    if unknown:
+        raise ValueError(f"{cls.__name__}.no_host_sync names {unknown[0]}, which is none of its implementations "
+                         f"({', '.join(sorted(names))})")
+    grid = cls.__dict__.get("grid", getattr(cls, "grid", None))
+    for key, other in getattr(cls, "grids", {}).items():
+        if not isinstance(other, Grid) or other.name != key:
+            raise ValueError(f"{cls.__name__}.grids[{key!r}]: declare a Grid named {key!r} (Grid(..., name={key!r}))")
+        if grid is not None and (key == grid.name or other.case_id is not grid.case_id):
+            raise ValueError(f"{cls.__name__}.grids[{key!r}]: " + (f"{key!r} is the default grid's name" if key == grid.name
+                             else "its case_id is not the default grid's (a case has one ID, whichever grid holds it)"))
 
 
 @dataclass(frozen=True)
