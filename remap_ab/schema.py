@@ -183,6 +183,9 @@ COUNT: Any = Field(default=None, ge=0)
 
 # run.json (run_folder.py).
 
+# --reports' value (report_cap.Cap): a count of report folders per failure class, or "all".
+ReportCap = typing.Union[typing.Annotated[int, Field(ge=0)], typing.Literal["all"]]
+
 
 class ApiDifferenceData(Open):
     function: str = ABSENT
@@ -207,7 +210,7 @@ class RunMeta(Open):
     selection: str = ABSENT
     memcheck: bool = ABSENT
     call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = ABSENT
-    reports: typing.Union[typing.Annotated[int, Field(ge=0)], typing.Literal["all"]] = ABSENT  # report_cap.Cap
+    reports: ReportCap = ABSENT
     rejections: int = COUNT
     api: list[ApiDifferenceData] = ABSENT
     features: list[str] = ABSENT

@@ -106,26 +106,7 @@ def main(args) -> int:
                         or args.device != "auto" or args.reports is not None or args.subject != subjects.DEFAULT):
         raise UsageError("--resume continues a run with its own settings; "
                          f"drop --a/--b/--subject/--device/--filter/{options.MAX_SIZE.flag}/--grid/--memcheck/--reports")
-    opts = SweepOptions(
-        a=args.a,  # None: the subject's own A
-        b=args.b,
-        subject=args.subject,
-        device=args.device,
-        filters=args.filter,
-        max_size=args.max_size,
-        workers=args.workers,
-        batch=args.batch,
-        root=args.root,
-        run=args.run,
-        resume=args.resume,
-        repair=args.repair,
-        grid_file=args.grid,
-        progress=not args.no_progress,
-        case_timeout=args.case_timeout,
-        memcheck=args.memcheck,
-        call_checks=args.call_checks,
-        reports=args.reports,
-    )
+    opts = SweepOptions.from_args(args)  # validated once; prepare resolves it, a resume from run.json
     if args.junitxml is not None:
         options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)
