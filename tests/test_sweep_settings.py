@@ -95,3 +95,21 @@ def test_the_workers_receive_the_judge_settings_whole(tmp_path, monkeypatch):
     job = seen[0]
     assert job.settings is sweep.settings and job.subject == "remap"
     assert [f.name for f in dataclasses.fields(pool.Job)] == ["settings", "subject", "threads", "judge"]
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("subject", 5, "field 'subject' is int 5, expected a string"),
+    ("reports", -1, "field 'reports' is int -1, expected a count of report folders (0 or more) or \"all\""),
+    ("reports", "some", "field 'reports' is str 'some', expected a count"),
+    ("filters", "k=128", "field 'filters' is str 'k=128', expected a list"),
+])
+def test_a_damaged_setting_in_run_json_is_one_line_and_nothing_is_written(tmp_path, capsys, key, value, words):
+    folder = old_run(tmp_path)
+    meta = json.loads((folder / "run.json").read_text())
+    meta[key] = value
+    (folder / "run.json").write_text(json.dumps(meta))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert cli_main(["sweep", "--resume", "--run", "two", "--root", str(tmp_path), "-j", "0", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err and "run.json" in err, err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -72,6 +72,10 @@ DEFAULT_CASE_TIMEOUT = 900.0
 
 
 class Sweep:
+    """``prepare`` (every check before anything is written), then ``run``. ``opts`` is what
+    was asked until ``prepare`` replaces it with the settings resolved (a resume's read
+    back from run.json; A, B, the device, workers, batch and timeout decided)."""
+
     def __init__(self, opts: SweepOptions):
         self.opts = opts
         self.phases = {"gen": 0.0, "kernels": 0.0, "compare": 0.0, "write": 0.0}
