@@ -179,9 +179,21 @@ WORD = Field(strict=False)
 # validated; a present one must have its type (null only where the type says so).
 ABSENT: Any = Field(default=None)
 COUNT: Any = Field(default=None, ge=0)
+NAMED: Any = Field(default=None, min_length=1)
 
 
 # run.json (run_folder.py).
+
+
+def _report_cap(value: Any) -> Any:
+    if value == "all" or (type(value) is int and value >= 0):
+        return value
+    raise ValueError('a count of report folders (0 or more) or "all"')
+
+
+# --reports' value (report_cap.Cap): a count of report folders per failure class, or "all"
+# (one check, so an error names the field and not a member of a union).
+ReportCap = typing.Annotated[Any, AfterValidator(_report_cap)]
 
 
 class ApiDifferenceData(Open):
@@ -201,13 +213,14 @@ class RunMeta(Open):
     filters: list[str]
     selected: int = Field(ge=0)
     run: str = ABSENT
+    subject: str = NAMED  # absent: subjects.DEFAULT (a run from before subjects)
     grid_file: Optional[str] = None
     grid_version: int = ABSENT
     grid_total: int = COUNT
     selection: str = ABSENT
     memcheck: bool = ABSENT
     call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = ABSENT
-    reports: typing.Union[typing.Annotated[int, Field(ge=0)], typing.Literal["all"]] = ABSENT  # report_cap.Cap
+    reports: ReportCap = ABSENT
     rejections: int = COUNT
     api: list[ApiDifferenceData] = ABSENT
     features: list[str] = ABSENT

@@ -78,7 +78,7 @@ class Selection:
     header: list[str] = field(default_factory=list)  # lines the sweep prints (stderr) before it runs
 
 
-@dataclass
+@dataclass(frozen=True)
 class JudgeSettings:
     """How a batch is judged, the same in every process that judges it."""
 

@@ -229,11 +229,12 @@ def test_case_timeout_needs_workers(capsys, tmp_path):
 def test_a_worker_that_keeps_dying_before_its_first_case_is_an_internal_error(tmp_path, monkeypatch):
     from remap_ab.errors import InternalError
     from remap_ab.processes import pool
+    from remap_ab.subject import JudgeSettings
     from remap_ab.subjects.remap import grid
 
     monkeypatch.setattr(pool, "STARTUP_RETRIES", 0)
     point = grid.load().points()[0]
-    p = pool.Pool(pool.Job("old", "new", "no-such-device", str(tmp_path)), [{}], 60.0,
+    p = pool.Pool(pool.Job(JudgeSettings("old", "new", "no-such-device", str(tmp_path))), [{}], 60.0,
                   on_rows=lambda *a: None, on_lost=lambda *a: None)
     with pytest.raises(InternalError, match="keeps dying before its first case"):
         p.run(deque([[point]]))

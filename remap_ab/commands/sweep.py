@@ -68,14 +68,14 @@ def add_arguments(p):
                         "the failure message, the replay command in its output; cases not run are skipped")
 
 
-def _list(args) -> int:
+def _list(opts: SweepOptions) -> int:
     """The points the sweep would run, one per line, as the subject's selection chose them."""
-    subject = subjects.get(args.subject)
-    device = runtime.default_device() if args.device == "auto" else args.device
-    selection = subject.select(args.grid, args.filter, args.max_size, args.a or subject.default_a,
-                               args.b or subject.default_b, device, None)
-    command = "sweep" if args.subject == subjects.DEFAULT else f"sweep --subject {args.subject}"
-    lines, note = listing_of(subject, selection, args.filter, args.max_size, device, command)
+    subject = subjects.get(opts.subject)
+    device = runtime.default_device() if opts.device == "auto" else opts.device
+    selection = subject.select(opts.grid_file, list(opts.filters), opts.max_size, opts.a or subject.default_a,
+                               opts.b or subject.default_b, device, None)
+    command = "sweep" if opts.subject == subjects.DEFAULT else f"sweep --subject {opts.subject}"
+    lines, note = listing_of(subject, selection, list(opts.filters), opts.max_size, device, command)
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
     for line in lines:
@@ -98,34 +98,15 @@ def _trace(args) -> None:
 
 def main(args) -> int:
     _trace(args)
+    opts = SweepOptions.from_args(args)  # validated once; prepare resolves it, a resume from run.json
     if args.list:
-        return _list(args)
+        return _list(opts)
     if args.repair and not args.resume:
         raise UsageError("--repair mends a run folder that --resume continues; add --resume (and --run NAME)")
     if args.resume and (args.a or args.b or args.filter or args.max_size is not None or args.grid or args.memcheck
                         or args.device != "auto" or args.reports is not None or args.subject != subjects.DEFAULT):
         raise UsageError("--resume continues a run with its own settings; "
                          f"drop --a/--b/--subject/--device/--filter/{options.MAX_SIZE.flag}/--grid/--memcheck/--reports")
-    opts = SweepOptions(
-        a=args.a,  # None: the subject's own A
-        b=args.b,
-        subject=args.subject,
-        device=args.device,
-        filters=args.filter,
-        max_size=args.max_size,
-        workers=args.workers,
-        batch=args.batch,
-        root=args.root,
-        run=args.run,
-        resume=args.resume,
-        repair=args.repair,
-        grid_file=args.grid,
-        progress=not args.no_progress,
-        case_timeout=args.case_timeout,
-        memcheck=args.memcheck,
-        call_checks=args.call_checks,
-        reports=args.reports,
-    )
     if args.junitxml is not None:
         options.checked_output_file(args.junitxml, "--junitxml")
     sweep = Sweep(opts)

@@ -208,12 +208,8 @@ class History:
         resume = (folder / "run.json").is_file()
         if folder.exists() and not resume:
             shutil.rmtree(folder)  # made, then cut short before its run.json: holds nothing
-        s, o = self.state.settings, self.opts
         self.on_pair(f"{'resuming' if resume else 'sweeping'} {rev.short} against {against.short} ({rev.subject[:60]})")
-        sweep = Sweep(SweepOptions(
-            a=against.name, b=rev.name, subject=self.subject.name, device=self.device, filters=list(s["filters"]),
-            max_size=s[SIZE_KEY], workers=o.workers, batch=o.batch, root=str(self.state.folder), run=name,
-            resume=resume, grid_file=s["grid_file"], progress=False, case_timeout=o.case_timeout, reports=s["reports"]))
+        sweep = Sweep(self._sweep_options().replaced(a=against.name, b=rev.name, run=name, resume=resume))
         start = time.perf_counter()
         try:
             sweep.prepare()
@@ -231,6 +227,14 @@ class History:
         else:
             self.state.finish(name, row.to_dict())
         return row
+
+    def _sweep_options(self) -> SweepOptions:
+        """Every pair's sweep settings but its A, B and run: the history's (history.json's,
+        a resume's too) and this session's workers, batch and timeout."""
+        s, o = self.state.settings, self.opts
+        return SweepOptions(subject=self.subject.name, device=self.device, filters=s["filters"], max_size=s[SIZE_KEY],
+                            grid_file=s["grid_file"], reports=s["reports"], workers=o.workers, batch=o.batch,
+                            case_timeout=o.case_timeout, root=str(self.state.folder), progress=False)
 
     # -- the outcome
     def status(self) -> int:

@@ -44,25 +44,19 @@ def gpu_label(device: str) -> str:
 
 @dataclass(frozen=True)
 class Job:
-    """What every worker runs: judge a batch with A and B on the device, record it in
-    the run folder."""
+    """What every worker runs: judge a batch with the settings (A and B on the device,
+    recorded in the run folder), received whole."""
 
-    a: str
-    b: str
-    device: str
-    folder: str
-    memcheck: bool = False
+    settings: JudgeSettings
+    subject: str = subjects.DEFAULT  # whose cases the batches hold (subjects.get)
     # torch's intra-op threads per worker; 0 leaves torch's default (one per core).
     # On the CPU, workers × threads beyond the cores thrash: two workers on 2 cores
     # each running 2 threads made the full grid's input generation and oracle slower.
     threads: int = 0
-    call_checks: str = "sample"  # options.CALL_CHECKS
-    reports: Any = None  # report_cap.Cap: failing cases per failure class given a report folder (None: every one)
     # "module:function" that judges and records a batch in the worker instead of the
     # subject's judge: ``fn(configs, job, times, extras) -> rows``, ``extras`` being each
     # point's ``extra`` attribute (the soak's: run under contention).
     judge: str = ""
-    subject: str = subjects.DEFAULT  # whose cases the batches hold (subjects.get)
 
 
 # The sweep's judge on a GPU: Triton kernels compiled at the batch's launches (not
@@ -74,12 +68,11 @@ def _judge(job: Job):
     """The worker's batch judge: ``job.judge`` imported, else the sweep's."""
     if not job.judge:
         subject = subjects.get(job.subject)
-        settings = JudgeSettings(job.a, job.b, job.device, job.folder, job.memcheck, job.call_checks, job.reports)
 
         def sweeps(configs, times, extras):
-            loads = Loads() if job.device == "cuda" else Loads.none()
+            loads = Loads() if job.settings.device == "cuda" else Loads.none()
             with loads:
-                rows = subject.judge(configs, settings, times)
+                rows = subject.judge(configs, job.settings, times)
             if loads.active:
                 times.seconds[COMPILED_AT_LAUNCH] = loads.compiled
             return rows
@@ -103,14 +96,14 @@ def _worker_main(wid: int, job: Job, task_q, result_q, environ: dict) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, gpus.STOP_SIGNALS)  # blocked since start_process; ignored now
 
     tuning.tune_this_process()
-    runtime.select(job.device)
+    runtime.select(job.settings.device)
     judge = _judge(job)
     subject = subjects.get(job.subject)  # whose cases the tasks carry, as dicts
     if job.threads:
         import torch
 
         torch.set_num_threads(job.threads)
-    result_q.put(("ready", wid, gpu_label(job.device)))
+    result_q.put(("ready", wid, gpu_label(job.settings.device)))
     parent = mp.parent_process()
     while True:
         try:

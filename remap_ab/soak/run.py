@@ -151,10 +151,9 @@ def judge_batch(configs: list, job: Job, times: BatchTimes, extras: list) -> lis
     judging's wall seconds (JUDGING) and Triton's compiles and loads (TRITON_KEYS)."""
     name = extras[0][0] if extras else ""
     judge = batch_judge(name, job.subject)
-    settings = JudgeSettings(job.a, job.b, job.device, job.folder, reports=job.reports)
     start = time.perf_counter()
-    with _loads(job.device) as loads:
-        rows = judge(configs, settings, BatchTimes(), [extra for _, extra in extras])
+    with _loads(job.settings.device) as loads:
+        rows = judge(configs, job.settings, BatchTimes(), [extra for _, extra in extras])
     spent = time.perf_counter() - start - loads.compile_seconds - loads.load_seconds
     times.seconds = {JUDGING: spent, **dict(zip(TRITON_KEYS, (loads.compile_seconds, loads.compiled,
                                                               loads.load_seconds, loads.cached)))}
@@ -599,8 +598,8 @@ def run_pool(plan: WorkerPlan, soak: SoakPlan, envs: list, tally: Tally, interru
         draws = [held.pop(p.case_id) for p in points if p.case_id in held]
         tally.abandon(dataclasses.replace(plan, worker=wid), soak, draws, seconds, wid)
 
-    pool = Pool(Job(plan.a, plan.b, plan.device, plan.folder, judge="remap_ab.soak.run:judge_batch",
-                    reports=plan.reports, subject=plan.subject),
+    pool = Pool(Job(JudgeSettings(plan.a, plan.b, plan.device, plan.folder, reports=plan.reports), plan.subject,
+                    judge="remap_ab.soak.run:judge_batch"),
                 envs, case_timeout, on_rows=on_rows, on_lost=on_lost,
                 abandon_at=plan.deadline + DEADLINE_GRACE_S, on_abandoned=on_abandoned)
     try:

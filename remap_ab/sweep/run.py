@@ -32,7 +32,6 @@ import os
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -43,13 +42,12 @@ from remap_ab.host.interrupts import Interrupted, Interrupts, moment
 from remap_ab.options import checked_output_dir
 from remap_ab.processes import background, precompile
 from remap_ab.processes.pool import COMPILED_AT_LAUNCH, Job, Pool, gpu_label
-from remap_ab.report_cap import ALL, DEFAULT_REPORTS, Cap
+from remap_ab.report_cap import DEFAULT_REPORTS
 from remap_ab.status import Status
-from remap_ab.subject import BatchTimes, JudgeSettings, judge_split
+from remap_ab.subject import BatchTimes, judge_split
 from remap_ab.sweep.progress import Progress
 from remap_ab.sweep.run_folder import (
     RUN_FORMAT,
-    SIZE_KEY,
     ResultsWriter,
     RunLock,
     check_resumable,
@@ -64,6 +62,7 @@ from remap_ab.sweep.run_folder import (
     write_run_json,
     write_whole,
 )
+from remap_ab.sweep.settings import SweepOptions
 from remap_ab.sweep.summary import summarise
 
 GPU_BATCH = 64
@@ -72,29 +71,11 @@ GPU_BATCH = 64
 DEFAULT_CASE_TIMEOUT = 900.0
 
 
-@dataclass
-class SweepOptions:
-    a: Optional[str] = None  # None: the subject's default A
-    b: Optional[str] = None
-    subject: str = subjects.DEFAULT  # the kernel pair under test (subjects/)
-    device: str = "auto"
-    filters: list = field(default_factory=list)
-    max_size: Optional[int] = None  # the grid's size cap (the subject's select); None: every grid point
-    workers: Optional[int] = None  # None: one per GPU / per CPU core; 0: in-process
-    batch: Optional[int] = None
-    root: str = "reports"
-    run: Optional[str] = None
-    resume: bool = False
-    repair: bool = False  # with resume: re-run the rows that fail validation (run_folder.check_resumable)
-    grid_file: Optional[str] = None
-    progress: bool = True
-    case_timeout: Optional[float] = None  # None: DEFAULT_CASE_TIMEOUT
-    memcheck: bool = False
-    call_checks: str = "sample"  # options.CALL_CHECKS
-    reports: Optional[Cap] = None  # report_cap.py; None: report_cap.DEFAULT_REPORTS (with --resume, the run's own)
-
-
 class Sweep:
+    """``prepare`` (every check before anything is written), then ``run``. ``opts`` is what
+    was asked until ``prepare`` replaces it with the settings resolved (a resume's read
+    back from run.json; A, B, the device, workers, batch and timeout decided)."""
+
     def __init__(self, opts: SweepOptions):
         self.opts = opts
         self.phases = {"gen": 0.0, "kernels": 0.0, "compare": 0.0, "write": 0.0}
@@ -106,7 +87,7 @@ class Sweep:
 
     # -- setup: every check before anything is written
     def prepare(self) -> None:
-        o = self.opts
+        o = self.opts  # what was asked; self.opts becomes the settings resolved, a new object
         checked_output_dir(o.root, "--root")
         if o.run is not None:
             checked_run_name(o.run, o.root)
@@ -114,15 +95,9 @@ class Sweep:
         if o.resume:
             self.folder = find_run(o.root, o.run)
             meta = read_run_json(self.folder)
-            o.a, o.b, o.filters, o.max_size, o.device = meta["a"], meta["b"], meta["filters"], meta[SIZE_KEY], meta["device"]
-            o.subject = meta.get("subject", subjects.DEFAULT)
-            o.grid_file = meta.get("grid_file")
-            o.memcheck = bool(meta.get("memcheck", False))
-            o.call_checks = str(meta["call_checks"]) if meta.get("call_checks") in ("all", "off") else "sample"
-            # A run from before report folders were capped wrote one for every failing case.
-            o.reports = meta.get("reports", ALL)
+            o = o.resumed(meta)
         if o.reports is None:
-            o.reports = DEFAULT_REPORTS
+            o = o.replaced(reports=DEFAULT_REPORTS)
         self.subject = subjects.get(o.subject)
         if o.memcheck and not self.subject.memcheck:
             raise UsageError(f"--memcheck: {self.subject.name} has no memory check (the sanitizer takes the remap's "
@@ -133,9 +108,8 @@ class Sweep:
             precompile.default_workers()  # $REMAP_AB_COMPILE_WORKERS checked before anything is written
         # What runs; A and B imported once before any worker starts (one clear error, once).
         # Workers, run.json and reports use the canonical names (a revision pinned).
-        sel = self.subject.select(o.grid_file, o.filters, o.max_size, o.a or self.subject.default_a,
+        sel = self.subject.select(o.grid_file, list(o.filters), o.max_size, o.a or self.subject.default_a,
                                   o.b or self.subject.default_b, self.device, meta)
-        o.a, o.b = sel.a, sel.b
         self.selected = sel
         self.points = sel.points
         self.note = sel.note
@@ -143,29 +117,24 @@ class Sweep:
         self.selection = selection_fingerprint(self.points)
 
         self.gpu_list = gpus.visible_gpus(os.environ, gpus.count_gpus()) if self.device == "cuda" else []
-        if o.workers is None:
-            if self.device == "cuda":
-                o.workers = max(1, len(self.gpu_list))
-            else:
-                o.workers = gpus.host_cores()
-        if o.workers < 0:
-            raise UsageError(f"-j {o.workers}: use 0 (in this process) or a positive number of worker processes")
-        if o.workers == 0 and o.case_timeout is not None:
+        workers = o.workers
+        if workers is None:
+            workers = max(1, len(self.gpu_list)) if self.device == "cuda" else gpus.host_cores()
+        if workers < 0:
+            raise UsageError(f"-j {workers}: use 0 (in this process) or a positive number of worker processes")
+        if workers == 0 and o.case_timeout is not None:
             raise UsageError("--case-timeout needs worker processes (a case in this process cannot be stopped); drop -j 0")
-        o.workers = min(o.workers, len(self.points)) if o.workers else 0
-        if o.case_timeout is None:
-            o.case_timeout = DEFAULT_CASE_TIMEOUT
-        if o.batch is None:
-            # On the CPU, --memcheck runs case by case anyway (and far slower): one case
-            # per batch keeps each under its own --case-timeout. On a GPU a batch is
-            # one sanitizer child per implementation, so batching is what makes it cheap.
-            o.batch = GPU_BATCH if self.device == "cuda" else 1
-        if o.batch < 1:
-            raise UsageError(f"--batch {o.batch} must be at least 1")
-        # The settings resolved, as plain values.
-        self.workers: int = o.workers
-        self.batch: int = o.batch
-        self.case_timeout: float = o.case_timeout
+        # On the CPU, --memcheck runs case by case anyway (and far slower): one case
+        # per batch keeps each under its own --case-timeout. On a GPU a batch is
+        # one sanitizer child per implementation, so batching is what makes it cheap.
+        batch = o.batch if o.batch is not None else GPU_BATCH if self.device == "cuda" else 1
+        if batch < 1:
+            raise UsageError(f"--batch {batch} must be at least 1")
+        # The settings resolved: what runs, where, and how it is shared out.
+        self.opts = o.replaced(subject=self.subject.name, a=sel.a, b=sel.b, device=self.device,
+                               workers=min(workers, len(self.points)) if workers else 0, batch=batch,
+                               case_timeout=DEFAULT_CASE_TIMEOUT if o.case_timeout is None else o.case_timeout)
+        o = self.opts
 
         if o.resume:
             self.lock = RunLock(self.folder).acquire()
@@ -180,7 +149,7 @@ class Sweep:
                 raise
             self.repaired = damaged
         else:
-            name = o.run or new_run_name(o.a, o.b, self.device)
+            name = o.run or new_run_name(sel.a, sel.b, self.device)
             self.folder = Path(o.root) / name
             if self.folder.exists() and any(self.folder.iterdir()):
                 raise ConfigError(f"run folder {self.folder} already exists; give another --run, or continue it with: "
@@ -199,34 +168,43 @@ class Sweep:
                     self.folder.rmdir()
                 raise
             done = set()
-        self.settings = JudgeSettings(o.a, o.b, self.device, str(self.folder), o.memcheck, o.call_checks, o.reports)
+        self.settings = o.judge_settings(str(self.folder))  # what every batch is judged with, workers' too
         self.todo = [p for p in self.points if p.case_id not in done]
         self.already = len(self.points) - len(self.todo)
         self.by_id = {p.case_id: p for p in self.points}
 
+    # The settings resolved by prepare, as plain values.
+    @property
+    def workers(self) -> int:
+        assert self.opts.workers is not None
+        return self.opts.workers
+
+    @property
+    def batch(self) -> int:
+        assert self.opts.batch is not None
+        return self.opts.batch
+
+    @property
+    def case_timeout(self) -> float:
+        assert self.opts.case_timeout is not None
+        return self.opts.case_timeout
+
     def _new_meta(self, name: str) -> dict:
         o = self.opts
         sel = self.selected
+        settings = o.stored()  # what a resume reads back (SweepOptions.resumed)
         return {
             "format": RUN_FORMAT,
             "run": name,
-            "subject": self.subject.name,
-            "a": o.a,
-            "b": o.b,
+            **settings,
             "implementations": sel.meta.get("implementations"),  # what a file or revision name loaded
-            "device": self.device,
-            "filters": list(o.filters),
-            SIZE_KEY: o.max_size,
-            "grid_file": o.grid_file,
             "grid_version": sel.grid_version,
             "grid_total": sel.grid_total,
             "selected": len(self.points),
-            **{k: v for k, v in sel.meta.items() if k != "implementations"},  # the subject's run-level facts
+            # the subject's run-level facts
+            **{k: v for k, v in sel.meta.items() if k != "implementations" and k not in settings},
             "selection": self.selection,
             "case_ids": [p.case_id for p in self.points],  # what a row may name (run_folder.row_problems)
-            "memcheck": o.memcheck,
-            "call_checks": o.call_checks if self.device == "cuda" else "not run (no GPU)",
-            "reports": o.reports,
             "cap_note": self.note,
             "created": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
@@ -316,8 +294,8 @@ class Sweep:
         meta["wall_seconds"] = meta.get("wall_seconds", 0.0) + wall
         meta["last_session"] = {
             "cases": self.recorded, "wall_seconds": wall, "phase_seconds": self.phases,
-            "workers": self.opts.workers, "batch": self.opts.batch, "gpus": self.gpu_list,
-            "startup_seconds": self.startup, "case_timeout": self.opts.case_timeout,
+            "workers": self.workers, "batch": self.batch, "gpus": self.gpu_list,
+            "startup_seconds": self.startup, "case_timeout": self.case_timeout,
             "compile_ahead": self.compile_ahead,
             "report_helpers": self.report_helpers,
             # CPU --memcheck runs each case whole (batch.py): one time, no phases.
@@ -392,8 +370,6 @@ class Sweep:
         return max(1, (os.cpu_count() or 1) // max(1, self.workers))
 
     def _run_workers(self) -> None:
-        o = self.opts
-
         schedule = self._schedule(self.workers)
 
         def on_rows(rows, wid, gpu, secs):
@@ -418,8 +394,7 @@ class Sweep:
                 self.startup = time.perf_counter() - self.wall0
 
         pool = Pool(
-            Job(self.settings.a, self.settings.b, self.device, str(self.folder), o.memcheck, threads=self._threads_per_worker(),
-                call_checks=o.call_checks, reports=o.reports, subject=self.subject.name),
+            Job(self.settings, self.subject.name, threads=self._threads_per_worker()),
             gpus.worker_environments(self.workers, self.device, self.gpu_list),
             self.case_timeout, on_rows=on_rows, on_lost=self.record_lost, on_ready=on_ready,
         )
