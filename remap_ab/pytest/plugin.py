@@ -44,6 +44,7 @@ import pytest
 from remap_ab import options, runtime, sources, subjects
 from remap_ab.errors import ImplementationError, UsageError
 from remap_ab.host import gpus
+from remap_ab.mutants.properties import is_property_module
 from remap_ab.properties import profiles
 from remap_ab.pytest import grid as pytest_grid
 from remap_ab.speed import parse_fail_slower
@@ -154,6 +155,15 @@ def pytest_report_header(config):
     if config.getoption("--remap-grid") is None:
         lines += [f"remap-ab: {line}" for line in config._remap_ab_extras.header(None, [])]
     return lines
+
+
+def pytest_collect_file(file_path, parent):
+    # A subject's property modules are not named test_*.py (none ships as a test file),
+    # so `pytest --pyargs remap_ab.subjects.remap.parts.properties` collects them here; a
+    # module named on the command line pytest collects itself.
+    if not parent.session.isinitpath(file_path) and is_property_module(file_path):
+        return pytest.Module.from_parent(parent, path=file_path)
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
