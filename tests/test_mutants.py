@@ -312,6 +312,19 @@ def test_the_property_suite_is_the_installed_package_not_the_checkouts_tests():
     assert all(t.split("::")[0].startswith(str(suite)) for t in tests)
 
 
+def test_the_property_modules_are_no_test_files_yet_each_is_found(tmp_path):
+    suite = properties.suite_dir(M.SUITE_PACKAGE)
+    files = properties.property_files(M.SUITE_PACKAGE)
+    assert {f.name for f in files} == {"callers.py", "convert.py", "dcp.py", "order.py", "rejections.py",
+                                       "schedule.py", "speed.py"}
+    assert not properties.is_property_module(suite / "support.py")  # no test function
+    assert not properties.is_property_module(suite / "__init__.py")
+    outside = tmp_path / "properties" / "order.py"  # the same text outside a subject's package
+    outside.parent.mkdir()
+    outside.write_text((suite / "order.py").read_text())
+    assert not properties.is_property_module(outside)
+
+
 def test_test_order_puts_the_witness_path_first():
     tests = [
         "/x/remap_ab/subjects/remap/parts/properties/convert.py::test_convert_wrapper_matches_oracle",

@@ -25,7 +25,7 @@ command line has too are declared once, in remap_ab/options.py, with its help te
   --remap-fail-slower / REMAP_AB_FAIL_SLOWER
                                 the speed gate of ``remap-ab bench`` (remap_ab/speed.py)
                                 on the pull request's cells, as the property suite's
-                                test_speed.py: fail a cell where B is slower than A by
+                                properties/speed.py: fail a cell where B is slower than A by
                                 more than PCT beyond noise (5%, or 0.05); default off.
                                 GPU only: on the CPU speed is not judged
   --remap-grid [FILE]           the subject's grid as one item per case, nothing else
