@@ -6,7 +6,10 @@
 - the subjects are the top layer, and every module of a subject's package is in it: no
   module outside ``subjects/`` imports one inside it, of any kind;
 - each subject's vocabulary outside its own package is counted per module, and a
-  module's count stays at its line in ``VOCABULARY_CEILING``.
+  module's count stays at its line in ``VOCABULARY_CEILING``;
+- the remap's folders are its layers (issue 61, part 5; docs/layout.md, "The remap's
+  layers"): every folder is one layer, no import runs up from one to another, and no
+  test file ships inside remap_ab.
 
 Both ratchets are at zero and must stay there: a new arrow or word fails, and so does a
 line added to either table (``--write`` would add one). A listed arrow that is gone or
