@@ -102,7 +102,7 @@ class MutantError(RemapABError):
     kernel it targets (the kernel was refactored).
 
     Remedy: the message names the mutant and the field or edit; fix the entry in
-    ``remap_ab/subjects/remap/mutants/catalogue.toml`` (``remap-ab mutants --list`` lists the ids)."""
+    ``remap_ab/subjects/remap/parts/mutants/catalogue.toml`` (``remap-ab mutants --list`` lists the ids)."""
 
 
 class InternalError(Exception):

@@ -9,7 +9,7 @@ A model declares what is allowed; ``load`` checks data against it and raises the
 caller's error class (``ReportError``, ``ConfigError``, ``MutantError``) with that line.
 Here: the mechanism, the run folder's run.json and the building blocks every subject's
 shapes use; a subject's own files' shapes are in its package (the remap's:
-``remap_ab/subjects/remap/schema.py``).
+``remap_ab/subjects/remap/case/schema.py``).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class Readable(Protocol):
 def read_toml(file: Readable, *, what: str, error: type[RemapABError]) -> dict[str, Any]:
     """The parsed TOML of ``file``; ``error`` with one line when it cannot be read
     (``cannot read <what>: <reason>``) or is not TOML (``<what> is not valid TOML: ...``).
-    ``what`` names the file for a person (``grid file remap_ab/subjects/remap/grid.toml``)."""
+    ``what`` names the file for a person (``grid file remap_ab/subjects/remap/grid/grid.toml``)."""
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:

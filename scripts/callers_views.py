@@ -34,8 +34,8 @@ def main(argv=None) -> int:
 
     runtime.select("cpu")
     from remap_ab.interpreter.schedule import interpreter_schedule
-    from remap_ab.subjects.remap import grid
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.grid import grid
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     points = grid.load("callers").points()
     if args.batch:

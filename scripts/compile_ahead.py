@@ -29,7 +29,7 @@ def main() -> None:
     from remap_ab import subjects
     from remap_ab.host import tuning
     from remap_ab.processes import precompile
-    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.grid import grid
 
     tuning.tune_this_process()  # workers from the fork server, as the command line starts them
     variant = subjects.get("remap").variant  # what Ahead compiles once, as a sweep's schedule keys it

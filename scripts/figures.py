@@ -63,7 +63,7 @@ JOBS = (
     # understates heap (docs/performance.md).
     Job("tweaks", "each process tweak off alone against all on (kept only if it saves >= 10 %)",
         (), cpu=("--device", "cpu"), gpu=("--device", "cuda"), run_folder=False,
-        module="remap_ab.subjects.remap.bench.tweaks"),
+        module="remap_ab.subjects.remap.parts.bench.tweaks"),
 )
 
 

@@ -17,9 +17,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from remap_ab.subjects.remap import envelope
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap.config import CaseConfig, caller_width
+from remap_ab.subjects.remap.case.config import CaseConfig, caller_width
+from remap_ab.subjects.remap.grid import envelope
+from remap_ab.subjects.remap.grid import grid as gridmod
 
 GRID = Path(__file__).resolve().parents[1] / "remap_ab" / "subjects" / "remap" / "grids" / "callers.toml"
 CALLS = ("    # pairwise cases (scripts/pairwise_cases.py writes them)\n", "    # end of the pairwise cases\n")

@@ -68,7 +68,7 @@ if torch.cuda.is_available():  # the interpreter launches nothing through JITFun
     from triton.compiler.compiler import CompiledKernel
     from triton.runtime.jit import JITFunction
 
-    from remap_ab.subjects.remap import batch, call, registry
+    from remap_ab.subjects.remap.judge import batch, call, registry
 
     for cls, name in ((JITFunction, "run"), (JITFunction, "_do_compile"), (CompiledKernel, "_init_handles"),
                       (call, "production_findings"), (torch.cuda, "synchronize"), (registry.Implementation, "__call__"),

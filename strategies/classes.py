@@ -17,9 +17,9 @@ from typing import Optional
 
 import torch
 
-from remap_ab.subjects.remap.config import BACKEND_CALLS, BACKEND_NAMES, INT32_MAX, CaseConfig
-from remap_ab.subjects.remap.inputs import INT32_MIN, CaseInputs, generate_inputs, in_range_limit
-from remap_ab.subjects.remap.layouts import LAYOUTS
+from remap_ab.subjects.remap.case.config import BACKEND_CALLS, BACKEND_NAMES, INT32_MAX, CaseConfig
+from remap_ab.subjects.remap.case.inputs import INT32_MIN, CaseInputs, generate_inputs, in_range_limit
+from remap_ab.subjects.remap.case.layouts import LAYOUTS
 
 # Grouped by the question they answer; every label is "<group>: <class>".
 REQUIRED_CLASSES = (
@@ -88,7 +88,7 @@ def case_classes(config: CaseConfig, inputs: Optional[CaseInputs] = None, refere
     one: a 1024-token case is 2M lanes) and the oracle alone runs — no kernel."""
     if inputs is None or reference is None:
         from remap_ab import runtime
-        from remap_ab.subjects.remap.runner import reference as oracle_reference
+        from remap_ab.subjects.remap.judge.runner import reference as oracle_reference
 
         inputs = generate_inputs(config, device=runtime.current())
         reference = oracle_reference(config, inputs)

@@ -1,7 +1,7 @@
 """Strategies for case configurations.
 
 A drawn value is a ``CaseConfig``, never a tensor: the inputs come from the case's
-seed (``remap_ab.subjects.remap.inputs``), so what Hypothesis shrinks is a handful of small fields and
+seed (``remap_ab.subjects.remap.case.inputs``), so what Hypothesis shrinks is a handful of small fields and
 a failing case is replayable from its options alone.
 
 Every menu below lists its default (or simplest) value first, because Hypothesis
@@ -17,9 +17,9 @@ from typing import Optional
 from hypothesis import strategies as st
 
 from remap_ab.properties import profiles
-from remap_ab.subjects.remap import config
-from remap_ab.subjects.remap.config import INT32_MAX, CaseConfig
-from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
+from remap_ab.subjects.remap.case import config
+from remap_ab.subjects.remap.case.config import INT32_MAX, CaseConfig
+from remap_ab.subjects.remap.case.layouts import LAYOUT_NAMES
 
 # K = NUM_TOPK_TOKENS. Powers of two take the new kernel's single-tile path when it
 # counts; the others keep the tiled atomic path in both kernels (SPEC §6-§7).

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.case.config import CaseConfig
 
 from .classes import REQUIRED_CLASSES, case_classes
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hypothesis import example
 
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.case.config import CaseConfig
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.case.config import CaseConfig
 
 REPORT_DIR_ENV = "REMAP_AB_REPORT_DIR"
 DEFAULT_REPORT_DIR = os.path.join("reports", "failures")
@@ -19,15 +19,15 @@ def replay_command(config: CaseConfig, a: Any, b: Any, schedule: Optional[tuple[
     """The ``remap-ab run`` command line that reruns ``config`` through ``a`` and ``b``
     (names or loaded implementations: a revision's commit is pinned), under
     ``schedule`` = (policy, seed) when the failure needed one: the same line a report
-    records (``remap_ab.subjects.remap.report.run_command``)."""
-    from remap_ab.subjects.remap.report import run_command
+    records (``remap_ab.subjects.remap.report.report.run_command``)."""
+    from remap_ab.subjects.remap.report.report import run_command
 
     return run_command(config, a, b, schedule)
 
 
 def _loaded(result) -> tuple[Any, Any]:
     """A and B as the registry loaded them: a revision's replay line pins its commit."""
-    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.judge import registry
     return registry.get(result.a.name), registry.get(result.b.name)
 
 
@@ -53,12 +53,12 @@ def write_failure_report(result, schedule: Optional[tuple[str, int]] = None) -> 
 
     Only for the final, shrunk example: Hypothesis reruns it last with
     ``is_final`` set, and the many intermediate failures of shrinking write nothing.
-    Uses ``remap_ab.subjects.remap.report.write_case_report(result, root)`` when that module exists
+    Uses ``remap_ab.subjects.remap.report.report.write_case_report(result, root)`` when that module exists
     (it is optional); returns the folder written, or None."""
     if not _is_final_example():
         return None
     try:
-        from remap_ab.subjects.remap.report import write_case_report
+        from remap_ab.subjects.remap.report.report import write_case_report
     except ImportError:
         return None
     root = os.environ.get(REPORT_DIR_ENV, DEFAULT_REPORT_DIR)
@@ -74,8 +74,8 @@ def write_rejection_failure_report(case, verdict, a: str, b: str) -> Optional[st
     folder, whose replay makes this very call (its varied base case) again."""
     if not _is_final_example():
         return None
-    from remap_ab.subjects.remap import registry
-    from remap_ab.subjects.remap.report import write_rejection_report
+    from remap_ab.subjects.remap.judge import registry
+    from remap_ab.subjects.remap.report.report import write_rejection_report
 
     root = os.environ.get(REPORT_DIR_ENV, DEFAULT_REPORT_DIR)
     try:

@@ -120,7 +120,7 @@ class BrokenImpl:
         return env
 
     def forget(self) -> None:
-        from remap_ab.subjects.remap import registry
+        from remap_ab.subjects.remap.judge import registry
         for name in self.names:
             sys.modules.pop(name, None)
             registry.forget(name)
@@ -174,7 +174,7 @@ def forget_mutant_packages() -> None:
     Several test modules generate the catalogue's packages (same names, their own
     folders); under xdist one worker may run them in turn, and an import must find this
     module's build."""
-    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.judge import registry
     for name in [n for n in sys.modules if n.startswith("mutant_")]:
         del sys.modules[name]
         registry.forget(name)
@@ -190,7 +190,7 @@ def importable_mutants(root: Path, mutants) -> Iterator[dict[str, str]]:
     """``{mutant id: package name}``: each of ``mutants`` built under ``root``, which is
     on sys.path until the block ends; another build of the same names is forgotten
     before, and this one after."""
-    from remap_ab.subjects.remap.mutants.generate import materialize
+    from remap_ab.subjects.remap.parts.mutants.generate import materialize
 
     forget_mutant_packages()
     sys.path.insert(0, str(root))

@@ -14,7 +14,8 @@ import kernels_new
 import kernels_old
 from remap_ab import runtime
 from remap_ab.cli import main as cli_main
-from remap_ab.subjects.remap import api_compat, registry
+from remap_ab.subjects.remap.grid import api_compat
+from remap_ab.subjects.remap.judge import registry
 
 DEVICE = runtime.current()
 CONVERT = ("req_id, block_table, token_indices, BLOCK_SIZE=64, NUM_TOPK_TOKENS=2048, BLOCK_N=128, "

@@ -13,9 +13,9 @@ import pytest
 
 from remap_ab import runtime
 from remap_ab.processes import background
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.report import load_report, write_case_report
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge.runner import run_case
+from remap_ab.subjects.remap.report.report import load_report, write_case_report
 
 IMPLS = Path(__file__).parent / "impls"
 
@@ -121,8 +121,8 @@ def test_the_outputs_are_hashed_beside_a_call_check_without_a_synchronisation(fa
 
     import torch
 
-    from remap_ab.subjects.remap import inputs
-    from remap_ab.subjects.remap.inputs import tensor_sha256
+    from remap_ab.subjects.remap.case import inputs
+    from remap_ab.subjects.remap.case.inputs import tensor_sha256
 
     mode_on = threading.Event()
     copied = inputs._copied

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.subjects.remap.batch import hash_inputs
-from remap_ab.subjects.remap.config import CaseConfig, ConfigError
-from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
-from remap_ab.subjects.remap.runner import reference, reference_batch
+from remap_ab.subjects.remap.case.config import CaseConfig, ConfigError
+from remap_ab.subjects.remap.case.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.subjects.remap.judge.batch import hash_inputs
+from remap_ab.subjects.remap.judge.runner import reference, reference_batch
 
 RECORDED = [json.loads(line) for line in (Path(__file__).parent / "data" / "input_hashes.jsonl").read_text().splitlines()]
 
@@ -65,8 +65,8 @@ def test_draw_kernel_gives_the_torch_draws_values(n):
     """The GPU's one-pass hash (draw_kernel.py) against ``inputs._draw``'s torch ops, on
     every key shape the generator passes it; here through the interpreter on the CPU,
     on the device itself on a GPU (where ``_draw`` takes it)."""
-    from remap_ab.subjects.remap import draw_kernel
-    from remap_ab.subjects.remap.inputs import _draw
+    from remap_ab.subjects.remap.case import draw_kernel
+    from remap_ab.subjects.remap.case.inputs import _draw
 
     device = runtime.current()
     g = torch.Generator().manual_seed(n)
@@ -84,7 +84,7 @@ def test_draws_the_kernel_cannot_take_go_to_the_torch_form():
     """Keys whose last dimension is neither 1 nor the index's length (the kernel would
     read past them) and indices of another rank are not given to draw_kernel.py: the
     torch form gets them, and says why it cannot broadcast them."""
-    from remap_ab.subjects.remap.inputs import _draw, drawn_in_one_pass
+    from remap_ab.subjects.remap.case.inputs import _draw, drawn_in_one_pass
 
     index = torch.arange(5)
     for shape in ((5,), (1,), (3, 5), (3, 1)):
@@ -147,7 +147,7 @@ def test_reference_batch_equals_reference(seed):
 
 OFF_BY_ONE = """
 \"\"\"The oracle, but lane (0, 0) of every output is one more.\"\"\"
-from remap_ab.subjects.remap import oracle
+from remap_ab.subjects.remap.judge import oracle
 def _bump(result):
     out = result[0] if isinstance(result, tuple) else result
     out[0, 0] += 1
@@ -167,8 +167,8 @@ TILES_REVERSED = """
 \"\"\"The oracle, but a compacted row holds its tile segments last tile first (what a
 tiled kernel's atomic slots may do): a pass, with the order differing.\"\"\"
 import torch
-from remap_ab.subjects.remap import oracle
-from remap_ab.subjects.remap.oracle import triton_convert_req_index_to_global_index  # noqa: F401
+from remap_ab.subjects.remap.judge import oracle
+from remap_ab.subjects.remap.judge.oracle import triton_convert_req_index_to_global_index  # noqa: F401
 
 
 def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_size, dcp_rank,
@@ -193,7 +193,7 @@ def triton_filter_and_convert_dcp_index(req_id, block_table, token_indices, dcp_
 MISBEHAVES_BY_CASE = """
 \"\"\"The oracle, misbehaving by case (so one batch mixes every kind of proof): it
 passes, raises, returns int64, or returns counts one too high.\"\"\"
-from remap_ab.subjects.remap import oracle
+from remap_ab.subjects.remap.judge import oracle
 def _spoil(result, token_indices):
     kind = int(token_indices.abs().sum()) % 4
     if kind == 1:
@@ -225,8 +225,8 @@ def want_counts_max(c):
 @pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 @pytest.mark.parametrize("b", ["oracle", "offbyone", "tilesreversed", "misbehaves"])
 def test_run_batch_verdicts_equal_run_case(b, broken_impl):
-    from remap_ab.subjects.remap.batch import run_batch
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.judge.batch import run_batch
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     if b in BROKEN_SOURCES:
         broken_impl(BROKEN_SOURCES[b], name=b)
@@ -250,7 +250,7 @@ def test_run_batch_verdicts_equal_run_case(b, broken_impl):
 
 
 def test_a_batch_is_judged_in_parts_of_at_most_the_lanes_held_together():
-    from remap_ab.subjects.remap.batch import MOST_LANES_TOGETHER, together
+    from remap_ab.subjects.remap.judge.batch import MOST_LANES_TOGETHER, together
 
     prefill = [CaseConfig(tokens=16384, topk=2048, seed=s) for s in range(9)]
     assert [len(p) for p in together(prefill)] == [4, 4, 1]
@@ -262,7 +262,7 @@ def test_a_batch_is_judged_in_parts_of_at_most_the_lanes_held_together():
 
 @pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 def test_parts_of_a_batch_give_the_verdicts_of_the_whole(monkeypatch, broken_impl):
-    from remap_ab.subjects.remap import batch
+    from remap_ab.subjects.remap.judge import batch
 
     broken_impl(OFF_BY_ONE, name="offbyone")
     configs = _sample(6, seed=4)
@@ -280,7 +280,7 @@ def test_parts_of_a_batch_give_the_verdicts_of_the_whole(monkeypatch, broken_imp
 
 @pytest.mark.skipif(runtime.default_device() != "cpu", reason="compares against CPU runs in this process")
 def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch):
-    from remap_ab.subjects.remap import batch, oracle
+    from remap_ab.subjects.remap.judge import batch, oracle
     real = oracle.triton_convert_req_index_to_global_index
 
     def off_by_one(*args, **kwargs):
@@ -307,9 +307,9 @@ def test_the_oracle_api_is_checked_once_per_wrapper_path_per_process(monkeypatch
 def test_hashing_a_batch_at_once_gives_each_case_its_own_digests():
     from concurrent.futures import ThreadPoolExecutor
 
-    from remap_ab.subjects.remap import inputs as inputs_module
-    from remap_ab.subjects.remap.inputs import _digests, _hashing, flattened, generate_inputs_batch, hashing_started
-    from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
+    from remap_ab.subjects.remap.case import inputs as inputs_module
+    from remap_ab.subjects.remap.case.inputs import _digests, _hashing, flattened, generate_inputs_batch, hashing_started
+    from remap_ab.subjects.remap.case.layouts import LAYOUT_NAMES
 
     configs = [c.replace(layout=LAYOUT_NAMES[i % len(LAYOUT_NAMES)]) for i, c in enumerate(_sample(24, seed=4))]
     inputs = generate_inputs_batch(configs, device=runtime.default_device())

@@ -21,10 +21,10 @@ from remap_ab.bench import host as host_timing
 from remap_ab.bench.timing import Budget, Timing
 from remap_ab.errors import DisagreementError, UsageError
 from remap_ab.host import tuning
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.bench import attention, contention, decode, host, pr_table, resources, width_scan
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.parts.bench import attention, contention, decode, host, pr_table, resources, width_scan
 
 needs_no_cuda = pytest.mark.skipif(runtime.cuda_available(), reason="checks the behaviour without a GPU")
 
@@ -321,7 +321,7 @@ def test_the_interpreter_compiles_nothing_to_record():
 @pytest.fixture
 def off_by_one_module(broken_impl):
     """The oracle with one lane of every output off by one: a pair that disagrees."""
-    return broken_impl(patch="out = out.clone(); out[0, 0] += 1", base="remap_ab.subjects.remap.oracle", name="broken_off_by_one")
+    return broken_impl(patch="out = out.clone(); out[0, 0] += 1", base="remap_ab.subjects.remap.judge.oracle", name="broken_off_by_one")
 
 
 def _small(path: str) -> CaseConfig:
@@ -337,7 +337,7 @@ def test_gate_refuses_a_disagreeing_pair(off_by_one_module):
 
 
 def test_cell_gate_refuses_a_disagreeing_variant_and_passes_tile_widths(off_by_one_module):
-    from remap_ab.subjects.remap.bench.measure import gate, wrapper_variant
+    from remap_ab.subjects.remap.parts.bench.measure import gate, wrapper_variant
 
     runtime.select(runtime.default_device())
     config = _small("dcp")
@@ -378,7 +378,7 @@ def test_grid_is_the_pull_requests():
 def test_width_scan_direct_launch_matches_the_oracle_on_the_interpreter():
     """The direct launch's arguments, on the CPU: both the single tile and the tiled
     path must pass the gate (a wrong argument would show here, not on the GPU)."""
-    from remap_ab.subjects.remap.bench.measure import gate
+    from remap_ab.subjects.remap.parts.bench.measure import gate
 
     runtime.select(runtime.default_device())
     import kernels_new
@@ -535,7 +535,7 @@ def test_host_overhead_rows_on_the_cpu():
 def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     """The sweep section through the suite, one case: the phase split comes from the
     run's run.json and the row says what ran."""
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     runtime.select(runtime.default_device())
     opts = SuiteOptions(sections=["sweep"], device=runtime.default_device(), sweep_fresh_process=False,
@@ -545,9 +545,9 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
     assert section.status == "complete", section.note
     tables = {t.key: t.rows for t in section.tables}
     rows = tables["phases"]
-    from remap_ab.subjects.remap import grid as gridmod
-    from remap_ab.subjects.remap import rejections
-    from remap_ab.subjects.remap.selection import select_with_calls
+    from remap_ab.subjects.remap.grid import grid as gridmod
+    from remap_ab.subjects.remap.grid.selection import select_with_calls
+    from remap_ab.subjects.remap.judge import rejections
 
     # The one case, and the rejection calls its filters keep (none: every call's base case has 4 rows).
     g = gridmod.load("pr")
@@ -565,7 +565,7 @@ def test_sweep_phases_in_process_on_a_tiny_subset(tmp_path):
 
 @needs_no_cuda
 def test_all_on_the_cpu_runs_what_it_can_and_says_what_it_did_not(tmp_path):
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     opts = SuiteOptions(sections=["pr", "contention", "resources", "sweep"], device="cpu")
     sections = Suite(opts, tmp_path, {}, say=lambda line: None).run()
@@ -576,7 +576,7 @@ def test_all_on_the_cpu_runs_what_it_can_and_says_what_it_did_not(tmp_path):
 
 
 def test_a_section_that_raises_is_an_error_and_the_rest_still_run(tmp_path, monkeypatch):
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     def boom(self, section):
         raise RuntimeError("made-up failure")
@@ -589,7 +589,7 @@ def test_a_section_that_raises_is_an_error_and_the_rest_still_run(tmp_path, monk
 
 
 def test_budget_spent_leaves_sections_not_run(tmp_path):
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     opts = SuiteOptions(sections=["determinism", "host"], device="cpu", budget_s=1e-9)
     sections = Suite(opts, tmp_path, {}, say=lambda line: None).run()
@@ -658,7 +658,7 @@ def fake_graph_timing(monkeypatch):
 
 @needs_no_cuda
 def test_gpu_sections_run_end_to_end_with_the_timing_faked(tmp_path, fake_graph_timing, monkeypatch):
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     runtime.select("cpu")
     # The cross-compile workers start as in remap-ab's own process (the command line): forked

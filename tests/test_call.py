@@ -1,4 +1,4 @@
-"""The call primitive (remap_ab/subjects/remap/call.py) and the layouts (remap_ab/subjects/remap/layouts.py): each
+"""The call primitive (remap_ab/subjects/remap/judge/call.py) and the layouts (remap_ab/subjects/remap/case/layouts.py): each
 check fed an implementation that breaks it, and the blame on the one that did."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import torch
 
 from remap_ab import runtime
 from remap_ab.status import Check
-from remap_ab.subjects.remap import layouts
-from remap_ab.subjects.remap.batch import run_batch
-from remap_ab.subjects.remap.call import PrivateInputs
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case import layouts
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge.batch import run_batch
+from remap_ab.subjects.remap.judge.call import PrivateInputs
+from remap_ab.subjects.remap.judge.runner import run_case
 
 DEVICE = runtime.default_device()
 
@@ -127,7 +127,7 @@ def test_a_tensor_replaced_after_placement_is_copied_by_its_own_extent():
 
 
 def test_a_batch_places_each_case_in_its_own_part_with_its_layouts_filler():
-    from remap_ab.subjects.remap.inputs import generate_inputs_batch
+    from remap_ab.subjects.remap.case.inputs import generate_inputs_batch
 
     names = ("persistent", "contiguous", "token_rows", "persistent", "mixed")
     configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(names)]
@@ -307,7 +307,7 @@ def test_the_first_call_waits_for_tritons_background_hash_instead_of_hashing_aga
 
     from triton.runtime import cache
 
-    from remap_ab.subjects.remap.call import calling
+    from remap_ab.subjects.remap.judge.call import calling
 
     interval = sys.getswitchinterval()
     cache.triton_key.cache_clear()
@@ -338,8 +338,8 @@ def test_the_switch_interval_is_short_while_any_helper_holds_it_and_restored_by_
 
 
 def test_a_batchs_graph_checks_get_the_fresh_inputs_made_with_the_batch_and_their_values(monkeypatch):
-    from remap_ab.subjects.remap import call as call_module
-    from remap_ab.subjects.remap import inputs as inputs_module
+    from remap_ab.subjects.remap.case import inputs as inputs_module
+    from remap_ab.subjects.remap.judge import call as call_module
     configs = [CONVERT.replace(layout=name, seed=i) for i, name in enumerate(layouts.LAYOUT_NAMES)]
     want = [generate_inputs(c.replace(seed=c.seed + 1), device=DEVICE) for c in configs]
     made = inputs_module.generate_inputs_batch(configs[:2] + call_module.fresh_configs(configs), device=DEVICE)

@@ -10,16 +10,18 @@ import torch
 from remap_ab import runtime
 from remap_ab.errors import ConfigError
 from remap_ab.status import Status
-from remap_ab.subjects.remap import backend_views, grid, registry
-from remap_ab.subjects.remap.backend_views import backend_views as views_of
-from remap_ab.subjects.remap.batch import run_batch
-from remap_ab.subjects.remap.checks import RemapCheck
-from remap_ab.subjects.remap.compare import compare
-from remap_ab.subjects.remap.config import BACKEND_CALLS, BACKEND_NAMES, CaseConfig, caller_width
-from remap_ab.subjects.remap.inputs import generate_inputs, generate_inputs_batch
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case import backend_views
+from remap_ab.subjects.remap.case.backend_views import backend_views as views_of
+from remap_ab.subjects.remap.case.checks import RemapCheck
+from remap_ab.subjects.remap.case.config import BACKEND_CALLS, BACKEND_NAMES, CaseConfig, caller_width
+from remap_ab.subjects.remap.case.inputs import generate_inputs, generate_inputs_batch
+from remap_ab.subjects.remap.grid import grid
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.judge.batch import run_batch
+from remap_ab.subjects.remap.judge.compare import compare
+from remap_ab.subjects.remap.judge.runner import run_case
 
-CALLERS = "callers"  # remap_ab/subjects/remap/grids/callers.toml, by its --grid NAME
+CALLERS = "callers"  # remap_ab/subjects/remap/grid/grids/callers.toml, by its --grid NAME
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def test_inputs_are_built_as_the_backends_build_them():
 
 
 def test_the_persistent_layout_is_the_backends_buffers():
-    from remap_ab.subjects.remap.inputs import in_layout as apply
+    from remap_ab.subjects.remap.case.inputs import in_layout as apply
 
     c = CaseConfig(mode="convert", tokens=3, topk=128, num_reqs=2, blocks_per_req=4, layout="persistent")
     x = generate_inputs(c)
@@ -272,8 +274,8 @@ def test_every_case_has_a_stand_in_the_compile_workers_can_build_with_its_kernel
     # A compile worker builds a case's stand-in (two rows at most) to compile its
     # variant ahead; a stand-in that is no valid case leaves the variant to the device
     # at its launch, one at a time (CUDA-graph padding of 4 and 5 rows did).
-    from remap_ab.subjects.remap.compile_ahead import stand_in
-    from remap_ab.subjects.remap.config import validate, variant_key
+    from remap_ab.subjects.remap.case.config import validate, variant_key
+    from remap_ab.subjects.remap.judge.compile_ahead import stand_in
 
     configs = [p.config for p in grid.load(name).points() if isinstance(p.config, CaseConfig)]
     assert any(c.graph_padding > 1 for c in configs) or name == "models"

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from remap_ab import cli, command_line
-from remap_ab.subjects.remap import rejections
-from remap_ab.subjects.remap import run_command as run_command_module
-from remap_ab.subjects.remap import runner as remap_runner
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.report import ImplementationInfo, replay_command, run_command
-from remap_ab.subjects.remap.run_command import config_from_args
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge import rejections
+from remap_ab.subjects.remap.judge import runner as remap_runner
+from remap_ab.subjects.remap.parts import run_command as run_command_module
+from remap_ab.subjects.remap.parts.run_command import config_from_args
+from remap_ab.subjects.remap.report.report import ImplementationInfo, replay_command, run_command
 from remap_ab.sweep.run_folder import resume_command
 
 PACKAGE = Path(command_line.__file__).parent

@@ -17,7 +17,7 @@ import pytest
 from remap_ab import cli, options, subjects
 from remap_ab.commands import common
 from remap_ab.errors import UsageError
-from remap_ab.subjects.remap import run_command, soak_command
+from remap_ab.subjects.remap.parts import run_command, soak_command
 from remap_ab.subjects.topology import soak_command as topology_soak_command
 
 

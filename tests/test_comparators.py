@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from remap_ab import runtime
-from remap_ab.subjects.remap.compare import OrderContract, Output, Reference, compare
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge.compare import OrderContract, Output, Reference, compare
+from remap_ab.subjects.remap.judge.runner import run_case
 
 
 def test_in_place_lane_changed(broken_impl):
@@ -90,8 +90,8 @@ def test_tiled_segment_swap_is_allowed_and_reported(broken_impl):
     """
     impl = broken_impl(patch=body)
     config = CaseConfig(dcp_size=2, topk=384, tokens=3, invalid_ratio=0.2)
-    from remap_ab.subjects.remap.inputs import generate_inputs
-    from remap_ab.subjects.remap.oracle import remap
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
+    from remap_ab.subjects.remap.judge.oracle import remap
 
     inputs = generate_inputs(config)
     _, valid = remap(inputs.req_id, inputs.block_table, inputs.token_indices, block_size=64, dcp_size=2)

@@ -1,4 +1,4 @@
-"""The contention control (remap_ab/subjects/remap/bench/contention_control.py): derived from the old
+"""The contention control (remap_ab/subjects/remap/parts/bench/contention_control.py): derived from the old
 kernel with its atomics replaced, it must give the old kernel's outputs (counts equal;
 compaction in column order, one of the orders the old kernel may give) on the device
 the kernels run on (the interpreter here, the GPU on a CUDA machine), and the bench's
@@ -11,11 +11,11 @@ import torch
 
 from remap_ab import runtime
 from remap_ab.errors import InternalError
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.bench import contention, contention_control
-from remap_ab.subjects.remap.bench.measure import gate, wrapper_variant
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.parts.bench import contention, contention_control
+from remap_ab.subjects.remap.parts.bench.measure import gate, wrapper_variant
 
 CASES = {
     "counts": CaseConfig(mode="convert", topk=512, block_n=128, tokens=3, counts=True, seed=1),

@@ -4,9 +4,9 @@ and run through old, new and the oracle."""
 import pytest
 import torch
 
-from remap_ab.subjects.remap.config import INT32_MAX, CaseConfig
-from remap_ab.subjects.remap.inputs import INT32_MIN, generate_inputs, in_range_limit
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import INT32_MAX, CaseConfig
+from remap_ab.subjects.remap.case.inputs import INT32_MIN, generate_inputs, in_range_limit
+from remap_ab.subjects.remap.judge.runner import run_case
 
 
 def _agree(config, impl_names):
@@ -82,7 +82,7 @@ def test_only_one_tile_valid_keeps_column_order_in_old(impl_names):
 
 def test_hand_computed_lanes():
     """The oracle against values worked out by hand from SPEC §3 (B=64, W=4, S=2, I=1)."""
-    from remap_ab.subjects.remap.oracle import remap
+    from remap_ab.subjects.remap.judge.oracle import remap
 
     block_table = torch.tensor([[10, 11, -1, 0]], dtype=torch.int32)
     req_id = torch.tensor([0], dtype=torch.int32)

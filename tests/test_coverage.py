@@ -17,7 +17,7 @@ from remap_ab.strategies.coverage import coverage_of, drawn_examples
 
 from remap_ab.cli import build_parser
 from remap_ab.properties import profiles
-from remap_ab.subjects.remap.run_command import config_from_args
+from remap_ab.subjects.remap.parts.run_command import config_from_args
 
 PROPERTY_MODULES = sorted(p.stem for p in pathlib.Path(__file__).parent.glob("test_properties_*.py"))
 

@@ -34,7 +34,7 @@ import pytest
 from remap_ab import cli
 from remap_ab.errors import RemapABError
 from remap_ab.pytest import plugin
-from remap_ab.subjects.remap.run_command import config_from_args
+from remap_ab.subjects.remap.parts.run_command import config_from_args
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

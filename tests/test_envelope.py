@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from remap_ab import cli, runtime
-from remap_ab.subjects.remap import envelope, features, grid, registry, soak
+from remap_ab.subjects.remap.grid import envelope, grid
+from remap_ab.subjects.remap.judge import features, registry
+from remap_ab.subjects.remap.parts import soak
 from remap_ab.sweep import summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,8 +78,8 @@ def test_the_callers_grid_passes_nothing_outside_the_envelope():
 
 
 def test_a_value_added_to_the_envelope_reaches_both_grids_the_soak_and_the_bench(wider_envelope):
-    from remap_ab.subjects.remap.bench import pr_table
-    from remap_ab.subjects.remap.bench.suite import SuiteOptions
+    from remap_ab.subjects.remap.parts.bench import pr_table
+    from remap_ab.subjects.remap.parts.bench.suite import SuiteOptions
 
     for name in ("callers", "models"):
         configs = [p.config for p in grid.load(name).points()]
@@ -91,15 +93,15 @@ def test_a_value_added_to_the_envelope_reaches_both_grids_the_soak_and_the_bench
     opts = SuiteOptions()
     cells = pr_table.bench_cases(opts.pr_topk, opts.pr_tokens, opts.pr_paths)
     assert {pr_table.path_of(c) for c in cells if c.tokens == 4096} == set(pr_table.PATHS)
-    from remap_ab.subjects.remap.bench import command
+    from remap_ab.subjects.remap.parts.bench import command
 
     args = cli.build_parser("bench").parse_args(["bench", "--sections", "pr"])
     assert 4096 in command.build_options(args, "cuda").pr_tokens  # the command line's default too
 
 
 def test_the_bench_gate_judges_every_path_up_to_16384_rows():
-    from remap_ab.subjects.remap.bench import pr_table
-    from remap_ab.subjects.remap.bench.suite import SuiteOptions
+    from remap_ab.subjects.remap.parts.bench import pr_table
+    from remap_ab.subjects.remap.parts.bench.suite import SuiteOptions
 
     opts = SuiteOptions()
     cells = pr_table.bench_cases(opts.pr_topk, opts.pr_tokens, opts.pr_paths)
@@ -143,7 +145,7 @@ def test_the_speed_gate_fails_a_b_slowed_only_on_prefill_sized_batches(tmp_path,
 
     from remap_ab.bench import measure
     from remap_ab.bench.timing import Timing
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     def capture(fn, calls, warmup=3):
         return fn, fn()

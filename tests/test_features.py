@@ -1,5 +1,5 @@
 """vLLM main's optional parameters (issue 32): BLOCK_STRIDE_ROWS and caller-owned
-out= / valid_counts_out= as data (remap_ab/subjects/remap/features.py), the grids that exercise them,
+out= / valid_counts_out= as data (remap_ab/subjects/remap/judge/features.py), the grids that exercise them,
 and the bugs they must catch, each planted in a main-style module (kernels_main) and
 shown caught: a stride ignored by one wrapper, rows past 1024 left unconverted, a
 valid_counts_out not zeroed where the tiled path accumulates."""
@@ -14,14 +14,15 @@ import torch
 from remap_ab import runtime
 from remap_ab.errors import ConfigError
 from remap_ab.status import Check
-from remap_ab.subjects.remap import features, grid, oracle, registry
-from remap_ab.subjects.remap.batch import run_batch
-from remap_ab.subjects.remap.call import call
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.out_layout import CallerBuffers
-from remap_ab.subjects.remap.registry import get
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.grid import grid
+from remap_ab.subjects.remap.judge import features, oracle, registry
+from remap_ab.subjects.remap.judge.batch import run_batch
+from remap_ab.subjects.remap.judge.call import call
+from remap_ab.subjects.remap.judge.out_layout import CallerBuffers
+from remap_ab.subjects.remap.judge.registry import get
+from remap_ab.subjects.remap.judge.runner import run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGE = 2147483  # the callers grid's stride whose base * stride crosses INT32_MAX
@@ -92,7 +93,7 @@ def _not_zeroing_source() -> str:
 def _sweep(tmp_path, b: str, grid_name: str, filters: list, max_tokens=None, a: str = "old") -> dict:
     from remap_ab.sweep.run import Sweep, SweepOptions
 
-    sweep = Sweep(SweepOptions(a=a, b=b, device=runtime.current(), filters=filters, max_size=max_tokens, workers=0,
+    sweep = Sweep(SweepOptions(a=a, b=b, device=runtime.current(), filters=tuple(filters), max_size=max_tokens, workers=0,
                                root=str(tmp_path), grid_file=grid_name, progress=False))
     sweep.prepare()
     return sweep.run()
@@ -271,7 +272,7 @@ def test_old_against_new_skips_what_neither_takes_and_says_so(tmp_path):
 
 @pytest.mark.gpu
 def test_a_graph_replayed_on_the_same_buffers_is_right(broken_impl):
-    from remap_ab.subjects.remap.call import _graph_check
+    from remap_ab.subjects.remap.judge.call import _graph_check
 
     for topk in (384, 2048):  # tiled (zeroed by the wrapper) and single tile
         c = CaseConfig(mode="convert", tokens=8, topk=topk, counts=True, out_buffers=True, block_stride=4096)
@@ -280,7 +281,7 @@ def test_a_graph_replayed_on_the_same_buffers_is_right(broken_impl):
 
 
 def test_the_soak_draws_prefill_steps_rarely_on_the_cpu():
-    from remap_ab.subjects.remap import soak
+    from remap_ab.subjects.remap.parts import soak
 
     assert 0 < soak.CPU_PREFILL_SHARE < soak.GPU_PREFILL_SHARE
     always = [d.config.tokens for d, _ in zip(soak.draws(1, 0, 16, prefill_share=1.0), range(20))]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from remap_ab.subjects.remap.config import CaseConfig, ConfigError
-from remap_ab.subjects.remap.inputs import generate_inputs
+from remap_ab.subjects.remap.case.config import CaseConfig, ConfigError
+from remap_ab.subjects.remap.case.inputs import generate_inputs
 
 SPACE: dict[str, list[Any]] = {
     "mode": ["convert", "dcp"],
@@ -57,7 +57,7 @@ N_CASES = int(os.environ.get("REMAP_AB_GPU_CASES", "320"))
 @pytest.mark.gpu
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_sampled_cases_agree_on_cuda(chunk, impl_names):
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     configs = sample_configs(N_CASES)[chunk::CHUNKS]
     failures = []

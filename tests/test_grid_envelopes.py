@@ -5,13 +5,13 @@ which must say what expanding it says."""
 import json
 from importlib import resources
 
-from remap_ab.subjects.remap import grid
+from remap_ab.subjects.remap.grid import grid
 
-REFRESH = "python -c 'from remap_ab.subjects.remap.grid import write_envelopes; write_envelopes()'"
+REFRESH = "python -c 'from remap_ab.subjects.remap.grid.grid import write_envelopes; write_envelopes()'"
 
 
 def test_the_stored_envelopes_are_what_the_grids_expand_to():
-    stored = json.loads(resources.files("remap_ab.subjects.remap").joinpath(
+    stored = json.loads(resources.files("remap_ab.subjects.remap.grid").joinpath(
         grid.GRIDS_FOLDER, grid.ENVELOPES_FILE).read_text(encoding="utf-8"))
     assert stored == grid.envelopes_record(), f"grids/envelopes.json is stale: refresh it with {REFRESH}"
 

@@ -115,8 +115,8 @@ status = pytest.main(["-p", "remap_ab.pytest.plugin", *GRID, f"--remap-grid-repo
                       "-p", "no:randomly", "-p", "no:xdist", "-p", "no:cacheprovider"])
 after_plugin = snapshot()
 
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge.runner import run_case
 
 config = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, num_reqs=2, blocks_per_req=16, block_size=16)
 if DEVICE == "cpu":

@@ -24,11 +24,11 @@ import pytest
 from remap_ab import cli, replays
 from remap_ab.bench import pairs
 from remap_ab.report_cap import DEFAULT_REPORTS
-from remap_ab.subjects.remap import nondet
-from remap_ab.subjects.remap import soak as remap_soak
-from remap_ab.subjects.remap.bench import command as remap_bench
-from remap_ab.subjects.remap.bench.suite import DET_RUNS, DET_TOKENS, SECTIONS, parse_sections
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge import nondet
+from remap_ab.subjects.remap.parts import soak as remap_soak
+from remap_ab.subjects.remap.parts.bench import command as remap_bench
+from remap_ab.subjects.remap.parts.bench.suite import DET_RUNS, DET_TOKENS, SECTIONS, parse_sections
 from remap_ab.subjects.topology import soak_command as topology_soak_command
 from remap_ab.subjects.topology.config import TOPK_DOMAIN
 from remap_ab.sweep.run import DEFAULT_CASE_TIMEOUT, GPU_BATCH

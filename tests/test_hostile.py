@@ -289,8 +289,8 @@ FILES = {
 
 def _resolve(argv, tmp: Path, broken_impl) -> list[str]:
     """argv with its placeholders replaced by files made for this row."""
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     def one(arg: str) -> str:
         arg = arg.replace("{tmp}", str(tmp))
@@ -349,8 +349,8 @@ def _report_with_bad_verdict(folder: Path) -> None:
 
     import torch
 
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     config = CaseConfig(topk=128, tokens=1)
     folder.mkdir()

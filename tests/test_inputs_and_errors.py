@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from remap_ab.errors import ConfigError, InputError, InternalError
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge.runner import run_case
 
 
 def test_same_case_same_bytes_new_seed_new_bytes():
@@ -171,7 +171,7 @@ def test_the_oracle_disagreeing_with_itself_is_internal(monkeypatch, capsys):
     # is (the sweep records it like any case), and `run` exits 3, never 2.
     from remap_ab import cli
     from remap_ab.status import Check
-    from remap_ab.subjects.remap import runner
+    from remap_ab.subjects.remap.judge import runner
 
     real = runner.reference
 
@@ -194,7 +194,7 @@ def test_run_help_documents_every_case_option():
     from dataclasses import fields
 
     from remap_ab import cli
-    from remap_ab.subjects.remap.config import field_help
+    from remap_ab.subjects.remap.case.config import field_help
 
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     squeezed = "".join(help_text.split())  # argparse wraps lines (at hyphens too)
@@ -221,7 +221,7 @@ def test_strict_types_in_the_api_and_coercion_from_text():
 
 def test_saved_inputs_are_checked_before_any_kernel(monkeypatch):
     # The registry must not even be consulted: a bad req_id would read out of bounds.
-    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.judge import registry
     def no_kernels(name):
         raise AssertionError("an implementation was imported before the inputs were checked")
 
@@ -246,7 +246,7 @@ def test_implementation_output_is_checked(broken_impl):
 
 def test_memory_bound_says_which_limit(monkeypatch):
     from remap_ab.errors import ResourceError
-    from remap_ab.subjects.remap import inputs as inputs_module
+    from remap_ab.subjects.remap.case import inputs as inputs_module
 
     monkeypatch.setattr(inputs_module, "available_bytes", lambda device: (1 << 20, "available host memory"))
     with pytest.raises(ResourceError, match="only 1.0 MiB of available host memory"):
@@ -258,7 +258,7 @@ def test_sha256_of_a_one_row_strided_tensor_is_that_of_its_copy():
     the `mixed` memory layout) hashes like its contiguous copy instead of raising."""
     import torch
 
-    from remap_ab.subjects.remap.inputs import tensor_sha256
+    from remap_ab.subjects.remap.case.inputs import tensor_sha256
 
     base = torch.arange(9, dtype=torch.int32)
     one = base[3::3][:1]  # shape (1,), stride (3,)

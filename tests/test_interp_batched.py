@@ -32,14 +32,15 @@ import triton.language as tl  # noqa: E402
 
 from remap_ab.interpreter import batched as ib  # noqa: E402
 from remap_ab.interpreter.schedule import POLICIES, interpreter_schedule, program_order  # noqa: E402
-from remap_ab.subjects.remap import mutants, registry, runner  # noqa: E402
-from remap_ab.subjects.remap.call import PrivateInputs  # noqa: E402
-from remap_ab.subjects.remap.config import CaseConfig  # noqa: E402
-from remap_ab.subjects.remap.inputs import generate_inputs  # noqa: E402
+from remap_ab.subjects.remap.case.config import CaseConfig  # noqa: E402
+from remap_ab.subjects.remap.case.inputs import generate_inputs  # noqa: E402
+from remap_ab.subjects.remap.judge import registry, runner  # noqa: E402
+from remap_ab.subjects.remap.judge.call import PrivateInputs  # noqa: E402
+from remap_ab.subjects.remap.parts import mutants  # noqa: E402
 
 
 def _catalogue():
-    # The remap's mutant catalogue (remap_ab/subjects/remap/mutants/).
+    # The remap's mutant catalogue (remap_ab/subjects/remap/parts/mutants/).
     return mutants.select()
 
 

@@ -1,7 +1,7 @@
 """The judge judged: the comparators fed hand-made outputs (plain torch tensors, no
 kernels), each broken in one way, with every field of the mismatch asserted.
 
-These tests are the fast selection that mutation testing of remap_ab/subjects/remap/compare.py runs
+These tests are the fast selection that mutation testing of remap_ab/subjects/remap/judge/compare.py runs
 (docs/judge-mutation.md): each one pins a behaviour that a mutant of the judge would
 change."""
 
@@ -17,8 +17,8 @@ import torch
 
 from remap_ab.errors import ReportError
 from remap_ab.status import Check, Status
-from remap_ab.subjects.remap.checks import RemapCheck
-from remap_ab.subjects.remap.compare import (
+from remap_ab.subjects.remap.case.checks import RemapCheck
+from remap_ab.subjects.remap.judge.compare import (
     Mismatch,
     OrderContract,
     Output,
@@ -280,8 +280,8 @@ def test_the_6eb5809148de_regression(tmp_path, monkeypatch):
     lane's value) with a B that drops the last lane that is not -1 of rows holding
     more than 100. Main said "col 27 (old=52463, B=52463, oracle=52463)"; the lane
     that differs is col 596 (old 59148, B -1)."""
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "brk_drop_last.py").write_text(textwrap.dedent('''

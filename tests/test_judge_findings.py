@@ -3,7 +3,7 @@ the call findings (inputs written, aliasing, sync, stream, graph), the side the
 device already proved, the oracle's own problem, memcheck reports, the backend-view
 check, the verdicts of lost cases and of rejection calls.
 
-Part of the fast selection that mutation testing of remap_ab/subjects/remap/compare.py runs
+Part of the fast selection that mutation testing of remap_ab/subjects/remap/judge/compare.py runs
 (docs/judge-mutation.md): every field and line of each verdict is asserted, so a
 mutant of the judge that changes any of them fails here. The collaborators are the
 real data classes (CallFinding, MemcheckReport, backend_views.Views,
@@ -17,9 +17,9 @@ import torch
 
 from remap_ab.sanitizer.memcheck import Finding, MemcheckReport
 from remap_ab.status import Check, Status, check_named
-from remap_ab.subjects.remap.backend_views import MODELS, Views, row_evidence
-from remap_ab.subjects.remap.checks import RemapCheck
-from remap_ab.subjects.remap.compare import (
+from remap_ab.subjects.remap.case.backend_views import MODELS, Views, row_evidence
+from remap_ab.subjects.remap.case.checks import RemapCheck
+from remap_ab.subjects.remap.judge.compare import (
     CallFinding,
     Mismatch,
     OrderContract,
@@ -35,7 +35,7 @@ from remap_ab.subjects.remap.compare import (
     note_order_differs,
     plural,
 )
-from remap_ab.subjects.remap.rejections import Attempt
+from remap_ab.subjects.remap.judge.rejections import Attempt
 
 I32 = torch.int32
 TILED = OrderContract(False, 2, "tiles of 2")

@@ -1,4 +1,4 @@
-"""The order rule is written once, in two forms (remap_ab/subjects/remap/compare.py): the plain
+"""The order rule is written once, in two forms (remap_ab/subjects/remap/judge/compare.py): the plain
 exhaustive comparison (``compare``) and the fast on-device proof the batch runner
 trusts (``proof_of_pass``). This property holds them together:
 
@@ -19,7 +19,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remap_ab.subjects.remap.compare import (
+from remap_ab.subjects.remap.judge.compare import (
     OrderContract,
     Output,
     Reference,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from remap_ab.subjects.remap import lane_picture
-from remap_ab.subjects.remap.report import _per_row
+from remap_ab.subjects.remap.report import lane_picture
+from remap_ab.subjects.remap.report.report import _per_row
 
 
 def _plain_cells(da, db, valid):

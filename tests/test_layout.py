@@ -6,7 +6,10 @@
 - the subjects are the top layer, and every module of a subject's package is in it: no
   module outside ``subjects/`` imports one inside it, of any kind;
 - each subject's vocabulary outside its own package is counted per module, and a
-  module's count stays at its line in ``VOCABULARY_CEILING``.
+  module's count stays at its line in ``VOCABULARY_CEILING``;
+- the remap's folders are its layers (issue 61, part 5; docs/layout.md, "The remap's
+  layers"): every folder is one layer, no import runs up from one to another, and no
+  test file ships inside remap_ab.
 
 Both ratchets are at zero and must stay there: a new arrow or word fails, and so does a
 line added to either table (``--write`` would add one). A listed arrow that is gone or
@@ -48,9 +51,9 @@ class Layer:
     entries: tuple[str, ...]  # as docs/layout.md writes them: `errors`, `host/`, `subjects/*/`, `__init__`
 
 
-def parse_layers(text: str) -> list[Layer]:
-    """The rows of the table under the "## Layers" heading: ``| N name | `a`, `b/` |``."""
-    section = text.split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+def parse_layers(text: str, heading: str = "Layers") -> list[Layer]:
+    """The rows of the table under the "## HEADING" heading: ``| N name | `a`, `b/` |``."""
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     layers = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -157,7 +160,7 @@ def test_a_subject_module_placed_low_is_caught():
              "| 2 drivers | `bench/` |\n| 3 subjects | `subjects/*/` |\n")
     found = parse_layers(table)
     placed, problems = assign(["remap_ab.errors", "remap_ab.bench.figures", "remap_ab.subjects.remap.charts",
-                               "remap_ab.subjects.remap.report"], found)
+                               "remap_ab.subjects.remap.report.report"], found)
     assert not problems
     assert subject_layer_problems(found, placed) == [
         "remap_ab.subjects.remap.charts: a subject's module in layer foundations, below the subjects'"]
@@ -181,6 +184,76 @@ def test_an_upward_arrow_is_caught():
                                              ("host.gil", "subjects.topology.calls", "typing")}
     _, problems = assign(["remap_ab.report"], found)
     assert problems == ["remap_ab.report: in no layer (add it to the table in docs/layout.md)"]
+
+
+# ----- the remap's folders (issue 61, part 5) --------------------------------------------
+
+REMAP = "remap_ab.subjects.remap"
+REMAP_HEADING = "The remap's layers"
+
+
+def remap_layers(text: str) -> list[Layer]:
+    """The table under "## The remap's layers", its entries relative to
+    ``subjects/remap/`` (``case/`` a folder, ``subject`` a top-level module, ``__init__``
+    the package itself) rewritten as the package table writes them."""
+    return [Layer(layer.rank, layer.name, tuple("subjects/remap" if e == "__init__" else f"subjects/remap/{e}"
+                                                  for e in layer.entries))
+            for layer in parse_layers(text, REMAP_HEADING)]
+
+
+def folder_problems(found: list[Layer], folders: set[str]) -> list[str]:
+    """The folder boundary is the layer boundary: every entry is a whole folder or a
+    top-level module, every folder of the remap is one layer's entry, and a layer holds
+    one folder at most."""
+    problems = []
+    for layer in found:
+        held = [e for e in layer.entries if e.endswith("/")]
+        problems += [f"`{e}` names a module inside a folder: a folder is one layer"
+                     for e in layer.entries if not e.endswith("/") and e.count("/") > 2]
+        if len(held) > 1:
+            problems.append(f"layer {layer.name} holds {len(held)} folders: one folder, one layer")
+    named = [e.strip("/").rsplit("/", 1)[-1] for layer in found for e in layer.entries if e.endswith("/")]
+    problems += [f"{f}/: in no layer of the remap's table" for f in sorted(folders - set(named))]
+    problems += [f"{f}/: no such folder" for f in sorted(set(named) - folders)]
+    return problems
+
+
+def remap_folders() -> set[str]:
+    return {p.parent.name for p in (ROOT / "remap_ab/subjects/remap").glob("*/__init__.py")}
+
+
+def test_the_remaps_folders_are_its_layers():
+    found = remap_layers(LAYOUT_DOC.read_text())
+    assert not folder_problems(found, remap_folders())
+    modules = [m for m in module_graph.modules() if m == REMAP or m.startswith(REMAP + ".")]
+    placed, problems = assign(modules, found)
+    assert not problems, "\n".join(problems)
+    up = sorted(upward_arrows(module_graph.arrows(), placed))
+    assert not up, "an import runs up the remap's folders (docs/layout.md, The remap's layers): " + "; ".join(
+        f"{a} ({placed[full(a)].name}) -> {b} ({placed[full(b)].name}), {kind}" for a, b, kind in up)
+
+
+def test_a_remap_folder_importing_upward_or_split_is_caught():
+    table = ("\n## The remap's layers\n| layer | modules |\n|---|---|\n| 1 case | `case/`, `traced` |\n"
+             "| 2 judge | `judge/`, `grid/` |\n| 3 subject | `subject`, `judge/call`, `__init__` |\n")
+    found = remap_layers(table)
+    assert folder_problems(found, {"case", "judge", "grid", "report"}) == [
+        "layer judge holds 2 folders: one folder, one layer",
+        "`subjects/remap/judge/call` names a module inside a folder: a folder is one layer",
+        "report/: in no layer of the remap's table"]
+    placed, problems = assign([REMAP, f"{REMAP}.case.config", f"{REMAP}.judge.runner", f"{REMAP}.traced"], found)
+    assert not problems and placed[REMAP].name == "subject" and placed[f"{REMAP}.traced"].name == "case"
+    arrows = [module_graph.Arrow(f"{REMAP}.case.config", f"{REMAP}.judge.runner", "local", 1),
+              module_graph.Arrow(f"{REMAP}.judge.runner", f"{REMAP}.case.config", "module", 1)]
+    assert upward_arrows(arrows, placed) == {("subjects.remap.case.config", "subjects.remap.judge.runner", "local")}
+
+
+def test_no_test_file_ships_inside_the_package():
+    # The remap's property suite ships (remap-ab mutants runs it from an install) as
+    # property modules, not test files; tests/test_properties_*.py collect them.
+    shipped = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "remap_ab").rglob("*.py")
+                     if p.name.startswith("test_") or p.name.endswith("_test.py") or p.name == "conftest.py")
+    assert not shipped, f"test files inside remap_ab/: {shipped}"
 
 
 # ----- subject vocabulary -----------------------------------------------------------
@@ -208,8 +281,8 @@ WORDS = {
 def claimed() -> dict[str, frozenset[str]]:
     """subject -> every word it uses: its case's field names, its wrappers' names and
     optional parameters (remap: features.py), and WORDS; GENERIC left out."""
-    from remap_ab.subjects.remap import features
-    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.judge import features
     from remap_ab.subjects.topology.config import TopologyCase
 
     derived = {

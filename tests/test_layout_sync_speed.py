@@ -13,13 +13,14 @@ import torch
 from remap_ab import runtime, speed
 from remap_ab.errors import UsageError
 from remap_ab.status import Check
-from remap_ab.subjects.remap import batch, speed_table
-from remap_ab.subjects.remap.batch import run_batch
-from remap_ab.subjects.remap.call import call
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.out_layout import Expected, caller_buffer, layout_findings, row_major, wrapper_layouts
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge import batch
+from remap_ab.subjects.remap.judge.batch import run_batch
+from remap_ab.subjects.remap.judge.call import call
+from remap_ab.subjects.remap.judge.out_layout import Expected, caller_buffer, layout_findings, row_major, wrapper_layouts
+from remap_ab.subjects.remap.judge.runner import run_case
+from remap_ab.subjects.remap.report import speed_table
 
 DEVICE = runtime.default_device()
 CONVERT = CaseConfig(mode="convert", tokens=3, topk=256, counts=True, num_reqs=2, blocks_per_req=16, block_size=16)
@@ -93,7 +94,7 @@ def test_the_expected_layout_is_data_a_caller_owned_buffer_states_its_own():
 
 
 def test_a_call_takes_the_expected_layout_as_data(broken_impl):
-    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.judge import registry
     bad = registry.get(broken_impl(patch=COLUMN_MAJOR))
     x = generate_inputs(CONVERT, device=DEVICE)
     t, k = CONVERT.tokens, CONVERT.topk
@@ -130,7 +131,7 @@ def test_every_batch_size_bucket_and_the_largest_batch_of_each_path_and_shape_ar
 
 
 def test_the_grids_sample_stands_for_every_path_shape_and_bucket_with_few_cases():
-    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.grid import grid
     configs = [p.config for p in grid.load().points()]
     chosen = [configs[i] for i in _sampled(configs)]
     keys = set().union(*(batch._production_keys(c) for c in configs))
@@ -241,7 +242,7 @@ def test_the_sweeps_speed_ratio_is_the_median_per_path_k_and_bucket_and_says_it_
 def test_a_run_folders_summary_gives_the_ratio_on_a_gpu_and_says_speed_is_not_judged_on_the_cpu(tmp_path, device):
     import pandas as pd
 
-    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.grid import grid
     from remap_ab.subjects.remap.subject import COLUMNS
     from remap_ab.sweep.run_folder import result_columns, write_run_json
     from remap_ab.sweep.summary import format_summary, summarise
@@ -321,7 +322,7 @@ def test_a_bad_fail_slower_is_a_one_line_usage_error(text):
 def test_the_bench_pr_section_names_the_cells_the_gate_fails(tmp_path, monkeypatch):
     from remap_ab.bench import figures, measure
     from remap_ab.bench.timing import Timing
-    from remap_ab.subjects.remap.bench.suite import Suite, SuiteOptions
+    from remap_ab.subjects.remap.parts.bench.suite import Suite, SuiteOptions
 
     cell = {}
 

@@ -11,12 +11,12 @@ from remap_ab import runtime
 from remap_ab.errors import InternalError
 from remap_ab.sanitizer import memcheck
 from remap_ab.status import Check, Status
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.case.config import CaseConfig
 
 cpu_only = pytest.mark.skipif(runtime.default_device() != "cpu", reason="memcheck of interpreted launches needs the CPU interpreter")
 
 def _run(config, a, b, memcheck_on):
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     return run_case(config, a, b, device="cpu", memcheck=memcheck_on)
 
@@ -152,7 +152,7 @@ def test_a_strided_view_spans_its_elements_only():
 
 
 def test_unchecked_outputs_are_said_so():
-    from remap_ab.subjects.remap.compare import OrderContract, Output, Reference, compare
+    from remap_ab.subjects.remap.judge.compare import OrderContract, Output, Reference, compare
 
     t = torch.tensor([[1, 2]], dtype=torch.int32)
     ref = Reference(lanes=t, valid=t >= 0, out=t, counts=torch.tensor([2], dtype=torch.int32))
@@ -165,7 +165,7 @@ def test_unchecked_outputs_are_said_so():
 @cpu_only
 def test_findings_follow_the_program_under_a_permuted_schedule(tmp_path, monkeypatch):
     from remap_ab.interpreter.schedule import interpreter_schedule
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     oob = oob_implementation(tmp_path, monkeypatch, "next_block")
     config = CaseConfig(mode="convert", tokens=2, topk=256, num_reqs=1, blocks_per_req=4, block_size=16, seed=3)

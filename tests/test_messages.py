@@ -166,7 +166,7 @@ def test_help_texts_say_what_the_options_do():
 
 
 def test_soak_help_default_is_the_cap_the_soak_uses():
-    from remap_ab.subjects.remap import soak
+    from remap_ab.subjects.remap.parts import soak
 
     assert f"(default {soak.GPU_MAX_TOKENS} on GPU, {soak.CPU_MAX_TOKENS} on CPU)" in _helps()["soak"]
 

@@ -24,10 +24,10 @@ from remap_ab.mutants import properties
 from remap_ab.mutants.results import CheckResult
 from remap_ab.mutants.session import MutantResult, plan
 from remap_ab.status import Check, Outcome
-from remap_ab.subjects.remap import mutants as M
-from remap_ab.subjects.remap.mutants import catalogue as catalogue_module
-from remap_ab.subjects.remap.mutants import checks
-from remap_ab.subjects.remap.mutants import properties as remap_properties
+from remap_ab.subjects.remap.parts import mutants as M
+from remap_ab.subjects.remap.parts.mutants import catalogue as catalogue_module
+from remap_ab.subjects.remap.parts.mutants import checks
+from remap_ab.subjects.remap.parts.mutants import properties as remap_properties
 
 CATALOGUE = M.select()
 DEVICE = runtime.current()
@@ -138,7 +138,7 @@ def test_mutant_changes_an_output_on_its_witness_case(m, mutant_root):
 
 def test_witness_inputs_are_made_on_the_device_the_kernels_run_on(monkeypatch):
     # The GPU failure of issue 11: inputs made on the CPU for kernels on CUDA.
-    from remap_ab.subjects.remap.mutants import witness
+    from remap_ab.subjects.remap.parts.mutants import witness
 
     seen = []
 
@@ -193,7 +193,7 @@ def test_a_check_result_keeps_the_first_kill_and_lists_every_killer():
 def _fake_memcheck_run_case(failing_impl):
     from types import SimpleNamespace
 
-    from remap_ab.subjects.remap.compare import Mismatch
+    from remap_ab.subjects.remap.judge.compare import Mismatch
 
     def run_case(config, a="old", b="new", *, device=None, inputs=None, schedule=None, memcheck=False):
         assert memcheck is True
@@ -204,7 +204,7 @@ def _fake_memcheck_run_case(failing_impl):
 
 
 def test_memcheck_check_kills_on_a_finding_of_the_mutant_and_breaks_on_the_real_kernel(monkeypatch):
-    from remap_ab.subjects.remap import runner
+    from remap_ab.subjects.remap.judge import runner
     m = M.get("block_table_read_past_end")
     monkeypatch.setattr(runner, "run_case", _fake_memcheck_run_case(m.package))
     killed = checks.run_memcheck(m, "cpu")
@@ -297,7 +297,7 @@ def test_the_rejects_check_kills_a_dropped_precondition_and_passes_the_real_kern
     from types import SimpleNamespace
 
     faithful = checks.run_rejects(SimpleNamespace(original="new", package="old"), DEVICE)
-    from remap_ab.subjects.remap.rejections import load
+    from remap_ab.subjects.remap.judge.rejections import load
 
     assert faithful.status == Outcome.SURVIVED and faithful.examples_total == len(load())
 
@@ -306,17 +306,30 @@ def test_the_rejects_check_kills_a_dropped_precondition_and_passes_the_real_kern
 
 def test_the_property_suite_is_the_installed_package_not_the_checkouts_tests():
     suite = properties.suite_dir(M.SUITE_PACKAGE)
-    assert suite.parent.name == "remap" and suite.name == "properties"
+    assert suite.parent.name == "parts" and suite.name == "properties"
     tests = properties.property_tests(properties.property_files(M.SUITE_PACKAGE))
     assert len(tests) >= 9 and all("/tests/" not in t for t in tests)
     assert all(t.split("::")[0].startswith(str(suite)) for t in tests)
 
 
+def test_the_property_modules_are_no_test_files_yet_each_is_found(tmp_path):
+    suite = properties.suite_dir(M.SUITE_PACKAGE)
+    files = properties.property_files(M.SUITE_PACKAGE)
+    assert {f.name for f in files} == {"callers.py", "convert.py", "dcp.py", "order.py", "rejections.py",
+                                       "schedule.py", "speed.py"}
+    assert not properties.is_property_module(suite / "support.py")  # no test function
+    assert not properties.is_property_module(suite / "__init__.py")
+    outside = tmp_path / "properties" / "order.py"  # the same text outside a subject's package
+    outside.parent.mkdir()
+    outside.write_text((suite / "order.py").read_text())
+    assert not properties.is_property_module(outside)
+
+
 def test_test_order_puts_the_witness_path_first():
     tests = [
-        "/x/remap_ab/subjects/remap/properties/test_convert.py::test_convert_wrapper_matches_oracle",
-        "/x/remap_ab/subjects/remap/properties/test_dcp.py::test_dcp_in_place_matches_oracle",
-        "/x/remap_ab/subjects/remap/properties/test_dcp.py::test_dcp_compacted_matches_oracle",
+        "/x/remap_ab/subjects/remap/parts/properties/convert.py::test_convert_wrapper_matches_oracle",
+        "/x/remap_ab/subjects/remap/parts/properties/dcp.py::test_dcp_in_place_matches_oracle",
+        "/x/remap_ab/subjects/remap/parts/properties/dcp.py::test_dcp_compacted_matches_oracle",
     ]
     assert remap_properties.order_for(M.get("slot_base_dropped"), tests)[0].endswith("compacted_matches_oracle")
     assert remap_properties.order_for(M.get("remote_kept"), tests)[0].endswith("in_place_matches_oracle")

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 
 from remap_ab import cli, runtime
-from remap_ab.subjects.remap import nondet, registry
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.runner import reference
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge import nondet, registry
+from remap_ab.subjects.remap.judge.runner import reference
 
 pytestmark = pytest.mark.skipif(runtime.cuda_available(), reason="schedule fuzzing runs in the Triton interpreter (CPU)")
 

@@ -29,7 +29,7 @@ PLUGIN_DEFAULT = {"--fail-slower": "off"}  # the property suite's speed gate is 
 CLI_TEXT = {"--reports": lambda o: f"{o.default}; with --resume, the run's own"}
 PLUGIN_TEXT = {"--fail-slower": lambda o: "off", "--batch": lambda o: "64 on cuda, 16 on cpu"}  # the grid's batch
 # Same flag, another meaning: soak batches its quiet GPU cases (its --max-tokens, the
-# largest drawn, is the remap subject's soak part's: subjects/remap/soak_command.py).
+# largest drawn, is the remap subject's soak part's: subjects/remap/parts/soak_command.py).
 OTHER_MEANING = {("soak.py", "--batch")}
 
 

@@ -47,7 +47,8 @@ def test_test_extra_installs_the_ci_tools():
 def test_import_changes_nothing_in_the_environment():
     # On a CPU machine the interpreter used to be switched on by the import itself.
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "REMAP_AB_PINNED_GPU")}
-    code = ("import os; before = dict(os.environ); import remap_ab, remap_ab.subjects.remap.runner, remap_ab.subjects.remap.report; "
+    code = ("import os; before = dict(os.environ); import remap_ab, remap_ab.subjects.remap.judge.runner, "
+            "remap_ab.subjects.remap.report.report; "
             "assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items()); "
             "assert 'triton' not in __import__('sys').modules")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -64,7 +65,7 @@ def test_no_import_cycles_between_modules():
     # runner.py and sanitizer.py used to import each other (the sanitizer's child ran
     # cases through the runner); the child is its own module now.
     graph = _import_graph()
-    assert "remap_ab.subjects.remap.runner" not in graph["remap_ab.sanitizer.compute"]
+    assert "remap_ab.subjects.remap.judge.runner" not in graph["remap_ab.sanitizer.compute"]
     state: dict = {}
 
     def visit(node, path):

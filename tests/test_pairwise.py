@@ -16,8 +16,10 @@ import pytest
 
 from remap_ab import runtime
 from remap_ab.errors import ConfigError
-from remap_ab.subjects.remap import envelope, features, grid, registry, soak
-from remap_ab.subjects.remap.config import CaseConfig
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.grid import envelope, grid
+from remap_ab.subjects.remap.judge import features, registry
+from remap_ab.subjects.remap.parts import soak
 
 REPO = Path(__file__).resolve().parents[1]
 HOLES = REPO / "tests" / "impls" / "holes"
@@ -189,7 +191,7 @@ def _cheapest(holds, b: str, n: int) -> list:
 def _sweep(tmp_path, b: str, ids: list) -> dict:
     from remap_ab.sweep.run import Sweep, SweepOptions
 
-    sweep = Sweep(SweepOptions(a="old", b=b, device=runtime.current(), filters=[f"case={','.join(ids)}"],
+    sweep = Sweep(SweepOptions(a="old", b=b, device=runtime.current(), filters=(f"case={','.join(ids)}",),
                                workers=0, root=str(tmp_path), grid_file="callers", progress=False))
     sweep.prepare()
     return sweep.run()

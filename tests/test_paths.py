@@ -4,8 +4,8 @@ The grid is declared as data: each entry names the path it exercises."""
 
 import pytest
 
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge.runner import run_case
 
 # (path, configuration overrides). Token counts stay small: the old kernel runs
 # K / BLOCK_N interpreted programs per row.
@@ -57,7 +57,7 @@ def test_new_tiling_rule():
 
 
 def test_order_contracts_follow_tiling():
-    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.judge import registry
     old, new = registry.get("old"), registry.get("new")
     pow2 = CaseConfig(topk=2048)
     assert not old.order_contract(pow2).ordered and new.order_contract(pow2).ordered

@@ -13,8 +13,8 @@ from remap_ab import runtime
 from remap_ab.host import gpus, tuning
 from remap_ab.processes import precompile, start
 from remap_ab.soak import run as engine
-from remap_ab.subjects.remap import soak
-from remap_ab.subjects.remap.config import CaseConfig, variant_key
+from remap_ab.subjects.remap.case.config import CaseConfig, variant_key
+from remap_ab.subjects.remap.parts import soak
 
 H200 = precompile.Target("cuda", 90, 32)
 
@@ -239,7 +239,7 @@ def _sweep_points():
     """Grid points of many variants, small enough to generate at full size here: one per
     wrapper path of the PR's grid (a different memory layout each, one row or several),
     and two of the callers grid passing BLOCK_STRIDE_ROWS (one with caller-owned outputs)."""
-    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.grid import grid
     chosen, seen = [], set()
     layouts = ["contiguous", "mixed", "offset", "token_cols", "table_slice", "req_strided", "token_rows"]
     for p in grid.load(None).points():
@@ -260,9 +260,9 @@ def _batch_calls(a: str, b: str, config_dicts: list) -> list[int]:
     the cases' own calls as the batch engine makes them (one batch's inputs, each
     implementation's private copies, the sides that run each case), each case's kernels
     compiled at these launches, i.e. not found in Triton's on-disk cache."""
-    from remap_ab.subjects.remap.call import PrivateInputs
-    from remap_ab.subjects.remap.inputs import generate_inputs_batch
-    from remap_ab.subjects.remap.runner import sides
+    from remap_ab.subjects.remap.case.inputs import generate_inputs_batch
+    from remap_ab.subjects.remap.judge.call import PrivateInputs
+    from remap_ab.subjects.remap.judge.runner import sides
 
     configs = [CaseConfig.from_dict(d) for d in config_dicts]
     inputs = generate_inputs_batch(configs, device="cpu")
@@ -361,7 +361,7 @@ def _variant(item):
 
 
 def test_the_sweeps_schedule_judges_compiled_variants_first_and_compiles_itself_only_what_no_worker_holds():
-    from remap_ab.subjects.remap import rejections
+    from remap_ab.subjects.remap.judge import rejections
     items = [x for v in (1, 2, 3, 4, 5, 6) for x in _Group(v, 3 if v != 6 else 5).items]
     call = rejections.sweep_points(0)[0]
     workers = _Workers()

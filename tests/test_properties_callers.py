@@ -1,4 +1,4 @@
-"""Collects the property suite's `remap_ab/subjects/remap/properties/test_callers.py` (the suite ships in
+"""Collects the property suite's `remap_ab/subjects/remap/parts/properties/callers.py` (the suite ships in
 the package, so `remap-ab mutants` runs the same tests from an installed remap-ab)."""
 
-from remap_ab.subjects.remap.properties.test_callers import *  # noqa: F401,F403
+from remap_ab.subjects.remap.parts.properties.callers import *  # noqa: F401,F403

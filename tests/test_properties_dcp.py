@@ -1,4 +1,4 @@
-"""Collects the property suite's `remap_ab/subjects/remap/properties/test_dcp.py` (the suite ships in
+"""Collects the property suite's `remap_ab/subjects/remap/parts/properties/dcp.py` (the suite ships in
 the package, so `remap-ab mutants` runs the same tests from an installed remap-ab)."""
 
-from remap_ab.subjects.remap.properties.test_dcp import *  # noqa: F401,F403
+from remap_ab.subjects.remap.parts.properties.dcp import *  # noqa: F401,F403

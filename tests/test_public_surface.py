@@ -38,7 +38,7 @@ def test_each_public_name_is_the_subjects_object(name):
 def test_each_name_lives_where_its_subject_says_and_a_wrong_entry_is_caught():
     assert misplaced(PUBLIC.NAMES) == []
     # inputs.py imports CaseConfig, so the name resolves there too: only its home is config.py
-    assert misplaced({**PUBLIC.NAMES, "CaseConfig": "remap_ab.subjects.remap.inputs"}) == ["CaseConfig"]
+    assert misplaced({**PUBLIC.NAMES, "CaseConfig": "remap_ab.subjects.remap.case.inputs"}) == ["CaseConfig"]
 
 
 def test_the_surface_is_the_errors_and_the_subjects_names():
@@ -62,7 +62,7 @@ def test_importing_the_surface_loads_no_triton_and_running_a_case_stays_lazy():
     code = ("import sys, remap_ab\n"
             "from remap_ab import *\n"
             "print(sorted(m for m in sys.modules if m == 'triton' or m.startswith('triton.')"
-            " or m == 'remap_ab.subjects.remap.runner'))\n")
+            " or m == 'remap_ab.subjects.remap.judge.runner'))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "[]"

@@ -9,8 +9,8 @@ import dataclasses
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from remap_ab.subjects.remap import envelope
-from remap_ab.subjects.remap import grid as gridmod
+from remap_ab.subjects.remap.grid import envelope
+from remap_ab.subjects.remap.grid import grid as gridmod
 
 SUMS = Path(__file__).with_name("sums_subject.py")
 

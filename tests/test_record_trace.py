@@ -347,7 +347,7 @@ def test_importing_remap_ab_loads_no_recorder_and_record_is_served_on_first_use(
 
 
 def test_a_recorded_call_crosses_to_a_worker_as_a_dict(trace):
-    from remap_ab.subjects.remap.trace_case import TraceCase, case_of
+    from remap_ab.subjects.remap.parts.trace_case import TraceCase, case_of
 
     path = trace_file.files(trace[0])[0]
     sample = trace_file.read(path)

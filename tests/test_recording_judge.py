@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from remap_ab.subjects.remap import recording
+from remap_ab.subjects.remap.report import recording
 
 
 class Broken(Exception):

@@ -18,12 +18,12 @@ from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import ConfigError
 from remap_ab.status import Check, Status
-from remap_ab.subjects.remap import registry, rejections
-from remap_ab.subjects.remap.compare import judge_rejection
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs
-from remap_ab.subjects.remap.mutants.catalogue import get as get_mutant
-from remap_ab.subjects.remap.rejections import Attempt
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs
+from remap_ab.subjects.remap.judge import registry, rejections
+from remap_ab.subjects.remap.judge.compare import judge_rejection
+from remap_ab.subjects.remap.judge.rejections import Attempt
+from remap_ab.subjects.remap.parts.mutants.catalogue import get as get_mutant
 
 CALLS = rejections.load()
 DEVICE = runtime.current()
@@ -196,7 +196,7 @@ def test_run_rejection_prints_the_verdict_and_exits_on_it(capsys, broken):
 
 
 def test_a_sweep_runs_the_rejection_calls_as_rows_of_their_own(tmp_path, capsys, broken):
-    from remap_ab.subjects.remap import grid as gridmod
+    from remap_ab.subjects.remap.grid import grid as gridmod
     g = gridmod.load()
     two = g.select(gridmod.parse_filters(g, ["tokens=1", "k=128", "path=convert", "invalid=0"]))
     ids = [p.case_id for p in two] + [c.case_id for c in rejections.sweep_points(len(g.points()), grid=g)]

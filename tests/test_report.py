@@ -18,17 +18,17 @@ import torch
 
 from remap_ab.errors import PlotsUnavailable, ReportError
 from remap_ab.status import Status
-from remap_ab.subjects.remap.compare import OrderContract, Output, compare, proof_of_pass
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import generate_inputs, tensor_sha256
-from remap_ab.subjects.remap.report import (
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import generate_inputs, tensor_sha256
+from remap_ab.subjects.remap.judge.compare import OrderContract, Output, compare, proof_of_pass
+from remap_ab.subjects.remap.judge.runner import CaseResult, reference
+from remap_ab.subjects.remap.report.report import (
     build_case_report,
     load_report,
     render,
     write_case_report,
     write_crash_report,
 )
-from remap_ab.subjects.remap.runner import CaseResult, reference
 
 CFG = CaseConfig(mode="dcp", tokens=3, topk=512, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)
 
@@ -236,7 +236,7 @@ def test_passing_result_crash_and_timeout_reports(tmp_path):
 
 
 def test_report_does_not_reach_up_into_the_registry_or_sys_modules():
-    from remap_ab.subjects.remap import report
+    from remap_ab.subjects.remap.report import report
 
     tree = ast.parse(Path(report.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -346,7 +346,7 @@ def test_replay_root_that_is_a_file_is_a_usage_error(tmp_path, capsys):
 def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
     from remap_ab import runtime
     from remap_ab.cli import main as cli_main
-    from remap_ab.subjects.remap import runner
+    from remap_ab.subjects.remap.judge import runner
 
     seen = {}
     real = runner.run_case
@@ -355,7 +355,7 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
         seen.update(kwargs)
         return real(*args, **kwargs)
 
-    from remap_ab.subjects.remap import replay_command
+    from remap_ab.subjects.remap.parts import replay_command
 
     monkeypatch.setattr(replay_command, "run_case", spy)  # what the remap's replay calls
     device = runtime.current()  # the session's: a process's Triton backend is fixed (cpu is refused after cuda)
@@ -384,8 +384,8 @@ def test_replay_memcheck_reaches_run_case(tmp_path, monkeypatch, capsys):
 def test_custom_path_is_recorded_and_replay_suggests_it(tmp_path, broken_impl, capsys):
     from remap_ab import runtime
     from remap_ab.cli import main as cli_main
-    from remap_ab.subjects.remap import registry
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.judge import registry
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     # A real implementation module on a custom path: kernels_new, wrong in one lane.
     name, folder = broken_impl(patch="out = out.clone(); out[0, 5] += 1", name="brk_lane5"), broken_impl.folder
@@ -544,7 +544,7 @@ def test_proof_never_passes_what_compare_fails(damage):
 
 def _batch_proof(o, ref, c):
     """What the batch runner's proofs (equality, then the tile-order witness) say of ``o``."""
-    from remap_ab.subjects.remap import batch
+    from remap_ab.subjects.remap.judge import batch
     outs, refs = [(o, None, o, None)], [ref]
     proofs = batch._proofs([c], outs, refs, [None], ref.out.device)
     batch._witness_round([c], outs, refs, proofs)
@@ -565,8 +565,8 @@ def test_the_batch_proof_agrees_with_compare(damage):
 def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():
     from remap_ab import runtime
     from remap_ab.interpreter.schedule import interpreter_schedule
-    from remap_ab.subjects.remap import registry
-    from remap_ab.subjects.remap.runner import run_implementation
+    from remap_ab.subjects.remap.judge import registry
+    from remap_ab.subjects.remap.judge.runner import run_implementation
 
     if runtime.select(None) != "cpu":
         pytest.skip("program schedules need the interpreter")
@@ -580,9 +580,9 @@ def test_proof_accepts_the_old_kernels_output_under_a_reversed_schedule():
 
 def test_batch_verdicts_equal_run_case_verdicts(tmp_path):
     from remap_ab import runtime
-    from remap_ab.subjects.remap import grid
-    from remap_ab.subjects.remap.batch import run_batch
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.grid import grid
+    from remap_ab.subjects.remap.judge.batch import run_batch
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     device = runtime.select(None)
     g = grid.load()

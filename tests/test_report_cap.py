@@ -15,11 +15,11 @@ from remap_ab import command_line, runtime, subjects
 from remap_ab.cli import main as cli_main
 from remap_ab.report_cap import ReportSlots, describe
 from remap_ab.subject import Subject
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap import rejections
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.failure_class import failure_class, path_name, slot_key
-from remap_ab.subjects.remap.selection import select_with_calls
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.grid import grid as gridmod
+from remap_ab.subjects.remap.grid.selection import select_with_calls
+from remap_ab.subjects.remap.judge import rejections
+from remap_ab.subjects.remap.report.failure_class import failure_class, path_name, slot_key
 
 DEVICE = runtime.current()  # a process's Triton backend is fixed: the session's
 WRITES_INPUTS = (Path(__file__).resolve().parent / "impls" / "writes_inputs.py").read_text()

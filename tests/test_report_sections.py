@@ -15,13 +15,13 @@ import torch
 from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.status import Check
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.call import _stream_evidence, late_launches, sync_frame
-from remap_ab.subjects.remap.compare import Mismatch, Verdict
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.report import load_report, render, write_case_report
-from remap_ab.subjects.remap.report_sections import sections
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.judge.call import _stream_evidence, late_launches, sync_frame
+from remap_ab.subjects.remap.judge.compare import Mismatch, Verdict
+from remap_ab.subjects.remap.judge.runner import run_case
+from remap_ab.subjects.remap.report.report import load_report, render, write_case_report
+from remap_ab.subjects.remap.report.report_sections import sections
 
 SMALL = CaseConfig(mode="convert", tokens=2, topk=128, counts=True, invalid_ratio=0.3)
 VALUE_HEADINGS = ("## First mismatching lanes", "## Output lanes (", "## Valid counts per row", "## Picture")
@@ -231,7 +231,7 @@ def test_sync_frame_names_the_line_in_the_implementations_own_code(broken_impl):
 def _finding_section(check: Check, message: str, evidence: dict) -> str:
     """A verdict of one finding rendered as Markdown (CUDA-only checks, built from data here)."""
     from remap_ab.status import Status
-    from remap_ab.subjects.remap.report import CaseReport, ImplementationInfo
+    from remap_ab.subjects.remap.report.report import CaseReport, ImplementationInfo
 
     v = Verdict("c" * 12, Status.FAIL, [Mismatch(check, "b", -1, -1, {}, 0, 0, message, evidence)])
     r = CaseReport(case_id="c" * 12, status=Status.FAIL, verdict=v, config=SMALL, a=ImplementationInfo("a"),
@@ -357,8 +357,8 @@ def test_a_private_stream_section_names_the_first_differing_element(tmp_path, br
 
 
 def test_a_rejection_call_on_another_base_case_offers_only_its_replay(tmp_path):
-    from remap_ab.subjects.remap.rejections import by_id, judged
-    from remap_ab.subjects.remap.report import write_rejection_report
+    from remap_ab.subjects.remap.judge.rejections import by_id, judged
+    from remap_ab.subjects.remap.report.report import write_rejection_report
 
     listed = by_id("req-id-longer")
     varied = type(listed)(listed.id, listed.precondition, listed.base.replace(tokens=2), listed.args, listed.tensors,
@@ -378,9 +378,9 @@ def test_a_rejection_section_shows_the_memcheck_finding_of_bs_accepted_call(tmp_
 
     from conftest import importable_mutants
 
-    from remap_ab.subjects.remap.mutants.catalogue import get as get_mutant
-    from remap_ab.subjects.remap.rejections import by_id, judged
-    from remap_ab.subjects.remap.report import write_rejection_report
+    from remap_ab.subjects.remap.judge.rejections import by_id, judged
+    from remap_ab.subjects.remap.parts.mutants.catalogue import get as get_mutant
+    from remap_ab.subjects.remap.report.report import write_rejection_report
 
     if torch.cuda.is_available():
         pytest.skip("on a GPU a rejection call is not memory-checked (and its wild store would land)")

@@ -12,12 +12,12 @@ import torch
 from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import ReportError
-from remap_ab.subjects.remap import report as report_mod
-from remap_ab.subjects.remap.compare import OrderContract, Output, compare
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, tensor_sha256
-from remap_ab.subjects.remap.report import ROWS_BUDGET_BYTES, load_report, write_case_report
-from remap_ab.subjects.remap.runner import CaseResult, reference
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.case.inputs import GENERATOR_VERSION, CaseInputs, generate_inputs, tensor_sha256
+from remap_ab.subjects.remap.judge.compare import OrderContract, Output, compare
+from remap_ab.subjects.remap.judge.runner import CaseResult, reference
+from remap_ab.subjects.remap.report import report as report_mod
+from remap_ab.subjects.remap.report.report import ROWS_BUDGET_BYTES, load_report, write_case_report
 
 WIDE = CaseConfig(mode="dcp", tokens=16, topk=2048, dcp_size=2, compact=False, counts=True, invalid_ratio=0.3)
 

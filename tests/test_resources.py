@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from remap_ab import cli
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.bench import cross_compile, resources
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.parts.bench import cross_compile, resources
 
 KERNEL = Path(__file__).resolve().parents[1] / "kernels_new" / "_remap.py"
 
@@ -161,8 +161,8 @@ def test_cross_compiled_figures_equal_the_loaded_kernels_on_this_gpu():
     import torch
     from triton.runtime import jit
 
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     major, minor = torch.cuda.get_device_capability()
     target = {(8, 0): "sm_80", (9, 0): "sm_90", (10, 0): "sm_100", (12, 0): "sm_120"}.get((major, minor))

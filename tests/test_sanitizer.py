@@ -13,7 +13,7 @@ from remap_ab import runtime
 from remap_ab.errors import SanitizerError
 from remap_ab.sanitizer import compute as sanitizer
 from remap_ab.status import Check
-from remap_ab.subjects.remap.call import MEMCHECK_CHILD as CHILD
+from remap_ab.subjects.remap.judge.call import MEMCHECK_CHILD as CHILD
 
 KERNEL = "_convert_req_index_to_global_index_kernel"
 
@@ -85,7 +85,7 @@ REMAP-AB-SANITIZER-DONE 2
 
 def _memcheck_failures(report, replay: str) -> list:
     """The memcheck failures ``compare`` builds from ``report``."""
-    from remap_ab.subjects.remap.compare import Output, _memcheck_failures
+    from remap_ab.subjects.remap.judge.compare import Output, _memcheck_failures
 
     failures: list = []
     _memcheck_failures(Output(report.label, None, None, None, memcheck=report), replay, failures)  # type: ignore[arg-type]
@@ -188,8 +188,8 @@ def test_the_remaps_child_function_runs_each_case_and_names_its_allocations():
     # device: a mark per case, every tensor the kernels touch named, the outputs too.
     import importlib
 
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     module, _, function = CHILD.partition(":")
     run_cases = getattr(importlib.import_module(module), function)
@@ -254,7 +254,7 @@ class Payload(pickle.Unpickler):  # torch.save's data.pkl, its tensors as Tensor
 with zipfile.ZipFile(sys.argv[1]) as z:
     (pkl,) = [n for n in z.namelist() if n.endswith("/data.pkl")]
     d = Payload(io.BytesIO(z.read(pkl))).load()
-assert d["child"] == "remap_ab.subjects.remap.memcheck:run_cases", d["child"]
+assert d["child"] == "remap_ab.subjects.remap.parts.memcheck:run_cases", d["child"]
 assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
 bad = set(os.environ.get("FAKE_OOB_SEEDS", "").split(","))
 lost = late = None
@@ -316,8 +316,8 @@ def fake_sanitizer(tmp_path, monkeypatch):
 
 
 def _cases(n):
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     configs = [CaseConfig(mode="convert", tokens=1, topk=128, seed=s) for s in range(n)]
     return configs, [generate_inputs(c) for c in configs]
@@ -384,8 +384,8 @@ def _sanitizer_available() -> bool:
 def test_on_the_gpu_the_read_past_the_table_fails_and_the_real_kernels_are_clean(tmp_path, monkeypatch):
     from memcheck_support import oob_implementation
 
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     oob = oob_implementation(tmp_path, monkeypatch, "row_end")
     config = CaseConfig(mode="convert", tokens=2, topk=256, num_reqs=1, blocks_per_req=8, block_size=16)
@@ -405,9 +405,9 @@ def test_a_gpu_batch_folds_each_cases_sanitizer_report_into_its_verdict(monkeypa
     that raised is said "not checked" (never sent to the sanitizer, never clean)."""
     import torch
 
-    from remap_ab.subjects.remap import batch
-    from remap_ab.subjects.remap.compare import OrderContract, Output, Reference, compare
-    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.judge import batch
+    from remap_ab.subjects.remap.judge.compare import OrderContract, Output, Reference, compare
 
     clean_one = "REMAP-AB-SANITIZER-DONE 1\n========= ERROR SUMMARY: 0 errors\n"
     calls = []
@@ -454,8 +454,8 @@ def _fake_tool(tmp_path, monkeypatch, script: str):
 def test_the_child_gets_an_empty_stdin_not_ours(tmp_path, monkeypatch):
     """Our stdin is made an open pipe for the call (a child that inherited it would
     read it or wait on it); the child must see /dev/null instead."""
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     _fake_tool(tmp_path, monkeypatch,
                'fd0=$(readlink /proc/$$/fd/0)\n[ "$fd0" = /dev/null ] || { echo "stdin is $fd0"; exit 9; }\n'
@@ -474,8 +474,8 @@ def test_the_child_gets_an_empty_stdin_not_ours(tmp_path, monkeypatch):
 
 
 def test_a_child_past_its_time_is_an_error_with_its_last_words(tmp_path, monkeypatch):
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     _fake_tool(tmp_path, monkeypatch, "echo 'REMAP-AB-SANITIZER-CASE 0 stuck here'\nexec sleep 30\n")
     with pytest.raises(SanitizerError, match=r"within 1 s \(its last line: REMAP-AB-SANITIZER-CASE 0 stuck here\); nothing was checked"):
@@ -496,8 +496,8 @@ def test_a_child_past_its_time_leaves_nothing_running(tmp_path, monkeypatch, how
     orphan holding a GPU context. The fake tool starts a grandchild (in its group, or
     in a session of its own as a launcher might) and hangs; after the timeout error the
     grandchild must be gone."""
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     pid_file = tmp_path / "grandchild.pid"
     # Its output goes elsewhere, so our pipes cannot keep us waiting for it.
@@ -531,8 +531,8 @@ def test_a_start_that_never_gets_cuda_is_restarted_once(tmp_path, monkeypatch, s
     error that says nothing was checked, never a clean report. A child that got CUDA
     in time may take longer than the start limit to finish (it sleeps 2 s here). The
     stalled child's innermost frame (its faulthandler stack) is quoted."""
-    from remap_ab.subjects.remap.config import CaseConfig
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     count = tmp_path / "starts"
     _fake_tool(tmp_path, monkeypatch, _STALL_THEN_WORK.format(count=count, stalls=stalls))

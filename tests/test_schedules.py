@@ -6,8 +6,8 @@ import torch
 
 from remap_ab import runtime
 from remap_ab.interpreter.schedule import interpreter_schedule, program_order
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.runner import run_case
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.judge.runner import run_case
 
 pytestmark = pytest.mark.skipif(runtime.default_device() != "cpu", reason="schedules permute the CPU interpreter")
 

@@ -1,6 +1,6 @@
 """vLLM's real wrapper shapes (issue 40), each a stand-in module under tests/impls/shapes/
 with exactly that shape's signatures and kernels_main's values, judged against the #50365
-file (kernels_new) per parameter × wrapper (remap_ab/subjects/remap/features.py):
+file (kernels_new) per parameter × wrapper (remap_ab/subjects/remap/judge/features.py):
 
     (a) vLLM main 02a26fa06df2: BLOCK_STRIDE_ROWS on convert only
     (b) DCP takes BLOCK_STRIDE_ROWS too
@@ -22,10 +22,11 @@ import pytest
 from conftest import git
 
 from remap_ab import runtime, sources
-from remap_ab.subjects.remap import features, grid, registry
-from remap_ab.subjects.remap.batch import run_batch
-from remap_ab.subjects.remap.config import CaseConfig
-from remap_ab.subjects.remap.mutants.generate import kernel_source
+from remap_ab.subjects.remap.case.config import CaseConfig
+from remap_ab.subjects.remap.grid import grid
+from remap_ab.subjects.remap.judge import features, registry
+from remap_ab.subjects.remap.judge.batch import run_batch
+from remap_ab.subjects.remap.parts.mutants.generate import kernel_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES_DIR = ROOT / "tests" / "impls" / "shapes"
@@ -206,7 +207,7 @@ def test_a_copy_dropping_one_parameter_on_one_wrapper_fails_naming_both(drop, ho
 def _sweep(tmp_path, a: str, b: str, ids: list) -> dict:
     from remap_ab.sweep.run import Sweep, SweepOptions
 
-    sweep = Sweep(SweepOptions(a=a, b=b, device=runtime.current(), filters=["case=" + ",".join(ids)], workers=0,
+    sweep = Sweep(SweepOptions(a=a, b=b, device=runtime.current(), filters=("case=" + ",".join(ids),), workers=0,
                                root=str(tmp_path), grid_file="callers", progress=False))
     sweep.prepare()
     return sweep.run()

@@ -20,9 +20,11 @@ import pytest
 
 from remap_ab import cli, runtime
 from remap_ab.soak import run as engine
-from remap_ab.subjects.remap import envelope, registry, soak
-from remap_ab.subjects.remap.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
-from remap_ab.subjects.remap.layouts import LAYOUT_NAMES
+from remap_ab.subjects.remap.case.config import NEGATIVE_KINDS, ROW_LAYOUTS, TABLE_KINDS
+from remap_ab.subjects.remap.case.layouts import LAYOUT_NAMES
+from remap_ab.subjects.remap.grid import envelope
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.parts import soak
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -247,7 +249,7 @@ def test_a_pool_worker_judges_contended_cases_under_the_load_and_the_rest_in_a_b
     import contextlib
 
     from remap_ab.subject import BatchTimes, JudgeSettings
-    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.case.config import CaseConfig
 
     entered = []
 

@@ -27,9 +27,9 @@ from conftest import git
 
 from remap_ab import runtime, sources
 from remap_ab.cli import main as cli_main
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap import registry
-from remap_ab.subjects.remap.mutants.generate import kernel_source
+from remap_ab.subjects.remap.grid import grid as gridmod
+from remap_ab.subjects.remap.judge import registry
+from remap_ab.subjects.remap.parts.mutants.generate import kernel_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "vllm/v1/attention/backends/mla/sparse_utils.py"
@@ -260,10 +260,10 @@ def _plugin(repo, a: str, b: str, pytester, monkeypatch):
     assert "triton._C.libtriton" in sys.modules
     monkeypatch.setenv("REMAP_AB_EXAMPLES", "3")
     monkeypatch.setenv("REMAP_AB_REPORT_DIR", str(pytester.path / "reports"))  # a failing example's report
-    for name in [n for n in sys.modules if n.startswith("remap_ab.subjects.remap.properties.")]:
+    for name in [n for n in sys.modules if n.startswith("remap_ab.subjects.remap.parts.properties.")]:
         monkeypatch.delitem(sys.modules, name)
     return pytester.runpytest_inprocess(
-        "-p", "remap_ab.pytest.plugin", "--pyargs", "remap_ab.subjects.remap.properties", "-q", "-x",
+        "-p", "remap_ab.pytest.plugin", "--pyargs", "remap_ab.subjects.remap.parts.properties", "-q", "-x",
         "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "test_convert_wrapper_matches_oracle",
         "--remap-repo", str(repo), "--remap-a", a, "--remap-b", b)
 
@@ -305,7 +305,7 @@ def test_models_grid_is_shipped_by_name(capsys):
     assert gridmod.load("pr") is not g and len(gridmod.load("pr").points()) == 1728
     assert cli_main(["sweep", "--list", "--grid", "models", "--filter", "topk=2176", "--max-tokens", "1"]) == 0
     out, err = capsys.readouterr()
-    from remap_ab.subjects.remap import rejections
+    from remap_ab.subjects.remap.judge import rejections
     listed = out.splitlines()
     assert len([line for line in listed if "rejection=" not in line]) == 9 * 4 * 2
     # The rejection calls the filter keeps: rejections.toml's and the grid's 36 expected ones
@@ -320,7 +320,7 @@ def test_models_grid_is_shipped_by_name(capsys):
 def test_models_grid_rejections_are_rejected_by_both_kernels():
     """Each declared rejection is a valid case whose call override both wrappers refuse
     (with the same exception type); the base case itself runs."""
-    from remap_ab.subjects.remap.inputs import generate_inputs
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
 
     rejections = gridmod.load("models").rejections()
     assert {dict(r.call)["BLOCK_N"] for r in rejections} == {128, 256, 1024}
@@ -343,7 +343,7 @@ def test_models_grid_rejections_are_rejected_by_both_kernels():
 def test_models_grid_rejections_convert_to_rejection_cases():
     """The hand-over to rejections.py (SPEC §6 calls as data): each of the grid's
     rejections is the same base case and call there."""
-    rejections = pytest.importorskip("remap_ab.subjects.remap.rejections")
+    rejections = pytest.importorskip("remap_ab.subjects.remap.judge.rejections")
     found = gridmod.load("models").rejections()
     assert len({r.id for r in found}) == len(found)
     for r in found:

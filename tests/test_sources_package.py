@@ -21,7 +21,7 @@ from conftest import git
 from remap_ab import sources
 from remap_ab.errors import ImplementationError
 from remap_ab.host import tuning
-from remap_ab.subjects.remap import registry
+from remap_ab.subjects.remap.judge import registry
 
 IMPL = """\
 from . import helper

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from remap_ab.cli import main as cli_main
-from remap_ab.subjects.remap.report import load_report
+from remap_ab.subjects.remap.report.report import load_report
 
 # The filters keep a rejection call as they keep a grid point, by its base case (4 token
 # rows): SMALL's tokens=1 keeps none.

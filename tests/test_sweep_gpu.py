@@ -13,10 +13,10 @@ FILTER = ["--filter", "tokens=1,16", "--filter", "k=384,2048", "--filter", "inva
 
 
 def test_batched_cuda_verdicts_equal_run_case_and_cpu_inputs(tmp_path):
-    from remap_ab.subjects.remap import grid
-    from remap_ab.subjects.remap.batch import hash_inputs, run_batch
-    from remap_ab.subjects.remap.inputs import generate_inputs
-    from remap_ab.subjects.remap.runner import run_case
+    from remap_ab.subjects.remap.case.inputs import generate_inputs
+    from remap_ab.subjects.remap.grid import grid
+    from remap_ab.subjects.remap.judge.batch import hash_inputs, run_batch
+    from remap_ab.subjects.remap.judge.runner import run_case
 
     g = grid.load()
     pts = g.select(grid.parse_filters(g, ["tokens=16", "k=384,2048", "invalid=0.3", "oor=on"]))

@@ -1,4 +1,4 @@
-"""The grid (remap_ab/subjects/remap/grid.toml): size, distinctness, coverage of SPEC §6, filters."""
+"""The grid (remap_ab/subjects/remap/grid/grid.toml): size, distinctness, coverage of SPEC §6, filters."""
 
 import collections
 
@@ -6,8 +6,8 @@ import pytest
 
 from remap_ab.cli import main as cli_main
 from remap_ab.errors import ConfigError
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap.rejections import load as rejection_calls
+from remap_ab.subjects.remap.grid import grid as gridmod
+from remap_ab.subjects.remap.judge.rejections import load as rejection_calls
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def _resume(command: str, env: dict, tmp_path: Path, monkeypatch, capsys) -> sub
     if runtime.default_device() != "cpu":
         return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     from remap_ab.cli import main as cli_main
-    from remap_ab.subjects.remap import registry
+    from remap_ab.subjects.remap.judge import registry
 
     monkeypatch.syspath_prepend(str(tmp_path / "mods"))
     capsys.readouterr()

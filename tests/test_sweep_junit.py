@@ -106,7 +106,7 @@ def test_junit_has_one_testcase_per_case_with_the_verdict_line_and_the_replay_co
 def test_a_run_not_finished_is_skipped_in_junit_never_passed(tmp_path, badlane_run):
     import shutil
 
-    from remap_ab.subjects.remap import grid as gridmod
+    from remap_ab.subjects.remap.grid import grid as gridmod
     from remap_ab.sweep import junit
 
     r, runs, _ = badlane_run

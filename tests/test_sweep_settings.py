@@ -67,7 +67,7 @@ def test_the_settings_are_frozen_and_validated_when_made():
     s = SweepOptions(filters=["k=128"], reports=2)
     assert s.filters == ("k=128",)
     with pytest.raises(ValidationError):
-        s.workers = 3  # type: ignore[misc]
+        s.workers = 3
     for bad in ({"workers": "2"}, {"reports": -1}, {"reports": "some"}, {"device": "tpu"}, {"max_size": 0},
                 {"call_checks": "never"}, {"memcheck": 1}, {"colour": "red"}):
         with pytest.raises(ValidationError):

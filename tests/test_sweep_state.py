@@ -21,7 +21,7 @@ import pytest
 
 from remap_ab import runtime
 from remap_ab.cli import main as cli_main
-from remap_ab.subjects.remap.rejections import load as rejection_calls
+from remap_ab.subjects.remap.judge.rejections import load as rejection_calls
 
 REPO = Path(__file__).resolve().parents[1]
 CALLS = len(rejection_calls())  # a sweep also makes SPEC §6's violating calls that its filters keep: rows of their own
@@ -230,7 +230,7 @@ def test_a_worker_that_keeps_dying_before_its_first_case_is_an_internal_error(tm
     from remap_ab.errors import InternalError
     from remap_ab.processes import pool
     from remap_ab.subject import JudgeSettings
-    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.grid import grid
 
     monkeypatch.setattr(pool, "STARTUP_RETRIES", 0)
     point = grid.load().points()[0]
@@ -430,7 +430,7 @@ def test_list_says_what_it_lists(capsys):
 
 
 def test_failures_by_dimension_list_every_value_and_the_valid_lanes(tmp_path):
-    from remap_ab.subjects.remap import grid
+    from remap_ab.subjects.remap.grid import grid
     from remap_ab.subjects.remap.subject import COLUMNS
     from remap_ab.sweep.run_folder import result_columns, write_run_json
     from remap_ab.sweep.summary import format_summary, summarise
@@ -469,8 +469,8 @@ def test_memcheck_runs_every_case_through_its_device_check(monkeypatch):
     """CPU: each case through ``run_case(..., memcheck=True)``; GPU: the batch's A and B
     each replayed under compute-sanitizer in one child."""
     from remap_ab.sanitizer import compute as sanitizer
-    from remap_ab.subjects.remap import batch, runner
-    from remap_ab.subjects.remap.config import CaseConfig
+    from remap_ab.subjects.remap.case.config import CaseConfig
+    from remap_ab.subjects.remap.judge import batch, runner
 
     calls = []
     configs = [CaseConfig(tokens=1, topk=128), CaseConfig(tokens=1, topk=128, mode="dcp", dcp_size=2)]
@@ -514,10 +514,10 @@ def test_report_reads_the_run_without_the_sweep_and_the_batch_writes_no_report(d
         "import sys\n"
         "from remap_ab.cli import main\n"
         f"assert main(['report', {str(done_run)!r}]) == 0\n"
-        "print(sorted(m for m in ('remap_ab.sweep.run', 'remap_ab.processes.pool', 'remap_ab.subjects.remap.batch',"
-        " 'remap_ab.sweep.progress', 'remap_ab.subjects.remap.recording') if m in sys.modules))\n"
-        "import remap_ab.subjects.remap.batch\n"
-        "print(sorted(m for m in ('remap_ab.subjects.remap.report', 'remap_ab.subjects.remap.recording',"
+        "print(sorted(m for m in ('remap_ab.sweep.run', 'remap_ab.processes.pool', 'remap_ab.subjects.remap.judge.batch',"
+        " 'remap_ab.sweep.progress', 'remap_ab.subjects.remap.report.recording') if m in sys.modules))\n"
+        "import remap_ab.subjects.remap.judge.batch\n"
+        "print(sorted(m for m in ('remap_ab.subjects.remap.report.report', 'remap_ab.subjects.remap.report.recording',"
         " 'remap_ab.sweep.run') if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,5 +1,5 @@
 """The tweaks' switch (``REMAP_AB_TWEAKS_OFF``, read in tuning.py alone) and the
-side-by-side benchmark that measures them (``python -m remap_ab.subjects.remap.bench.tweaks``)."""
+side-by-side benchmark that measures them (``python -m remap_ab.subjects.remap.parts.bench.tweaks``)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_only_a_process_of_remap_abs_own_is_tuned_and_the_switch_turns_a_tweak_o
 
 def test_the_tweaks_bench_alternates_the_variants_warms_each_cache_once_and_judges_by_the_median(
         monkeypatch, capsys, tmp_path):
-    from remap_ab.subjects.remap.bench import tweaks
+    from remap_ab.subjects.remap.parts.bench import tweaks
 
     seconds = {"": 10.0, "triton_key": 12.0, "hash_threads": 10.5, "heap": 11.0}
     ran = []
@@ -90,7 +90,7 @@ def test_the_tweaks_bench_alternates_the_variants_warms_each_cache_once_and_judg
 
 
 def test_a_tweaks_bench_run_times_a_real_sweep_with_the_switch_in_its_environment(tmp_path, monkeypatch):
-    from remap_ab.subjects.remap.bench import tweaks
+    from remap_ab.subjects.remap.parts.bench import tweaks
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

@@ -14,6 +14,6 @@ package knows none):
                judged by the speed gate (remap_ab/speed.py)
   session.py   what the command line hands a subject's bench part
 
-The subjects' parts: remap_ab/subjects/remap/bench/ (the default), remap_ab/subjects/
+The subjects' parts: remap_ab/subjects/remap/parts/bench/ (the default), remap_ab/subjects/
 topology/bench.py (pairs.py's).
 """

@@ -63,7 +63,7 @@ def sweep_in_process(root: Path, name: str, filters: Sequence[str] = ()) -> dict
     """``remap-ab sweep -j 0`` in this process, through the sweep's own API (not the
     command line: the bench sits below it); its printout is kept, not shown."""
 
-    opts = SweepOptions(filters=list(filters), workers=0, root=str(root), run=name, progress=False)
+    opts = SweepOptions(filters=tuple(filters), workers=0, root=str(root), run=name, progress=False)
     start = time.perf_counter()
     rc: int
     buffer = io.StringIO()

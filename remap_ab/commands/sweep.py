@@ -1,4 +1,4 @@
-"""Run the grid of configurations (remap_ab/subjects/remap/grid.toml) through implementations A and B
+"""Run the grid of configurations (remap_ab/subjects/remap/grid/grid.toml) through implementations A and B
 and the oracle, one row per case in <root>/<run>/results.csv and a report folder for
 the first failing cases of each failure class (--reports).
 
@@ -56,9 +56,10 @@ def add_arguments(p):
                    help="with --resume: re-run the cases whose results.csv rows fail validation (a status that is "
                         "no verdict, a damaged field), keeping every valid row")
     p.add_argument("--grid", default=None, metavar="NAME|FILE",
-                   help="the grid: a shipped one by name (pr: remap_ab/subjects/remap/grid.toml, the default; models: the index widths "
-                        "of the models that run this kernel, remap_ab/subjects/remap/grids/models.toml; callers: exactly the calls the "
-                        "attention backends make, each named by its backend, remap_ab/subjects/remap/grids/callers.toml) or a TOML file")
+                   help="the grid: a shipped one by name (pr: remap_ab/subjects/remap/grid/grid.toml, the default; models: "
+                        "the index widths of the models that run this kernel, remap_ab/subjects/remap/grid/grids/models.toml; "
+                        "callers: exactly the calls the attention backends make, each named by its backend, "
+                        "remap_ab/subjects/remap/grid/grids/callers.toml) or a TOML file")
     p.add_argument("--trace", default=None, metavar="DIR",
                    help="run the calls recorded in DIR (remap_ab.record, REMAP_AB_RECORD) instead of a grid: each "
                         "through A, B and the oracle with every check a grid case gets (docs/traces.md)")

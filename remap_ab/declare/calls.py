@@ -15,7 +15,7 @@ call gets.
 
 On CUDA, a subject that declares ``no_host_sync`` also gets the ``sync`` check: the call
 made once under sync debug mode "error" (``set_sync_debug_mode``), a host
-synchronisation inside it a finding. The remap's call (subjects/remap/call.py) uses
+synchronisation inside it a finding. The remap's call (subjects/remap/judge/call.py) uses
 ``poisoned_empty``, ``synchronize`` and ``set_sync_debug_mode`` from here; its other
 CUDA-only checks (outputs ready on the caller's stream, a CUDA-graph capture whose replay
 equals an eager call) are not generic yet.

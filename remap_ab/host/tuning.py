@@ -9,7 +9,7 @@ the process (a guest has it only around each call, ``interp_batched.installed``)
 
 Five tweaks can be switched off, each kept because it saves at least 10 % of the job it
 speeds: the first three the CPU sweep or the H200 sweep in-process (``python -m
-remap_ab.subjects.remap.bench.tweaks``), the fourth starting workers, the fifth a failing
+remap_ab.subjects.remap.parts.bench.tweaks``), the fourth starting workers, the fifth a failing
 GPU sweep (figures in docs/performance.md):
 
 - ``heap`` (CPU, own processes): glibc keeps the memory a case freed for the next one

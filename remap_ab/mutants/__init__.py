@@ -1,6 +1,6 @@
 """The kill-matrix driver of seeded kernel mutants: it knows no kernel. A subject's
 mutants, their catalogue and checks are its part (the module its ``parts["mutants"]``
-names, e.g. ``remap_ab/subjects/remap/mutants``); this package runs them:
+names, e.g. ``remap_ab/subjects/remap/parts/mutants``); this package runs them:
 
     session.py      which checks each mutant gets, the worker pool, each verdict
     worker.py       one mutant end to end, in its own process

@@ -30,8 +30,23 @@ def suite_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def is_property_module(path: Path) -> bool:
+    """A property module: a module of a subject's ``properties`` package defining a
+    ``test_`` function. None is named ``test_*.py`` (no test file ships inside a
+    subject's package), so pytest collects one named on its command line, and remap-ab's
+    plugin collects the rest (``pytest --pyargs PACKAGE``)."""
+    path = Path(path)
+    subjects_dir = Path(__file__).resolve().parent.parent / "subjects"
+    return (path.suffix == ".py" and not path.name.startswith("_") and path.parent.name == "properties"
+            and path.resolve().is_relative_to(subjects_dir) and bool(_TEST.search(path.read_text())))
+
+
+_TEST = re.compile(r"^(?:async\s+)?def test_\w+", re.M)
+
+
 def property_files(package: str) -> list[Path]:
-    return sorted(suite_dir(package).glob("test_*.py"))
+    """The suite's property modules (``is_property_module``), by name."""
+    return sorted(f for f in suite_dir(package).glob("*.py") if is_property_module(f))
 
 
 def property_tests(files: list[Path]) -> list[str]:

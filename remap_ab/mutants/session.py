@@ -1,6 +1,6 @@
 """A mutant run: which checks each mutant gets, one worker process per mutant, ``jobs``
 at a time, and each mutant's verdict. The mutants and their checks are a subject's
-part (``part``: its ``mutants`` package, e.g. ``remap_ab/subjects/remap/mutants/``);
+part (``part``: its ``mutants`` package, e.g. ``remap_ab/subjects/remap/parts/mutants/``);
 a mutant here is any value with the fields ``Mutant`` names below.
 
 What runs, by default (``--full`` runs every check on every mutant):

@@ -1,7 +1,7 @@
 """The process that compute-sanitizer runs (``python -m remap_ab.processes.memcheck_child
 PAYLOAD``): every case of the payload once through its implementation on the GPU, by
 the subject's function the payload names (``child``: "module:function", e.g.
-``remap_ab/subjects/remap/memcheck.py``), printing the address of every tensor so the
+``remap_ab/subjects/remap/parts/memcheck.py``), printing the address of every tensor so the
 parent (``sanitizer/compute.py``) can name the allocations in the sanitizer's findings.
 
 A process remap-ab starts, so it sits with them above the pipeline: the subject's

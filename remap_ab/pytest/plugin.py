@@ -25,7 +25,7 @@ command line has too are declared once, in remap_ab/options.py, with its help te
   --remap-fail-slower / REMAP_AB_FAIL_SLOWER
                                 the speed gate of ``remap-ab bench`` (remap_ab/speed.py)
                                 on the pull request's cells, as the property suite's
-                                test_speed.py: fail a cell where B is slower than A by
+                                properties/speed.py: fail a cell where B is slower than A by
                                 more than PCT beyond noise (5%, or 0.05); default off.
                                 GPU only: on the CPU speed is not judged
   --remap-grid [FILE]           the subject's grid as one item per case, nothing else
@@ -44,6 +44,7 @@ import pytest
 from remap_ab import options, runtime, sources, subjects
 from remap_ab.errors import ImplementationError, UsageError
 from remap_ab.host import gpus
+from remap_ab.mutants.properties import is_property_module
 from remap_ab.properties import profiles
 from remap_ab.pytest import grid as pytest_grid
 from remap_ab.speed import parse_fail_slower
@@ -154,6 +155,15 @@ def pytest_report_header(config):
     if config.getoption("--remap-grid") is None:
         lines += [f"remap-ab: {line}" for line in config._remap_ab_extras.header(None, [])]
     return lines
+
+
+def pytest_collect_file(file_path, parent):
+    # A subject's property modules are not named test_*.py (none ships as a test file),
+    # so `pytest --pyargs remap_ab.subjects.remap.parts.properties` collects them here; a
+    # module named on the command line pytest collects itself.
+    if not parent.session.isinitpath(file_path) and is_property_module(file_path):
+        return pytest.Module.from_parent(parent, path=file_path)
+    return None
 
 
 def pytest_collection_modifyitems(config, items):

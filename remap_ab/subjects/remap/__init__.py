@@ -1,16 +1,15 @@
 """vLLM's sparse-MLA index remap as a subject (docs/spec.md is its contract):
 ``subject.SUBJECT`` is what the machinery asks of it; the rest is the remap's own
-pipeline, one module per step:
+pipeline, one folder per layer, each importing only the folders above it in this list
+(docs/layout.md, "The remap's layers"; tests/test_layout.py):
 
-    config.py        the case (``CaseConfig``), its fields' domains and its 12-hex-digit ID
-    inputs.py        a case's tensors, from a counter-based hash (same bytes on any device)
-    layouts.py       the memory layouts a case's inputs take
-    registry.py      implementations by name, module, file or REV:PATH; vllm_shim.py, features.py
-    runner.py        one case: A, B and the oracle's reference (oracle.py)
-    batch.py         many cases with few host syncs (the sweep's, the soak's and the plugin's engine)
-    rejections.py    SPEC §6's violating calls (rejections.toml)
-    recording.py     what a judged case leaves in a run folder: its row, and a report folder
-    grid.py          the grids as data (grid.toml, grids/), and the call envelope (envelope.py)
-    selection.py     which grid points a sweep runs (filters, the token cap)
-    summary.py       the remap's part of a run's summary
+    case/      the case (``CaseConfig``), its inputs and their layouts, the shapes of its files
+    judge/     implementations by name, the one call, the oracle, one case and many, the verdict
+    grid/      the grids and the call envelope as data, the selection, A's and B's signatures
+    report/    a judged case's row and report folder, the run summary's part
+    parts/     its parts of remap-ab's commands (run, replay, soak, bench, mutants, ...)
+
+At the top: ``subject.py``, ``trace_subject.py`` (a trace as a sweep), ``public.py``
+(its names on remap-ab's public surface), and the names-only modules the machinery reads
+by module path (``traced.py``, ``shared_options.py``).
 """

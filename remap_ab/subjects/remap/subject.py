@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from remap_ab.subject import JudgeSettings, PytestHooks, Selection, Subject
-from remap_ab.subjects.remap import api_compat, compile_ahead, failure_class, features, registry, rejections
-from remap_ab.subjects.remap import grid as gridmod
-from remap_ab.subjects.remap.config import CaseConfig, variant_key
-from remap_ab.subjects.remap.selection import cap_note, listing, select_with_calls
-from remap_ab.subjects.remap.summary import pair_coverage
-from remap_ab.subjects.remap.summary import summarise as summarise_remap
-from remap_ab.subjects.remap.summary import summary_lines as remap_summary_lines
+from remap_ab.subjects.remap.case.config import CaseConfig, variant_key
+from remap_ab.subjects.remap.grid import api_compat
+from remap_ab.subjects.remap.grid import grid as gridmod
+from remap_ab.subjects.remap.grid.selection import cap_note, listing, select_with_calls
+from remap_ab.subjects.remap.judge import compile_ahead, features, registry, rejections
+from remap_ab.subjects.remap.report import failure_class
+from remap_ab.subjects.remap.report.summary import pair_coverage
+from remap_ab.subjects.remap.report.summary import summarise as summarise_remap
+from remap_ab.subjects.remap.report.summary import summary_lines as remap_summary_lines
 
 # results.csv's columns after index, case_id and the grid's axes (their order is the
 # file's: runs before this module kept it too).
@@ -44,15 +46,17 @@ class RemapSubject(Subject):
     columns = COLUMNS
     # Its part of each command (remap_ab/commands/), imported when that command runs.
     parts = {command: f"remap_ab.subjects.remap.{module}" for command, module in (
-        ("run", "run_command"), ("replay", "replay_command"), ("soak", "soak_command"), ("bench", "bench"),
-        ("mutants", "mutants"), ("nondet", "nondet_command"), ("resources", "resources_command"),
-        ("trace", "trace_subject"))}
+        ("run", "parts.run_command"), ("replay", "parts.replay_command"), ("soak", "parts.soak_command"),
+        ("bench", "parts.bench"), ("mutants", "parts.mutants"), ("nondet", "parts.nondet_command"),
+        ("resources", "parts.resources_command"), ("trace", "trace_subject"))}
 
     def implementation(self, name: str) -> str:
         return registry.resolve(name)
 
     def replay_line(self, case: Any, row: dict, folder: Optional[str], a: str, b: str) -> str:
-        from remap_ab.subjects.remap.report import replay_line  # the report writer loads where cases are judged, not in `remap-ab report`
+        from remap_ab.subjects.remap.report.report import (
+            replay_line,  # the report writer loads where cases are judged, not in `remap-ab report`
+        )
 
         return replay_line(case, row, folder, (registry.get(a), registry.get(b)))
 
@@ -92,18 +96,22 @@ class RemapSubject(Subject):
         return config.to_dict()
 
     def case_from_dict(self, d: dict) -> Any:
-        from remap_ab.subjects.remap.recording import task_case  # the batch engine loads where cases run, not in `remap-ab report`
+        from remap_ab.subjects.remap.report.recording import task_case  # the batch engine loads where cases run, not in `remap-ab report`
 
         return task_case(d)
 
     def judge(self, configs: list, settings: JudgeSettings, times: Any) -> list[dict]:
-        from remap_ab.subjects.remap.recording import judge_and_record  # the batch engine loads where cases run, not in `remap-ab report`
+        from remap_ab.subjects.remap.report.recording import (
+            judge_and_record,  # the batch engine loads where cases run, not in `remap-ab report`
+        )
 
         return judge_and_record(configs, settings.a, settings.b, settings.device, settings.folder, times,
                                 memcheck=settings.memcheck, call_checks=settings.call_checks, reports=settings.reports)
 
     def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
-        from remap_ab.subjects.remap.recording import lost_case_row  # the batch engine loads where cases run, not in `remap-ab report`
+        from remap_ab.subjects.remap.report.recording import (
+            lost_case_row,  # the batch engine loads where cases run, not in `remap-ab report`
+        )
 
         return lost_case_row(config, settings.a, settings.b, message, settings.folder, settings.device, status,
                              settings.reports)
@@ -125,12 +133,12 @@ class RemapSubject(Subject):
         return remap_summary_lines(summary)
 
     def pytest_hooks(self) -> PytestHooks:
-        from remap_ab.subjects.remap import pytest_items  # registry and grids load where the plugin runs a grid
+        from remap_ab.subjects.remap.parts import pytest_items  # registry and grids load where the plugin runs a grid
 
         return PytestHooks(grid_file=pytest_items.grid_file, header=pytest_items.header)
 
     def soak(self, settings: Any) -> Any:
-        from remap_ab.subjects.remap import soak  # the soak's draws and batch engine load where a soak runs, not in `remap-ab report`
+        from remap_ab.subjects.remap.parts import soak  # the soak's draws and batch engine load where a soak runs, not in `remap-ab report`
 
         return soak.plan(settings)
 

@@ -19,11 +19,12 @@ from remap_ab import command_line
 from remap_ab.errors import ConfigError, InputError, UsageError
 from remap_ab.status import Status, plural
 from remap_ab.subject import JudgeSettings, Point, Selection, Subject, SummaryLines
-from remap_ab.subjects.remap import api_compat, compile_ahead, features, registry
-from remap_ab.subjects.remap import trace_case as traced
-from remap_ab.subjects.remap.config import variant_key
+from remap_ab.subjects.remap.case.config import variant_key
+from remap_ab.subjects.remap.grid import api_compat
+from remap_ab.subjects.remap.judge import compile_ahead, features, registry
+from remap_ab.subjects.remap.parts import trace_case as traced
+from remap_ab.subjects.remap.parts.trace_workload import envelope_lines, signature_lines, signature_words, workload_lines
 from remap_ab.subjects.remap.subject import SUBJECT as REMAP
-from remap_ab.subjects.remap.trace_workload import envelope_lines, signature_lines, signature_words, workload_lines
 from remap_ab.traces import trace_file
 
 NAME = "remap_ab.subjects.remap.trace_subject:SUBJECT"
