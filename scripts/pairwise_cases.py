@@ -21,7 +21,7 @@ from remap_ab.subjects.remap.case.config import CaseConfig, caller_width
 from remap_ab.subjects.remap.grid import envelope
 from remap_ab.subjects.remap.grid import grid as gridmod
 
-GRID = Path(__file__).resolve().parents[1] / "remap_ab" / "subjects" / "remap" / "grids" / "callers.toml"
+GRID = Path(__file__).resolve().parents[1] / "remap_ab" / "subjects" / "remap" / "grid" / "grids" / "callers.toml"
 CALLS = ("    # pairwise cases (scripts/pairwise_cases.py writes them)\n", "    # end of the pairwise cases\n")
 BATCH = ("    # the pairwise cases' batch (scripts/pairwise_cases.py)\n", "    # end of the pairwise batch\n")
 BATCH_LABEL = "pairwise"

@@ -155,7 +155,7 @@ def test_help_texts_say_what_the_options_do():
     assert ("no vLLM needed) (default the subject's: old for the remap, a for topology; with --resume, the run's own)"
             in helps["sweep"])
     assert "--b IMPL implementation B (default the subject's: new, or b; with --resume, the run's own)" in helps["sweep"]
-    assert "--max-tokens MAX_TOKENS largest T drawn (default 4096 on GPU, 512 on CPU)" in helps["soak"]
+    assert "--max-tokens MAX_TOKENS largest T drawn (default 16384 on GPU, 16384 on CPU)" in helps["soak"]
     assert "--root DIR folder holding the nondet/ artifacts, beside the sweep's runs (default reports)" in helps["nondet"]
     assert "(default the report's A; without a report the subject's: old for the remap, a for topology)" in helps["replay"]
     assert "130 stopped by SIGINT, 143 by SIGTERM" in helps["sweep"]

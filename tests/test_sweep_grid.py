@@ -26,19 +26,20 @@ def test_list_prints_1728_distinct_ids_and_nothing_else(capsys):
 
 
 def test_list_leaves_out_the_points_neither_side_can_run(capsys):
-    # 243 callers cases pass BLOCK_STRIDE_ROWS or caller-owned buffers: neither old nor new
-    # accepts them, so the sweep does not run them, and --list does not list them. (695:
-    # 680 calls and 15 points holding the call envelope's other values, envelope.toml.)
+    # 262 callers cases pass BLOCK_STRIDE_ROWS or caller-owned buffers: neither old nor new
+    # accepts them, so the sweep does not run them, and --list does not list them. (717:
+    # 680 calls, 5 points holding the call envelope's other values, envelope.toml, and
+    # 32 pairwise cases.)
     assert cli_main(["sweep", "--list", "--grid", "callers", "--device", "cpu"]) == 0
     out, err = capsys.readouterr()
-    assert len([line for line in out.splitlines() if "rejection=" not in line]) == 452
-    assert ("243 selected configurations not listed: they pass a parameter that neither A (old) nor B (new) takes on "
+    assert len([line for line in out.splitlines() if "rejection=" not in line]) == 455
+    assert ("262 selected configurations not listed: they pass a parameter that neither A (old) nor B (new) takes on "
             "the wrapper they call") in err
-    # main's DCP wrapper takes no out= (the envelope's two DCP calls with caller buffers).
+    # main's DCP wrapper takes no out= (the envelope's DCP calls with caller buffers: 2, and 16 pairwise cases).
     assert cli_main(["sweep", "--list", "--grid", "callers", "--device", "cpu", "--b", "main"]) == 0
     out, err = capsys.readouterr()
-    assert len([line for line in out.splitlines() if "rejection=" not in line]) == 693
-    assert "2 selected configurations not listed" in err
+    assert len([line for line in out.splitlines() if "rejection=" not in line]) == 699
+    assert "18 selected configurations not listed" in err
 
 
 def test_configurations_are_distinct_and_ids_match(g):
