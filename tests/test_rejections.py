@@ -218,3 +218,15 @@ def test_a_sweep_runs_the_rejection_calls_as_rows_of_their_own(tmp_path, capsys,
     out = capsys.readouterr().out
     assert "mutant_req_id_length_unchecked fails 2" in out and "FAIL — not every case passed" in out
     assert "[rejects] mutant_req_id_length_unchecked: accepts a call old rejects: req_id has one row more" in out
+
+
+def test_rejection_ids_do_not_move_when_a_case_field_is_added():
+    # IDs as results.csv and report folders hold them since before counts_out existed.
+    from remap_ab.subjects.remap.judge import rejections
+
+    ids = {c.id: c.case_id for c in rejections.load()}
+    assert ids["block-table-int64"] == "0900915acbe2" and ids["block-table-int64-dcp"] == "eb38dac58202"
+    assert ids["dcp-rank-negative"] == "aaf3c6388a78"
+    # A field away from its default is the call's own: it stays in what the ID hashes.
+    base = rejections.by_id("block-table-int64").base
+    assert "counts_out" not in base.rejection_id_dict() and "out_buffers" in base.rejection_id_dict()

@@ -65,6 +65,9 @@ INPUT_FORMAT_VERSION = 1
 # default, so every earlier case keeps its ID (and its saved reports replay).
 ADDED_FIELDS = ("layout", "backend", "graph_padding", "tokens_per_req", "prefill_chunk", "block_stride",
                 "out_buffers", "counts_out")
+# Of those, the fields added after a rejection call's ID (rejections.py) came to hash its
+# base's every field: left out there at their default, so rejection IDs do not move.
+ADDED_SINCE_REJECTION_IDS = ("counts_out",)
 
 
 def _field(default: Any, help: str, choices: tuple = ()) -> Any:
@@ -240,6 +243,15 @@ class CaseConfig:
         # Every field is a scalar: no dataclasses.asdict (a deepcopy per field; the grid's
         # expansion asks for some 14,000 of these).
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def rejection_id_dict(self) -> dict[str, Any]:
+        """``to_dict`` less the fields added since rejection IDs were first hashed, where
+        they hold their default."""
+        values = self.to_dict()
+        for name in ADDED_SINCE_REJECTION_IDS:
+            if values[name] == _FIELDS[name].default:
+                del values[name]
+        return values
 
     def replace(self, **changes) -> CaseConfig:
         return dataclasses.replace(self, **changes)

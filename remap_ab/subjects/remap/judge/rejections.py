@@ -88,7 +88,8 @@ class RejectionCase:
     @property
     def case_id(self) -> str:
         """12 hex digits from everything that makes the call (never a grid case's ID)."""
-        payload = json.dumps({"rejection": self.to_dict()}, sort_keys=True, separators=(",", ":"))
+        payload = json.dumps({"rejection": self.to_dict() | {"base": self.base.rejection_id_dict()}}, sort_keys=True,
+                             separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
     def describe(self) -> str:
