@@ -14,7 +14,6 @@ line and the command parts (run, replay, mutants)."""
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import re
 import sys
@@ -350,14 +349,6 @@ class Declared(Subject):
         return SummaryLines(findings=list(summary.get("own_findings") or []), report_file="report.md")
 
     # -- replay lines, the pytest grid, the soak and the command parts
-    def python_path(self) -> list[str]:
-        """The folder a ``MODULE:ATTRIBUTE`` subject's module is imported from (for a
-        replay line's PYTHONPATH); none for a packaged one."""
-        if ":" not in self.name:
-            return []
-        module = self.name.partition(":")[0]
-        return [str(Path(inspect.getfile(type(self))).resolve().parents[module.count(".")])]
-
     def implementation(self, name: str) -> str:
         """An implementation's or a mutant's name, or "module:function", as given (``resolve``
         loads it); anything else as the base reads it (a file, ``REV:PATH``)."""
@@ -372,7 +363,7 @@ class Declared(Subject):
         a, b = a or self.default_a, b or self.default_b
         return command_line.line("replay", json.dumps(case, sort_keys=True), subject=self.name,
                                  a=a if a != self.default_a else None, b=b if b != self.default_b else None,
-                                 path_entries=self.python_path())
+                                 path_entries=command_line.import_entries([self.name]))
 
     def fails(self, case: dict, a: str, b: str, device: str) -> bool:
         """Whether ``case`` does not pass with A ``a`` and B ``b``."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
@@ -118,19 +117,7 @@ def replay_line(case: TopologyCase, a: str, b: str) -> str:
     """A judged case's one replay line (``Subject.replay_line``): A and B as loaded, so a
     custom module's folder is the line's PYTHONPATH."""
     impl_a, impl_b = calls.resolve(a, "a"), calls.resolve(b, "b")
-    return case.replay_command(impl_a.name, impl_b.name, [*path_entries(impl_a.module), *path_entries(impl_b.module)])
-
-
-def path_entries(module) -> list[str]:
-    """The ``sys.path`` folder a custom module was imported from (none for this checkout's
-    own modules and installed ones), for the replay line's PYTHONPATH."""
-    here = Path(__file__).resolve().parents[3]
-    origin = Path(getattr(module, "__file__", "") or "").resolve()
-    for entry in sys.path:
-        folder = Path(entry or ".").resolve()
-        if folder in origin.parents and folder != here and "site-packages" not in folder.parts:
-            return [str(folder)]
-    return []
+    return case.replay_command(impl_a.name, impl_b.name, command_line.run_entries([impl_a.name, impl_b.name]))
 
 
 def sweep_command(case: TopologyCase, a: str, b: str, device: str, root: Optional[str] = None) -> str:
