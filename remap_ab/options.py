@@ -24,7 +24,6 @@ from typing import Any, Optional
 from remap_ab import sources, subjects
 from remap_ab.errors import UsageError
 from remap_ab.report_cap import DEFAULT_REPORTS, parse_cap
-from remap_ab.subject import implementation_of
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_ROOT = "reports"  # every command writes under this root (docs/layout.md)
@@ -226,7 +225,7 @@ def resolve_implementations(args: argparse.Namespace) -> None:
     for role in ("a", "b"):
         name = getattr(args, role, None)
         if name is not None:
-            setattr(args, role, implementation_of(subject, name))
+            setattr(args, role, subject.implementation(name))
 
 
 BISECT_GOOD, BISECT_BAD, BISECT_SKIP, BISECT_ABORT = 0, 1, 125, 128

@@ -326,9 +326,6 @@ def canonical_implementation(name: str) -> str:
     return name if spec is None else spec.canonical
 
 
-def implementation_of(subject: Subject, name: str) -> str:
-    """``name`` in the canonical form ``subject`` gives it (``Subject.implementation``)."""
-    return subject.implementation(name)
 
 
 def default_listing(selection: Selection, command: str, device: str) -> tuple[list[str], str]:
@@ -340,10 +337,6 @@ def default_listing(selection: Selection, command: str, device: str) -> tuple[li
     return lines, note
 
 
-def listing_of(subject: Subject, selection: Selection, filters: list, max_size: Optional[int], device: str,
-               command: str) -> tuple[list[str], str]:
-    """``sweep --list``'s lines and closing sentence for ``subject`` (``Subject.listing``)."""
-    return subject.listing(selection, filters, max_size, device, command)
 
 
 def replay_line_of(subject: Subject, case: Any, row: dict, folder: Optional[str], a: str, b: str,
@@ -363,9 +356,6 @@ def generic_replay_line(subject: Subject, case: Any, a: str, b: str, named: str)
                              a=a if a != subject.default_a else None, b=b if b != subject.default_b else None)
 
 
-def parts_of(subject: Subject) -> Mapping[str, str]:
-    """The subject's command parts by module (``Subject.parts``)."""
-    return subject.parts
 
 
 def command_part(subject: Subject, command: str, needs: Sequence[str] = ("add_arguments", "main"),

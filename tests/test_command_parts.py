@@ -159,14 +159,14 @@ def test_a_subject_without_a_listing_lists_its_points_by_id_and_labels(capsys):
 def test_the_optional_members_defaults(tmp_path, monkeypatch):
     import sums_subject
 
-    from remap_ab.subject import canonical_implementation, implementation_of, replay_line_of
+    from remap_ab.subject import canonical_implementation, replay_line_of
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.py").write_text("")
     # A file by its absolute path, any other name as given; the subject's own where it declares one.
-    assert implementation_of(sums_subject.SUBJECT, "mine.py") == canonical_implementation("mine.py") == str(tmp_path / "mine.py")
-    assert implementation_of(sums_subject.SUBJECT, "some.module") == "some.module"
-    assert implementation_of(subjects.get("remap"), "old") == "old"
+    assert sums_subject.SUBJECT.implementation("mine.py") == canonical_implementation("mine.py") == str(tmp_path / "mine.py")
+    assert sums_subject.SUBJECT.implementation("some.module") == "some.module"
+    assert subjects.get("remap").implementation("old") == "old"
     # The generic replay's line, which judges the case again.
     line = replay_line_of(sums_subject.SUBJECT, {"step": 1, "n": 7}, {}, None, "loop", "formula")
     assert line.endswith("""remap-ab replay --subject sums_subject:SUBJECT '{"n": 7, "step": 1}'""")

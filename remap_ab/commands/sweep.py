@@ -19,7 +19,7 @@ from remap_ab import options, runtime, subjects
 from remap_ab.errors import UsageError
 from remap_ab.host.interrupts import as_interrupted, moment
 from remap_ab.status import plural
-from remap_ab.subject import command_part, listing_of
+from remap_ab.subject import command_part
 from remap_ab.sweep import junit
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.run_folder import resume_command
@@ -76,7 +76,7 @@ def _list(opts: SweepOptions) -> int:
     selection = subject.select(opts.grid_file, list(opts.filters), opts.max_size, opts.a or subject.default_a,
                                opts.b or subject.default_b, device, None)
     command = "sweep" if opts.subject == subjects.DEFAULT else f"sweep --subject {opts.subject}"
-    lines, note = listing_of(subject, selection, list(opts.filters), opts.max_size, device, command)
+    lines, note = subject.listing(selection, list(opts.filters), opts.max_size, device, command)
     # Line by line: one write of the whole list can land in the pipe complete before a
     # reader like ``head -1`` leaves, and then nobody sees that it left (exit 141).
     for line in lines:

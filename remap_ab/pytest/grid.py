@@ -29,7 +29,7 @@ import pytest
 
 from remap_ab import command_line, options, report_cap, runtime, subjects
 from remap_ab.errors import RemapABError
-from remap_ab.subject import BatchTimes, JudgeSettings, Subject, implementation_of, judge_split, replay_line_of
+from remap_ab.subject import BatchTimes, JudgeSettings, Subject, judge_split, replay_line_of
 
 BATCH_PROPERTY = "remap_ab_batch"  # an item's user property (also in --junitxml): which batch judged it
 CPU_BATCH = 16
@@ -66,7 +66,7 @@ class SubjectExtras:
     def implementation(self, name: str) -> str:
         """``name`` in the subject's canonical form (``Subject.implementation``, as on the
         command line); ImplementationError for one that does not exist."""
-        return implementation_of(self.subject, name)
+        return self.subject.implementation(name)
 
     def header(self, selection: Any, points: list) -> list[str]:
         own = self.hooks.header
