@@ -16,17 +16,7 @@ grep -E "cases:|verdicts:|finding|time:|result:" "$out/sweep.txt"
 python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run ignored --filter pad_tail=ignored 2>&1 | grep -E "verdicts:|result:"
 python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run judged --filter pad_tail=judged 2>&1 | grep -E "verdicts:|result:"
 python scripts/slotmap_bench.py --json "$out/bench.json" | tee "$out/bench.txt"
-# The soak's rate on the GPU (one worker; --max-cases 60 stays inside one Hypothesis chunk
-# of the contract's draws), and the mutants' kill loop on the GPU (the command does not
-# ask the subject's part yet, so the loop is called directly).
-python -m remap_ab soak --subject slotmap --device cuda --minutes 1 --max-cases 60 --workers 1 --seed 1 2>&1 \
+# The soak's rate on the GPU (one worker), and the mutants' kill loop on the GPU.
+python -m remap_ab soak --subject slotmap --device cuda --minutes 1 --workers 1 --seed 1 2>&1 \
   | grep -E "cases/s|soak host" | tee "$out/soak.txt"
-python - <<'PY' 2>&1 | tee "$out/mutants.txt"
-from remap_ab import runtime
-runtime.select("cuda")
-from remap_ab.declare import mutants
-from remap_ab.subjects import get
-s = get("slotmap")
-for k in mutants.kill_all(s, mutants.select(s), "cuda"):
-    print(f"{str(k.verdict):>9} {k.id:<20} {k.seconds:6.1f} s {k.witness} {k.detail[:120]}")
-PY
+python -m remap_ab mutants --subject slotmap --device cuda 2>&1 | tee "$out/mutants.txt"
