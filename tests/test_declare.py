@@ -253,3 +253,27 @@ def test_on_a_gpu_only_the_implementations_no_host_sync_names_get_the_sync_check
     assert s.judge([{"n": 3}], JudgeSettings("syncs_a", "mul", "cuda", None), None)[0]["status"] == Status.PASS
     row = s.judge([{"n": 3}], JudgeSettings("syncs_a", "syncs_b", "cuda", None), None)[0]
     assert row["check"] == Check.SYNC and row["first_mismatch"].startswith("B synchronises with the host")
+
+
+def test_a_declared_replay_of_a_failure_no_rerun_repeats_is_a_nondeterministic_failure(tmp_path, capsys):
+    import argparse
+    import itertools
+
+    calls = itertools.count()
+
+    class Flaky(Doubles):
+        # B wrong on its first call only, as a race would be: the saved run fails, replays pass.
+        implementations = {**Doubles.implementations, "flaky": lambda x: x * 2 + (next(calls) == 0)}
+
+    s = Flaky()
+    row = s.judge([{"n": 3}], JudgeSettings("mul", "flaky", "cpu", str(tmp_path)), None)[0]
+    assert row["status"] == Status.FAIL and row["report"]
+    args = argparse.Namespace(target=str(tmp_path / row["report"]), a=None, b=None, device="cpu", memcheck=False,
+                              repeat=None)
+    assert s.command_part("replay").main(args) == 1
+    out = capsys.readouterr().out
+    assert "runs: PASS, PASS, PASS, PASS, PASS" in out and "NONDETERMINISTIC FAILURE: 0 of 5 replays failed" in out
+    assert "--repeat 50" in out
+    # Another B named on the replay is other code: its pass is a pass.
+    args.b = "add"
+    assert s.command_part("replay").main(args) == 0

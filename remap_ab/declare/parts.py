@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab import runtime
+from remap_ab import command_line, replays, runtime
 from remap_ab.declare import mutants
 from remap_ab.errors import ConfigError, MutantError, UsageError
 from remap_ab.status import Status
@@ -118,11 +118,26 @@ class ReplayPart:
             case = by_id[target]
         device = runtime.select(args.device)
         a, b = args.a or saved.get("a") or s.default_a, args.b or saved.get("b") or s.default_b
-        row = _judged_once(s, case, a, b, device, None)
+        was = saved.get("row", {})
+        saved_failed = str(was["status"]) != Status.PASS if "status" in was else None
+        runs = replays.runs_for(getattr(args, "repeat", None), saved_failed)
+        settings = JudgeSettings(a, b, device, None, reports="all")
+        rows = [_judged_once(s, case, a, b, device, None)]
+        rows += [s.judge([case], settings, None)[0] for _ in range(runs - 1)]
+        failing = [r for r in rows if str(r["status"]) != Status.PASS]
+        if runs > 1:
+            print("  runs: " + ", ".join(str(r["status"]).upper() for r in rows))
         if saved:
-            was = saved.get("row", {})
             print(f"  saved verdict: {str(was.get('status', '')).upper()} [{was.get('check', '')}] {was.get('first_mismatch', '')}")
-        return 0 if str(row["status"]) == Status.PASS else 1
+        same_code = bool(saved) and (saved.get("a"), saved.get("b")) == (a, b)
+        counted = replays.Replays(runs, len(failing), saved_failed, same_code)
+        if runs > 1 or counted.nondeterministic:
+            print("  " + counted.line())
+        if counted.nondeterministic:
+            print("  repeat it: " + command_line.line("replay", target, subject=s.name, device=device,
+                                                      options=[("--repeat", str(10 * runs))],
+                                                      path_entries=command_line.import_entries([s.name])))
+        return counted.status
 
 
 class MutantsPart:
