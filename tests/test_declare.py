@@ -277,3 +277,66 @@ def test_a_declared_replay_of_a_failure_no_rerun_repeats_is_a_nondeterministic_f
     # Another B named on the replay is other code: its pass is a pass.
     args.b = "add"
     assert s.command_part("replay").main(args) == 0
+
+
+def test_the_graph_check_replays_on_fresh_inputs_only_of_the_same_shapes():
+    from remap_ab.declare.calls import first_difference, same_shapes
+
+    x = torch.arange(6).reshape(2, 3)
+    assert same_shapes({"x": x, "k": 2}, {"x": x + 1, "k": 2})
+    assert not same_shapes({"x": x, "k": 2}, {"x": x, "k": 3})
+    assert not same_shapes({"x": x}, {"x": x.t().contiguous().t()})  # the strides
+    assert not same_shapes({"x": x}, {"x": x[:1]})
+    assert first_difference({"o": x}, {"o": x.clone()}) == ""
+    assert first_difference({"o": x}, {"o": torch.where(x == 4, 9, x)}) == "output o at [1, 1]: 4 vs 9 (1 elements differ)"
+
+
+def _left_on_a_side_stream(x):
+    out = torch.empty_like(x)
+    side = torch.cuda.Stream(x.device)
+    side.wait_stream(torch.cuda.current_stream(x.device))
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(20_000_000)  # still running when the caller's stream reads
+        out.copy_(x * 2)
+    return out  # the caller's stream is not made to wait for ``side``
+
+
+def _joined_from_another_stream(x):
+    out = torch.empty_like(x)
+    side = torch.cuda.Stream(x.device)
+    with torch.cuda.stream(side):
+        out.copy_(x * 2)  # not on the caller's stream: a graph captured there misses it
+    torch.cuda.current_stream(x.device).wait_stream(side)
+    return out
+
+
+class OnStreams(Doubles):
+    implementations = {"mul": lambda x: x * 2, "unjoined": _left_on_a_side_stream,
+                       "other_stream": _joined_from_another_stream}
+    no_host_sync = True
+
+    def inputs(self, case, device):
+        return {"x": torch.arange(case["n"], dtype=torch.int64, device=device) * 7 + 1}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_work_left_on_another_stream_fails_the_stream_check():
+    s = OnStreams()
+    judged = s.judge_case({"n": 3}, s.resolve("mul"), s.resolve("unjoined"), "cuda", production=True)
+    status, check, line = judged.verdict()
+    assert (status, check) == (Status.FAIL, Check.STREAM) and line.startswith("B: "), line
+    assert not judged.mismatches  # the values after a synchronize agree: only the stream check sees it
+    assert s.judge_case({"n": 3}, s.resolve("mul"), s.resolve("unjoined"), "cuda").verdict()[0] == Status.PASS
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_call_a_cuda_graph_cannot_replay_fails_the_graph_check():
+    s = OnStreams()
+    judged = s.judge_case({"n": 3}, s.resolve("mul"), s.resolve("other_stream"), "cuda", production=True)
+    status, check, line = judged.verdict()
+    assert (status, check) == (Status.FAIL, Check.GRAPH) and line.startswith("B"), line
+    passing = s.judge_case({"n": 3}, s.resolve("mul"), s.resolve("mul"), "cuda", production=True)
+    assert passing.verdict()[0] == Status.PASS and not passing.findings
+    # A sweep samples the checks: the first case of a label gets them, a repeat does not.
+    rows = s.judge([{"n": 3}, {"n": 3}], JudgeSettings("mul", "other_stream", "cuda", None), None)
+    assert [r["check"] for r in rows] == [Check.GRAPH, ""]

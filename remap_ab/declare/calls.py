@@ -13,12 +13,14 @@ call gets.
    elements it changed (``inputs_written``), with the first changed element as evidence.
 ``layout_findings(a, b)`` is the third check: B's output strides against A's.
 
-On CUDA, a subject that declares ``no_host_sync`` also gets the ``sync`` check: the call
-made once under sync debug mode "error" (``set_sync_debug_mode``), a host
-synchronisation inside it a finding. The remap's call (subjects/remap/judge/call.py) uses
-``poisoned_empty``, ``synchronize`` and ``set_sync_debug_mode`` from here; its other
-CUDA-only checks (outputs ready on the caller's stream, a CUDA-graph capture whose replay
-equals an eager call) are not generic yet.
+On CUDA two more checks run on the calls a subject samples (``stream_findings``,
+``graph_findings``): the call made on a busy stream of the caller's own, its outputs read
+there at once (and every kernel it launched elsewhere finished by then); and, for a side
+the subject declares ``no_host_sync``, the call captured in a CUDA graph whose replay on
+other inputs of the same shapes equals an eager call on them. The sync check (every call
+of such a side): the call made once under sync debug mode "error"
+(``set_sync_debug_mode``), a host synchronisation inside it a finding. The remap's call
+(subjects/remap/judge/call.py) uses these pieces with its own buffers and evidence.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from remap_ab import runtime
 from remap_ab.declare.compare import bit_for_bit
 from remap_ab.errors import exception_line
 from remap_ab.status import Check
@@ -248,3 +251,203 @@ def layout_findings(a: Called, b: Called, who: str = "B") -> list[Finding]:
             found.append(Finding(Check.LAYOUT, f"{who}'s output {name} has strides {list(got.stride())}, A's "
                                  f"{list(ref.stride())}: a caller written for A's layout reads it wrong", "b"))
     return found
+
+
+# Long enough that a kernel left on another stream is still queued when the caller's
+# stream reads the outputs; short enough to cost little per sampled case.
+STREAM_SLEEP_CYCLES = 1_000_000  # about 0.5 ms on an H200
+
+
+@contextlib.contextmanager
+def other_streams_delayed(caller: Any):
+    """Every Triton launch made on a stream other than ``caller`` waits behind a sleep
+    queued there first, twice as long as the caller's: a kernel the caller's stream was
+    not made to wait for is then still pending when the caller reads, whatever the
+    GPU's scheduling. Yields a list that gets a timing event recorded right after each
+    such launch, on its stream."""
+    import torch
+
+    launched: list = []
+
+    def delayed(launch, fn, *args, grid, warmup, **kwargs):
+        if warmup or torch.cuda.current_stream(caller.device) == caller:
+            return launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        torch.cuda._sleep(2 * STREAM_SLEEP_CYCLES)
+        kernel = launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        done = torch.cuda.Event(enable_timing=True)
+        done.record()
+        launched.append(done)
+        return kernel
+
+    with runtime.jit_launches_through(delayed):
+        yield launched
+
+
+def late_launches(late: list) -> tuple[str, dict]:
+    """The stream finding's words and evidence when launches on other streams finished
+    ``late`` ms after the call's return (some > 0) while the outputs agreed."""
+    return (f"a kernel it launched on another stream finished {max(late):.3f} ms after the call returned on the "
+            f"caller's stream (the outputs read there happened to hold the final values already)",
+            {"finished_after_ms": round(max(late), 3), "launches_on_other_streams": len(late),
+             "finished_after_the_return": sum(ms > 0 for ms in late)})
+
+
+def captured_into(graph: Any, stream: Any, fn: Callable) -> Any:
+    """``fn()`` captured into ``graph`` on ``stream``. Not ``torch.cuda.graph``: that
+    empties the caching allocator before each capture, so every sampled case would make
+    the next allocations cudaMalloc again. "thread_local": a call this thread makes that
+    a capture forbids fails it; other threads' copies on other streams do not."""
+    import torch
+
+    with torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            result = fn()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the capture is invalid already: end it, keep fn's error
+                graph.capture_end()
+            _recover_from_a_failed_capture(stream.device)
+            raise
+        graph.capture_end()
+    torch.cuda.current_stream(stream.device).wait_stream(stream)
+    return result
+
+
+def _recover_from_a_failed_capture(device: Any) -> None:
+    """A capture that fails ends without torch's epilogue: the device's random generator
+    stays marked as capturing and every later draw raises "Offset increment outside
+    graph capture". One small capture that succeeds runs the epilogue."""
+    import torch
+
+    with contextlib.suppress(Exception):
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            scratch = torch.zeros(1, device=device)
+            graph.capture_begin(capture_error_mode="thread_local")
+            scratch.add_(1)
+            graph.capture_end()
+        torch.cuda.synchronize(device)
+
+
+def _tensors(outputs: dict) -> dict:
+    import torch
+
+    return {k: v for k, v in outputs.items() if isinstance(v, torch.Tensor)}
+
+
+def first_difference(x: dict, y: dict) -> str:
+    """Where two readings of the same outputs first differ ("" where they agree bit for
+    bit): the output, the element, both values and how many elements differ."""
+    import torch
+
+    for name, t in _tensors(x).items():
+        other = y.get(name)
+        if not isinstance(other, torch.Tensor) or other.shape != t.shape or other.dtype != t.dtype:
+            return f"output {name} is {tuple(t.shape)} {t.dtype} in one reading and not in the other"
+        if not t.numel():
+            continue
+        bad = torch.nonzero(bit_for_bit(t, other).reshape(t.shape))
+        if len(bad):
+            at = tuple(int(i) for i in bad[0].tolist())
+            return f"output {name} at {list(at)}: {t[at].item()} vs {other[at].item()} ({len(bad)} elements differ)"
+    return ""
+
+
+def stream_findings(fn: Callable, inputs: dict, names: Sequence[str], device: Any, who: str, eager: dict) -> list[Finding]:
+    """The stream check (CUDA): ``fn`` called on a stream of the caller's own that stays
+    busy past the call's return; its outputs read there at once must equal the same
+    outputs after a device-wide synchronize, no kernel it launched on another stream may
+    finish after its return, and the outputs must equal ``eager`` (the same call on the
+    default stream)."""
+    import torch
+
+    own = {k: private_copy(v) for k, v in inputs.items()}
+    caller = torch.cuda.Stream(device)
+    caller.wait_stream(torch.cuda.current_stream(device))
+    try:
+        with poisoned_empty(), torch.cuda.stream(caller), other_streams_delayed(caller) as elsewhere:
+            torch.cuda._sleep(STREAM_SLEEP_CYCLES)  # keeps the caller's stream busy past the call's return
+            got = as_outputs(fn(**own), names)
+            returned = torch.cuda.Event(enable_timing=True)
+            returned.record(caller)
+            snap = {k: v.clone() for k, v in _tensors(got).items()}
+        caller.synchronize()  # the caller's stream only: what a caller reading there sees
+    except Exception as exc:
+        return [Finding(Check.STREAM, f"{who} raised when called on a non-default stream: {exception_line(exc)[:200]}")]
+    torch.cuda.synchronize(device)
+    late = [returned.elapsed_time(e) for e in elsewhere]
+    tail = "; the call leaves work on another stream without making the caller's stream wait"
+    if first_difference(snap, got):
+        return [Finding(Check.STREAM, f"{who}: outputs read on the caller's stream right after the call differ from the "
+                                      f"same outputs after a device-wide synchronize ({first_difference(snap, got)}){tail}")]
+    if any(ms > 0 for ms in late):
+        return [Finding(Check.STREAM, f"{who}: {late_launches(late)[0]}{tail}")]
+    if first_difference(_tensors(got), eager):
+        return [Finding(Check.STREAM, f"{who}: outputs of a call on a non-default stream differ from the same call on "
+                                      f"the default stream ({first_difference(_tensors(got), eager)}){tail}")]
+    return []
+
+
+def same_shapes(x: dict, y: dict) -> bool:
+    """Whether two sets of inputs could feed one captured graph: the same names, tensors
+    of the same shapes, strides and dtypes, every other argument equal."""
+    import torch
+
+    if set(x) != set(y):
+        return False
+    for k, v in x.items():
+        w = y[k]
+        if isinstance(v, torch.Tensor):
+            if not isinstance(w, torch.Tensor) or (v.shape, v.stride(), v.dtype) != (w.shape, w.stride(), w.dtype):
+                return False
+        elif v != w:
+            return False
+    return True
+
+
+def graph_findings(fn: Callable, inputs: dict, fresh: Optional[dict], names: Sequence[str], device: Any,
+                   who: str) -> list[Finding]:
+    """The graph check (CUDA): ``fn`` warmed up, captured in a CUDA graph on private copies
+    of ``inputs``, the copies then overwritten with ``fresh`` (other inputs of the same
+    shapes; None or of other shapes: the same values again) and its outputs with a
+    sentinel, and the graph replayed: the replay must equal an eager call on those inputs.
+    A capture that fails is a finding too: vLLM runs such calls inside CUDA graphs."""
+    import torch
+
+    static = {k: private_copy(v) for k, v in inputs.items()}
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with poisoned_empty():
+            with torch.cuda.stream(side):
+                fn(**static)  # warm-up: compiles and caches outside the capture
+            got = as_outputs(captured_into(graph, side, lambda: fn(**static)), names)
+    except Exception as exc:
+        torch.cuda.synchronize(device)
+        return [Finding(Check.GRAPH, f"{who} cannot be captured in a CUDA graph: {exception_line(exc)[:240]}; "
+                                     "a call vLLM captures in a graph must not synchronise with the host or allocate on it")]
+    replayed_on = fresh if fresh is not None and same_shapes(fresh, inputs) else inputs
+    for k, t in static.items():
+        if isinstance(t, torch.Tensor):
+            t.copy_(replayed_on[k])
+    for t in _tensors(got).values():
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+        elif t.dtype != torch.bool:
+            t.fill_(torch.iinfo(t.dtype).min)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    got = {k: v.clone() for k, v in _tensors(got).items()}  # the eager call may hand back the same tensors
+    with poisoned_empty():
+        eager = as_outputs(fn(**{k: private_copy(v) for k, v in replayed_on.items()}), names)
+    torch.cuda.synchronize(device)
+    differs = first_difference(got, _tensors(eager))
+    if not differs:
+        return []
+    on = "new inputs of the same shapes" if replayed_on is not inputs else "the inputs it was captured with"
+    return [Finding(Check.GRAPH, f"{who}: replaying its captured CUDA graph on {on} gives other outputs than an eager "
+                                 f"call on them ({differs}); the call bakes in something of the inputs it was captured "
+                                 "with, or leaves outputs unwritten on a replay")]

@@ -122,6 +122,8 @@ class Declared(Subject):
     outputs: tuple = (Output("out"),)
     mutants: tuple = ()  # declare.mutants.Mutant, each a planted B and the check that must kill it
     extra_columns: tuple = ()  # results.csv columns of the subject's own (``extras``)
+    # What a ``finding`` column's words mean (word -> one line): the summary counts each.
+    findings: dict = {}
     header: tuple = ()  # lines a sweep and the pytest grid print before they run
     # On CUDA, a host synchronisation inside the call is a finding (sync): True, of A's and
     # B's call; a tuple of implementation (or mutant) names, of theirs only.
@@ -167,8 +169,19 @@ class Declared(Subject):
         return []
 
     def summary_findings(self, rows: Any) -> list[str]:
-        """Lines of the subject's own after the summary's report folders line."""
-        return []
+        """Lines of the subject's own after the summary's report folders line: by default,
+        for each of ``findings`` that a row's ``finding`` column names, how many cases
+        and the first one's replay line."""
+        lines = []
+        for token, meaning in self.findings.items():
+            hit = rows[rows["finding"].fillna("").astype(str).str.split().apply(lambda t, k=token: k in t)] \
+                if "finding" in rows else rows[:0]
+            if len(hit):
+                first = {a: hit.iloc[0][a] for a in self.grid.axis_names}
+                first = {a: int(v) if str(v).lstrip("-").isdigit() else str(v) for a, v in first.items()}
+                lines.append(f"  finding {token} ({meaning}): {len(hit)} cases, the first {hit.iloc[0]['case_id']}: "
+                             f"{self.replay_line(first)}")
+        return lines
 
     def seed(self, case: dict) -> int:
         """A case's input seed: from its ID, so the same case draws the same inputs."""
@@ -240,15 +253,32 @@ class Declared(Subject):
     def case_from_dict(self, d: dict) -> Any:
         return dict(d)
 
-    def judge_case(self, case: dict, a: Callable, b: Callable, device: str, checks: bool = True) -> Judged:
+    def fresh_inputs(self, case: dict, inputs: dict, device: str) -> Optional[dict]:
+        """Other inputs of ``case``'s shapes (new values where vLLM changes them between
+        replays of a captured graph), for the graph check; None: it replays on the same."""
+        return None
+
+    def judge_case(self, case: dict, a: Callable, b: Callable, device: str, checks: bool = True,
+                   production: bool = False) -> Judged:
         """A and B (and the oracle) on ``case``'s inputs through ``calls.call``, each
-        output compared as declared; remap-ab's own failure (inputs, oracle) raises."""
+        output compared as declared; remap-ab's own failure (inputs, oracle) raises.
+        ``production`` (with ``checks``, on CUDA): the stream check of both calls and the
+        graph check of each ``no_host_sync`` side's."""
 
         names = [o.name for o in self.outputs]
         inputs = self.inputs(case, device)
         judged = Judged(inputs)
         sides = {side: calls.call(fn, inputs, names, device, side.upper(), checks, self.must_not_sync(fn))
                  for side, fn in (("a", a), ("b", b))}
+        if checks and production and str(device).startswith("cuda"):
+            fresh = self.fresh_inputs(case, inputs, device)
+            for side, fn in (("a", a), ("b", b)):
+                eager = sides[side].outputs
+                if eager is None:
+                    continue
+                sides[side].findings += calls.stream_findings(fn, inputs, names, device, side.upper(), eager)
+                if self.must_not_sync(fn):
+                    sides[side].findings += calls.graph_findings(fn, inputs, fresh, names, device, side.upper())
         oracle = self.oracle
         if oracle is not None:
             ref = calls.call(oracle, inputs, names, device, "the oracle", checks=False)
@@ -299,13 +329,24 @@ class Declared(Subject):
         for case in configs:
             start = time.perf_counter()
             try:
-                judged: Optional[Judged] = self.judge_case(case, a, b, settings.device, settings.call_checks != "off")
+                checks = settings.call_checks != "off"
+                judged: Optional[Judged] = self.judge_case(case, a, b, settings.device, checks,
+                                                           checks and self._sampled(case, settings.call_checks == "all"))
                 row = self.row(case, judged)
             except Exception as exc:  # the inputs or the oracle: remap-ab's side, still one row
                 judged, row = None, self.row(case, None, Status.ERROR, "error", f"remap-ab raised {exception_line(exc)}"[:400])
             seconds["kernels"] = seconds.get("kernels", 0.0) + time.perf_counter() - start
             rows.append(self._reported(case, row, judged, settings, seconds))
         return rows
+
+    def _sampled(self, case: dict, every: bool) -> bool:
+        """Whether ``case`` gets the stream and graph checks: every case (``every``), else
+        a case with a grid label no earlier case of this process had (each label once)."""
+        seen = self.__dict__.setdefault("_production_labels", set())
+        labels = set(self.grid.labels(case))
+        fresh = bool(labels - seen)
+        seen |= labels
+        return every or fresh
 
     def _reported(self, case: dict, row: dict, judged: Optional[Judged], settings: JudgeSettings, seconds: dict) -> dict:
         """``row`` with its report folder, when it fails and ``--reports`` leaves a slot."""

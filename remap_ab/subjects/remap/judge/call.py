@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Optional
 import torch
 
 from remap_ab import runtime
-from remap_ab.declare.calls import poisoned_empty, synchronize
+from remap_ab.declare.calls import (
+    STREAM_SLEEP_CYCLES,
+    captured_into,
+    late_launches,
+    other_streams_delayed,
+    poisoned_empty,
+    synchronize,
+)
 from remap_ab.declare.calls import set_sync_debug_mode as _set_sync_debug_mode
 from remap_ab.errors import exception_line
 from remap_ab.interpreter import batched as interp_batched
@@ -461,11 +468,6 @@ def sync_frame(exc: BaseException, impl) -> Optional[dict]:
 
 # ------------------------------------------------------------------ production checks
 
-# Long enough that a kernel left on another stream is still queued when the caller's
-# stream reads the outputs; short enough to cost little per sampled case.
-_STREAM_SLEEP_CYCLES = 1_000_000  # about 0.5 ms on an H200
-
-
 def _rows_sorted(t: torch.Tensor) -> torch.Tensor:
     return torch.sort(t, dim=-1).values if t.dim() == 2 else t
 
@@ -509,35 +511,11 @@ def production_findings(impl, config: CaseConfig, inputs: CaseInputs, out, count
     return found
 
 
-@contextlib.contextmanager
-def _other_streams_delayed(caller: torch.cuda.Stream):
-    """Every Triton launch made on a stream other than ``caller`` waits behind a sleep
-    queued there first, twice as long as the caller's: a kernel the caller's stream was
-    not made to wait for is then still pending when the caller reads, whatever the
-    GPU's scheduling (without it, such a kernel and the caller's read become ready
-    together and the read wins or loses by chance). Yields a list that gets a timing
-    event recorded right after each such launch, on its stream."""
-    launched: list[torch.cuda.Event] = []
-
-    def delayed(launch, fn, *args, grid, warmup, **kwargs):
-        if warmup or torch.cuda.current_stream(caller.device) == caller:
-            return launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
-        torch.cuda._sleep(2 * _STREAM_SLEEP_CYCLES)
-        kernel = launch(fn, *args, grid=grid, warmup=warmup, **kwargs)
-        done = torch.cuda.Event(enable_timing=True)
-        done.record()
-        launched.append(done)
-        return kernel
-
-    with runtime.jit_launches_through(delayed):
-        yield launched
-
-
 def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFinding]:
     """The call made on a stream of the caller's own that stays busy past the call's
     return, read there twice: a snapshot of its outputs queued right after the call,
     and an event at the return, which must not complete before any kernel the call
-    launched on another stream (``_other_streams_delayed``'s events). The event needs
+    launched on another stream (``declare.calls.other_streams_delayed``'s events). The event needs
     no memory to differ: a snapshot alone misses work left on another stream when the
     memory it reads already holds the same values (a cached block that an earlier,
     correct output was freed from)."""
@@ -545,9 +523,9 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
     caller = torch.cuda.Stream(inputs.device)
     caller.wait_stream(torch.cuda.current_stream(inputs.device))
     try:
-        with poisoned_empty(), torch.cuda.stream(caller), _other_streams_delayed(caller) as elsewhere:
+        with poisoned_empty(), torch.cuda.stream(caller), other_streams_delayed(caller) as elsewhere:
             buffers = caller_buffers(config, inputs.device)
-            torch.cuda._sleep(_STREAM_SLEEP_CYCLES)  # keeps the caller's stream busy past the call's return
+            torch.cuda._sleep(STREAM_SLEEP_CYCLES)  # keeps the caller's stream busy past the call's return
             got, got_counts = impl(config, own, buffers)
             returned = torch.cuda.Event(enable_timing=True)
             returned.record(caller)
@@ -572,15 +550,6 @@ def _stream_check(impl, config, inputs, out, counts, ordered) -> list[CallFindin
                          + (_first_difference(got, out) if ordered else ""), evidence))
     return [CallFinding(Check.STREAM, f"{impl.name}: {p}; the call leaves work on another stream without making the "
                                       f"caller's stream wait", e) for p, e in problems]
-
-
-def late_launches(late: list[float]) -> tuple[str, dict]:
-    """The stream finding's words and evidence when launches on other streams finished
-    ``late`` ms after the call's return (some > 0) while the outputs agreed."""
-    return (f"a kernel it launched on another stream finished {max(late):.3f} ms after the call returned on the "
-            f"caller's stream (the outputs read there happened to hold the final values already)",
-            {"finished_after_ms": round(max(late), 3), "launches_on_other_streams": len(late),
-             "finished_after_the_return": sum(ms > 0 for ms in late)})
 
 
 def _stream_evidence(x, y, x_counts, y_counts, ordered: bool, x_is: str, y_is: str) -> dict:
@@ -623,43 +592,6 @@ def fresh_inputs(config: CaseConfig, device) -> CaseInputs:
     return _FRESH[key]
 
 
-def _captured(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream, fn):
-    """``fn()`` captured into ``graph`` on ``stream``. Not ``torch.cuda.graph``: that
-    empties the caching allocator before each capture (and may collect garbage), so
-    every sampled case would make the sweep's next allocations cudaMalloc again.
-    "thread_local": a call this thread makes that a capture forbids fails it; the
-    sweep's own hashing threads, copying on other streams meanwhile, do not."""
-    with torch.cuda.stream(stream):
-        graph.capture_begin(capture_error_mode="thread_local")
-        try:
-            result = fn()
-        except BaseException:
-            with contextlib.suppress(Exception):  # the capture is invalid already: end it, keep fn's error
-                graph.capture_end()
-            _recovered_from_a_failed_capture(stream.device)
-            raise
-        graph.capture_end()
-    torch.cuda.current_stream(stream.device).wait_stream(stream)
-    return result
-
-
-def _recovered_from_a_failed_capture(device: torch.device) -> None:
-    """A capture that fails ends without torch's epilogue: the device's random
-    generator stays marked as capturing, and every later draw in the process raises
-    "Offset increment outside graph capture". One small capture that succeeds, on a
-    stream of its own, runs the epilogue."""
-    with contextlib.suppress(Exception):
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream):
-            scratch = torch.zeros(1, device=device)
-            graph.capture_begin(capture_error_mode="thread_local")
-            scratch.add_(1)
-            graph.capture_end()
-        torch.cuda.synchronize(device)
-
-
 def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
     dev = inputs.device
     static = PrivateInputs([inputs]).cases[0]
@@ -673,7 +605,7 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
         with poisoned_empty():
             with torch.cuda.stream(side):
                 impl(config, static, buffers)  # warm-up: compiles and caches outside the capture
-            captured, captured_counts = _captured(graph, side, lambda: impl(config, static, buffers))
+            captured, captured_counts = captured_into(graph, side, lambda: impl(config, static, buffers))
     except Exception as exc:
         torch.cuda.synchronize(dev)
         return [CallFinding(Check.GRAPH, f"{impl.name} cannot be captured in a CUDA graph: {exception_line(exc)[:240]}; "
