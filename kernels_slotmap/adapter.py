@@ -99,6 +99,28 @@ def call_host(table_buffer, columns, query_start_loc, positions, slot_mapping, p
     return torch.from_numpy(buf).to(slot_mapping.device)
 
 
+def host_as_vllm_runs_it(table_buffer, columns, query_start_loc, positions, slot_mapping, params: Params):
+    """The host version as a model runner runs it, for timing: its host arrays made once
+    (the runner has them from its input preparation), then each call computes into a pinned
+    buffer and copies ``slot_mapping[:num_tokens]`` to the device (non_blocking). The call
+    ignores its arguments and gives back the device buffer."""
+    import torch
+
+    from kernels_slotmap import host
+
+    batch = Batch(table_buffer.cpu().numpy(), columns, query_start_loc.cpu().numpy(), positions.cpu().numpy(), 0)
+    pinned = slot_mapping.cpu().pin_memory() if slot_mapping.is_cuda else slot_mapping.cpu().clone()
+    target, n = slot_mapping.clone(), positions.shape[0]
+    args, kwargs = host_args(batch, params, pinned.numpy())
+
+    def call(**_) -> torch.Tensor:
+        host.compute_slot_mapping(*args, **kwargs)
+        target[:n].copy_(pinned[:n], non_blocking=True)
+        return target
+
+    return call
+
+
 def call_device(table_buffer, columns, query_start_loc, positions, slot_mapping, params: Params, module=None):
     """The device kernel on the tensors as given (``module``: another build of
     kernels_slotmap.device with the same entry point, e.g. a mutant)."""

@@ -239,3 +239,22 @@ def test_the_run_replay_and_mutants_parts_judge_the_subject(capsys):
     killed = SUBJECT.command_part("mutants").main(argparse.Namespace(only=["table_stride,last_request"], list=False,
                                                                      device="cpu", jobs=1, json=None))
     assert killed == 0 and "mutants: 2 of 2 killed" in capsys.readouterr().out
+
+
+def test_the_bench_times_decode_and_prefill_cases_and_refuses_a_pair_that_differs():
+    from remap_ab.declare import parts
+
+    bench = parts.part(SUBJECT, "bench")
+    shapes = bench.shapes()
+    assert {s["tokens"] for s in shapes if s["requests"] > 1} >= {1, 2048} and max(s["requests"] * s["tokens"] for s in shapes) == 16384
+    small = {**shapes[0], "requests": 3, "tokens": 5}
+    same = bench.pair(small, "host", "device", "cpu")  # the host side: host arrays made once, the copy to the device timed
+    assert same.disagreement(same.a(), same.b()) is None and same.replay.startswith("remap-ab replay --subject slotmap")
+    lines = [p.disagreement(p.a(), p.b()) for p in (bench.pair(small, "host", m.id, "cpu") for m in SUBJECT.mutants)]
+    assert any(line and line.startswith("B's output slots differs from A's at [") for line in lines), lines
+    assert parts.part(type("NoBench", (type(SUBJECT),), {"bench": ()})(), "bench") is None
+
+
+def test_bench_without_a_gpu_is_one_line_exit_2():
+    out = subprocess.run([sys.executable, "-m", "remap_ab", "bench", "--subject", "slotmap"], capture_output=True, text=True)
+    assert out.returncode == 2 and "needs a CUDA device" in out.stderr and "Traceback" not in out.stderr

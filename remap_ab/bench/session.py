@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -17,3 +18,6 @@ class Session:
     environment: dict  # python, torch, triton and, on a GPU, its name: the page's metadata
     command: str  # the command line as run (remap_ab/command_line.py)
     output_folder: Callable[[], Path]  # --report DIR, else ROOT/bench/<stamp>/, made when called
+    # bench.pairs.main, for a part that is a pair bench (shapes and their pairs) but lives
+    # below the bench machinery (a declared subject's: declare/parts.py)
+    time_pairs: Optional[Callable[..., int]] = None

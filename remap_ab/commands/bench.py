@@ -85,5 +85,5 @@ def main(args) -> int:
     part = subject_part(args.subject, "bench")
     device = runtime.select(args.device)
     session = Session(device, environment(device), command_line.line("bench", *sys.argv[2:]),
-                      lambda: _output_folder(args))
+                      lambda: _output_folder(args), pairs.main)
     return part.main(args, session)

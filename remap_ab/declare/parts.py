@@ -7,6 +7,8 @@ and ``main(args) -> int``, as a packaged subject's ``*_command`` module.
     replay    TARGET a case's JSON text, a report folder (or a file in it) or a case ID of
               the grid; the verdict now, beside a folder's saved one
     mutants   the kill matrix of the subject's ``mutants`` (declare/mutants.py)
+    bench     A and B timed on the subject's ``bench`` cases (remap_ab/bench/pairs.py),
+              where it declares some
 
 Exit status: 0 the case passes (every mutant killed), 1 not, 2 bad input (one line)."""
 
@@ -19,13 +21,17 @@ from typing import Any, Optional
 
 from remap_ab import command_line, replays, runtime
 from remap_ab.declare import mutants
+from remap_ab.declare.calls import as_outputs
+from remap_ab.declare.compare import mismatch, value_at
 from remap_ab.errors import ConfigError, MutantError, UsageError
 from remap_ab.status import Status
 from remap_ab.subject import JudgeSettings
 
 
 def part(subject: Any, command: str) -> Optional[Any]:
-    made = {"run": RunPart, "replay": ReplayPart, "mutants": MutantsPart}.get(command)
+    if command == "bench" and not subject.bench:
+        return None
+    made = {"run": RunPart, "replay": ReplayPart, "mutants": MutantsPart, "bench": BenchPart}.get(command)
     return made(subject) if made is not None else None
 
 
@@ -176,3 +182,57 @@ class MutantsPart:
         print(f"mutants: {len(kills) - len(bad)} of {len(kills)} killed by their declared check"
               + (f"; not: {', '.join(k.id for k in bad)}" if bad else ""))
         return 1 if bad else 0
+
+
+class BenchPart:
+    """``remap-ab bench --subject NAME`` for a declared subject: its ``bench`` cases are the
+    shapes, each side called as ``bench_call`` makes it, the outputs compared as declared;
+    the timing, the gate, the page and the options are remap_ab/bench/pairs.py's."""
+
+    def __init__(self, subject: Any):
+        self.subject = subject
+        self.KEY, self.TITLE = subject.name, subject.title
+        self.QUESTION = (f"µs per call of B and A on the same inputs, on {subject.name}'s bench cases; each case checked "
+                         "equal (its declared outputs) before and after timing.")
+        self.DESCRIPTION = (f"--subject {subject.name}: its {len(subject.bench)} bench cases (the subject's ``bench``), "
+                            "A and B on the same inputs; the shared options alone.")
+
+    def shapes(self) -> tuple:
+        return tuple(self.subject.bench)
+
+    def labels(self, case: dict) -> dict:
+        return dict(case)
+
+    def pair(self, case: dict, a: str, b: str, device: str) -> _Pair:
+        s = self.subject
+        inputs = s.inputs(case, device)
+        return _Pair(s, case, inputs, s.bench_call(a, inputs), s.bench_call(b, inputs), s.replay_line(case, None, None, a, b))
+
+    def add_arguments(self, parser, groups: dict) -> None:
+        """No options beyond the shared ones (remap_ab/commands/bench.py)."""
+
+    def main(self, args, session) -> int:
+        return session.time_pairs(self, args, session)  # the part stands in for a bench module
+
+
+class _Pair:
+    """One bench case's two calls (bench.pairs.TimedPair)."""
+
+    def __init__(self, subject: Any, case: dict, inputs: dict, a: Any, b: Any, replay: str):
+        self.subject, self.labels, self.inputs, self.a, self.b, self.replay = subject, dict(case), inputs, a, b, replay
+
+    def disagreement(self, a_out: Any, b_out: Any) -> Optional[str]:
+        names = [o.name for o in self.subject.outputs]
+        try:
+            a, b = as_outputs(a_out, names), as_outputs(b_out, names)
+        except TypeError as exc:
+            return str(exc)
+        for o in self.subject.outputs:
+            m = mismatch(o, "b", b[o.name], a[o.name])
+            if m is not None:
+                if m.problem:
+                    return f"B's output {o.name} is {m.problem}"
+                at = m.first[0]
+                return (f"B's output {o.name} differs from A's at {list(at)}: A {value_at(a[o.name], at)}, "
+                        f"B {value_at(b[o.name], at)} ({m.count} of {m.total} elements differ)")
+        return None

@@ -129,6 +129,10 @@ class Declared(Subject):
     # B's call; a tuple of implementation (or mutant) names, of theirs only.
     no_host_sync: Any = False
     properties: tuple = ()  # Property: what each side's outputs must satisfy beyond equality (property:NAME)
+    bench: tuple = ()  # cases ``remap-ab bench --subject NAME`` times A and B on (none: no bench)
+    # name -> prepare(**inputs) -> a call of no arguments: how the bench calls that side
+    # (default: the implementation on the case's inputs, as the A/B calls it)
+    bench_implementations: dict = {}
     failure_classes = "check"  # a report slot per failing check (report_cap.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -213,6 +217,14 @@ class Declared(Subject):
         if isinstance(found, str):
             return self.resolve(found)
         return found
+
+    def bench_call(self, name: str, inputs: dict) -> Callable[[], Any]:
+        """The call of no arguments the bench times for implementation ``name`` on ``inputs``."""
+        prepare = self.bench_implementations.get(name)
+        if prepare is not None:
+            return prepare(**inputs)
+        fn = self.resolve(name)
+        return lambda: fn(**inputs)
 
     # -- Subject
     def grid_named(self, name: Optional[str]) -> Grid:

@@ -40,6 +40,9 @@ class SlotMapping(Declared):
     implementations = {"host": judged_as(adapter.call_host), "device": judged_as(adapter.call_device),
                        "oracle": judged_as(adapter.call_oracle)}  # --a oracle: B judged alone, past A's findings
     outputs = (Output("slots"), Output("tail"))
+    bench = tuple(block_grid("bench").cases())  # decode and prefill sizes; the host timed as vLLM runs it
+    bench_implementations = {"host": lambda pad_tail, **batch: partial(
+        judged_as(adapter.host_as_vllm_runs_it(**batch)), pad_tail, **batch)}
     oracle = staticmethod(judged_as(adapter.call_oracle))
     no_host_sync = ("device",)  # the host version copies to and from the host by design
     extra_columns = ("finding",)
