@@ -17,9 +17,9 @@ def slot_mapping(block_table: torch.Tensor, query_start_loc: torch.Tensor, posit
     request's row (out of contract: the kernels read another request's blocks)."""
     table = block_table.to(torch.int64)
     k = blocks_per_kv_block
-    kernel_table = table.repeat_interleave(k, dim=1) * k + torch.arange(k, dtype=torch.int64).repeat(table.shape[1])
+    kernel_table = table.repeat_interleave(k, dim=1) * k + torch.arange(k, dtype=torch.int64, device=table.device).repeat(table.shape[1])
     ends = query_start_loc.to(torch.int64)[1:]
-    tokens = torch.arange(positions.shape[0], dtype=torch.int64)
+    tokens = torch.arange(positions.shape[0], dtype=torch.int64, device=table.device)
     request = torch.searchsorted(ends, tokens, right=True)
     pos = positions.to(torch.int64)
     span = block_size * dcp_world_size  # one kernel block on every rank

@@ -15,7 +15,7 @@ echo "default slotmap sweep, fresh process: $(( (end - start) / 1000000 )) ms wa
 grep -E "cases:|verdicts:|finding|time:|result:" "$out/sweep.txt"
 python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run ignored --filter pad_tail=ignored 2>&1 | grep -E "verdicts:|result:"
 python -m remap_ab sweep --subject slotmap --device cuda --root "$out" --run judged --filter pad_tail=judged 2>&1 | grep -E "verdicts:|result:"
-python scripts/slotmap_bench.py --json "$out/bench.json" | tee "$out/bench.txt"
+python -m remap_ab bench --subject slotmap --root "$out/bench" 2>&1 | tee "$out/bench.txt"
 # The soak's rate on the GPU (one worker), and the mutants' kill loop on the GPU.
 python -m remap_ab soak --subject slotmap --device cuda --minutes 1 --workers 1 --seed 1 2>&1 \
   | grep -E "cases/s|soak host" | tee "$out/soak.txt"

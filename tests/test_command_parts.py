@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from remap_ab import cli, options, subjects
+from remap_ab import cli, options, runtime, subjects
 from remap_ab.commands import common
 from remap_ab.errors import UsageError
 from remap_ab.subjects.remap.parts import run_command, soak_command
 from remap_ab.subjects.topology import soak_command as topology_soak_command
+
+DEVICE = runtime.default_device()  # in-process commands run where this process already does
 
 
 def _parsed(words: list[str]) -> argparse.Namespace:
@@ -87,7 +89,7 @@ def test_a_subject_of_ones_own_reaches_the_commands_it_declares_a_part_of(user_s
 def test_a_subject_of_ones_own_reaches_replay_bench_and_mutants(user_subject, capsys):
     assert cli.main(["replay", "--subject", user_subject, "0123456789ab"]) == 0
     assert capsys.readouterr().out == f"reached replay of {user_subject}: word -\n"
-    assert cli.main(["bench", "--subject", user_subject, "--device", "cpu", "--word", "w"]) == 0
+    assert cli.main(["bench", "--subject", user_subject, "--device", DEVICE, "--word", "w"]) == 0
     assert capsys.readouterr().out == f"reached bench of {user_subject}: word w\n"
     # A mutants part with a main runs its own kill loop (as a declared subject's does).
     assert cli.main(["mutants", "--subject", user_subject, "--list"]) == 0
@@ -179,10 +181,10 @@ def test_a_subject_without_a_replay_part_gets_its_case_judged_again_from_json(ca
     import sums_subject
 
     case = '{"n": 7, "step": 1}'
-    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", "cpu"]) == 0
-    assert capsys.readouterr().out.startswith("PASS  (case fa5eb92c8ade, A loop, B formula, cpu)\n")
+    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", DEVICE]) == 0
+    assert capsys.readouterr().out.startswith(f"PASS  (case fa5eb92c8ade, A loop, B formula, {DEVICE})\n")
     monkeypatch.setenv(sums_subject.B_WRONG_FROM, "5")
-    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", "cpu"]) == 1
+    assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", case, "--device", DEVICE]) == 1
     assert capsys.readouterr().out.startswith("FAIL [b-vs-oracle] B's output out differs from the oracle's")
     for target, says in (("nope", "no case of sums_subject:SUBJECT's grid has this ID"), ('{"x": 1}', "the case has no n")):
         assert cli.main(["replay", "--subject", "sums_subject:SUBJECT", target]) == 2

@@ -24,7 +24,7 @@ from remap_ab.cli import main as cli_main
 from remap_ab.host.interrupts import MOMENTS
 
 REPO = Path(__file__).resolve().parents[1]
-SUMS = ["sweep", "--subject", "sums_subject:SUBJECT", "--no-progress"]
+SUMS = ["sweep", "--subject", "sums_subject:SUBJECT", "--no-progress", "--batch", "1"]  # a row at a time on a GPU too
 TOTAL = 12  # the sums subject's grid
 
 

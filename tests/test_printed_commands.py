@@ -168,7 +168,7 @@ def test_the_resume_line_of_a_stopped_sweep_runs_in_a_fresh_shell(tmp_path, sign
 def test_the_resume_line_of_a_sweep_of_a_subject_found_through_pythonpath_runs_in_a_fresh_shell(tmp_path):
     work, elsewhere = _folders(tmp_path)
     shutil.copy(REPO / "tests" / "sums_subject.py", work / "mods" / "sums_subject.py")
-    r = _stopped(tmp_path, work, "PYTHONPATH=mods remap-ab sweep --subject sums_subject:SUBJECT --no-progress -j 0",
+    r = _stopped(tmp_path, work, "PYTHONPATH=mods remap-ab sweep --subject sums_subject:SUBJECT --no-progress -j 0 --batch 1",
                  signal.SIGINT)
     assert r.returncode == 130, r.stdout + r.stderr
     lines = printed_lines(r.stdout)

@@ -11,6 +11,7 @@ replays' calls are 2, 3, ...
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -75,8 +76,22 @@ def test_the_nondet_line_runs_and_finds_the_flaky_b(saved_failure, counter, caps
     assert "nondet: 1 failure(s) of the rule" in capsys.readouterr().out
 
 
+def _calls_per_run(saved_failure, counter, capsys) -> int:
+    """How many times one replay run calls B: once on the CPU; on a GPU the call checks
+    (stream, graph) call it again."""
+    counter("")
+    cli.main(["replay", str(saved_failure), "--device", DEVICE, "--repeat", "1"])
+    capsys.readouterr()
+    return int(Path(os.environ["REMAP_AB_FLAKY_COUNTER"]).read_text())
+
+
+def _failing_runs(runs, k: int) -> str:
+    """REMAP_AB_FLAKY_CALLS for every call of the replay runs numbered in ``runs``."""
+    return ",".join(str(c) for r in runs for c in range((r - 1) * k + 1, r * k + 1))
+
+
 def test_some_replays_failing_is_nondeterministic_with_the_count(saved_failure, counter, capsys):
-    counter("2")  # the replays' calls are 1, 2, 3: the second fails
+    counter(_failing_runs([2], _calls_per_run(saved_failure, counter, capsys)))  # the second run's calls fail
     assert cli.main(["replay", str(saved_failure), "--device", DEVICE, "--repeat", "3"]) == 1
     out = capsys.readouterr().out
     assert "  runs: PASS, FAIL, PASS (the verdict below is run 2's)" in out
@@ -85,7 +100,7 @@ def test_some_replays_failing_is_nondeterministic_with_the_count(saved_failure, 
 
 
 def test_a_failure_every_replay_repeats_is_reproduced_not_nondeterministic(saved_failure, counter, capsys):
-    counter(",".join(str(i) for i in range(1, 10)))
+    counter(_failing_runs(range(1, 6), _calls_per_run(saved_failure, counter, capsys)))
     assert cli.main(["replay", str(saved_failure), "--device", DEVICE]) == 1
     out = capsys.readouterr().out
     assert "  replays: 5 of 5 failed" in out and "reproduced: yes" in out

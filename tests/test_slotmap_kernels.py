@@ -10,7 +10,7 @@ import torch
 
 from remap_ab import runtime
 
-runtime.select("cpu")  # the interpreter switch, before the device kernel is imported
+DEVICE = runtime.select(runtime.default_device())  # the interpreter switch on CPU, before the kernel is imported
 
 from kernels_slotmap import adapter, device, host, oracle  # noqa: E402
 
@@ -30,13 +30,13 @@ def run_both(batch, params):
     a = np.full(batch.max_num_tokens, SENTINEL, np.int64)
     args, kwargs = adapter.host_args(batch, params, a)
     host.compute_slot_mapping(*args, **kwargs)
-    b = torch.full((batch.max_num_tokens,), SENTINEL, dtype=torch.int64)
-    args, kwargs = adapter.device_args(batch, params, b, "cpu")
+    b = torch.full((batch.max_num_tokens,), SENTINEL, dtype=torch.int64, device=DEVICE)
+    args, kwargs = adapter.device_args(batch, params, b, DEVICE)
     device.compute_slot_mapping(*args, **kwargs)
     o = oracle.slot_mapping(torch.from_numpy(batch.block_table.copy()), torch.from_numpy(batch.query_start_loc),
                             torch.from_numpy(batch.positions), params.block_size, params.dcp_world_size, params.dcp_rank,
                             params.cp_kv_cache_interleave_size, params.pad_slot_id, params.blocks_per_kv_block)
-    return a, b.numpy(), o.numpy()
+    return a, b.cpu().numpy(), o.numpy()
 
 
 def test_request_rows_and_query_start_loc_describe_the_same_batch():
@@ -56,10 +56,10 @@ def test_both_calls_come_from_one_batch():
     slots = np.zeros(batch.max_num_tokens, np.int64)
     (table, rows, positions, bs, buf), kw = adapter.host_args(batch, params, slots)
     assert rows.tolist() == [0, 0, 1, 2, 2, 2] and table.shape == (4, 4) and buf is slots and bs == 16
-    (qsl, pos, dtable, _, _), dkw = adapter.device_args(batch, params, torch.zeros(9, dtype=torch.int64), "cpu")
+    (qsl, pos, dtable, _, _), dkw = adapter.device_args(batch, params, torch.zeros(9, dtype=torch.int64, device=DEVICE), DEVICE)
     assert qsl.dtype == torch.int32 and qsl.tolist() == [0, 2, 3, 6] and pos.tolist() == positions.tolist()
     assert dtable.stride(0) == 6 and dtable.shape == (4, 4)  # the table stays a slice of its buffer
-    assert torch.equal(dtable, torch.from_numpy(table.copy())) and kw == dkw
+    assert torch.equal(dtable.cpu(), torch.from_numpy(table.copy())) and kw == dkw
 
 
 @pytest.mark.parametrize("counts, block_size, world, interleave, split", [

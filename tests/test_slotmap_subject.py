@@ -21,13 +21,13 @@ from remap_ab.subjects import get
 from remap_ab.subjects.slotmap import cases
 from remap_ab.subjects.slotmap.subject import SUBJECT
 
-runtime.select("cpu")
+DEVICE = runtime.select(runtime.default_device())
 BASE = {"requests": 3, "tokens": 6, "mix": "mixed", "block_size": 16, "split": 1, "world": 1, "rank": 0,
         "interleave": 1, "tail": 5, "ids": "low", "stride": "wide", "pad_tail": "ignored"}
 
 
 def judged(case, b="device"):
-    return SUBJECT.judge_case(case, SUBJECT.resolve("host"), SUBJECT.resolve(b), "cpu")
+    return SUBJECT.judge_case(case, SUBJECT.resolve("host"), SUBJECT.resolve(b), DEVICE)
 
 
 AXES = SUBJECT.grid.axis_names
@@ -74,7 +74,7 @@ def test_the_host_int32_wrap_is_a_finding_with_its_case():
     assert (status, check) == (Status.FAIL, "a-vs-oracle") and "slots" in line
     assert SUBJECT.extras(case, j) == {"finding": "int32-wrap"}
     assert not [m for m in j.mismatches if m.side == "b"]
-    alone = SUBJECT.judge_case(case, SUBJECT.resolve("oracle"), SUBJECT.resolve("device"), "cpu")
+    alone = SUBJECT.judge_case(case, SUBJECT.resolve("oracle"), SUBJECT.resolve("device"), DEVICE)
     assert alone.verdict()[0] == Status.PASS  # --a oracle: B judged past A's findings
 
 
@@ -87,25 +87,25 @@ def test_the_pad_tail_contract_decides_the_host_verdict(contract, verdict, findi
 
 
 def test_the_selection_states_the_contract_and_knows_its_grids(tmp_path):
-    sel = SUBJECT.select(None, ["requests=3", "block_size=16", "world=2"], None, "host", "device", "cpu", None)
+    sel = SUBJECT.select(None, ["requests=3", "block_size=16", "world=2"], None, "host", "device", DEVICE, None)
     judged_cases = sum(p.config["pad_tail"] == "judged" for p in sel.points)
     assert judged_cases and f"the tail too (it must be PAD) in {judged_cases}" in sel.header[0]
     assert "--filter pad_tail=ignored" in sel.header[0]
-    env = SUBJECT.select("envelope", ["requests=256", "tokens=64", "world=8"], None, "host", "device", "cpu", None)
+    env = SUBJECT.select("envelope", ["requests=256", "tokens=64", "world=8"], None, "host", "device", DEVICE, None)
     assert env.grid_total == len(SUBJECT.grids["envelope"].cases())
     assert env.header[0].startswith("slotmap (envelope grid)") and env.grid.name == "envelope"
     with pytest.raises(ConfigError, match="slotmap's grids are default, envelope, or a grid file; choose one"):
-        SUBJECT.select("nonesuch", [], None, "host", "device", "cpu", None)
+        SUBJECT.select("nonesuch", [], None, "host", "device", DEVICE, None)
     own = tmp_path / "mine.toml"
     axes = {**{a: [BASE[a]] for a in AXES}, "world": [1, 2]}
     own.write_text('version = 7\n[[default]]\nname = "one"\n' + "".join(f"{a} = {json.dumps(v)}\n" for a, v in axes.items()))
-    mine = SUBJECT.select(str(own), [], None, "host", "device", "cpu", None)
+    mine = SUBJECT.select(str(own), [], None, "host", "device", DEVICE, None)
     assert [p.config["world"] for p in mine.points] == [1, 2] and mine.grid_version == 7
     assert mine.header[0].startswith("slotmap (mine.toml grid)")
-    assert SUBJECT.grid.name == "default" and SUBJECT.select(None, [], None, "host", "device", "cpu", None).grid_total == 514
+    assert SUBJECT.grid.name == "default" and SUBJECT.select(None, [], None, "host", "device", DEVICE, None).grid_total == 514
     (tmp_path / "bad.toml").write_text("version = 1\n")
     with pytest.raises(ConfigError, match="no grid 'default' read from it"):
-        SUBJECT.select(str(tmp_path / "bad.toml"), [], None, "host", "device", "cpu", None)
+        SUBJECT.select(str(tmp_path / "bad.toml"), [], None, "host", "device", DEVICE, None)
 
 
 # Each mutant and a small case that shows it (its grid witness or one like it). The kill
@@ -135,7 +135,7 @@ def test_each_mutant_is_killed_by_b_against_the_oracle(mutant_id):
     mutant = next(m for m in SUBJECT.mutants if m.id == mutant_id)
     assert judged(case, mutant_id).verdict("b")[:2] == (Status.FAIL, "b-vs-oracle") and mutant.killed_by == "b-vs-oracle"
     assert judged(case).verdict("b")[0] == Status.PASS  # the real B passes it
-    kill = mutants.kill(SUBJECT, mutant, [Point(0, SUBJECT.grid.case_id(case), case)], "cpu")
+    kill = mutants.kill(SUBJECT, mutant, [Point(0, SUBJECT.grid.case_id(case), case)], DEVICE)
     assert (str(kill.verdict), kill.check, kill.witness) == ("killed", "b-vs-oracle", SUBJECT.grid.case_id(case)), kill.detail
 
 
@@ -231,13 +231,13 @@ def test_the_run_replay_and_mutants_parts_judge_the_subject(capsys):
 
     wrap = json.dumps({**BASE, "ids": "wrap", "block_size": 128})
     run = SUBJECT.command_part("run")
-    assert run.main(argparse.Namespace(case=wrap, a=None, b=None, device="cpu", report=None)) == 1
+    assert run.main(argparse.Namespace(case=wrap, a=None, b=None, device=DEVICE, report=None)) == 1
     assert SUBJECT.command_part("replay").main(argparse.Namespace(target=json.dumps(BASE), a=None, b=None,
-                                                                  device="cpu", memcheck=False)) == 0
+                                                                  device=DEVICE, memcheck=False)) == 0
     out = capsys.readouterr().out
     assert "FAIL [a-vs-oracle] A's output slots" in out and "PASS" in out and "remap-ab replay --subject slotmap" in out
     killed = SUBJECT.command_part("mutants").main(argparse.Namespace(only=["table_stride,last_request"], list=False,
-                                                                     device="cpu", jobs=1, json=None))
+                                                                     device=DEVICE, jobs=1, json=None))
     assert killed == 0 and "mutants: 2 of 2 killed" in capsys.readouterr().out
 
 
@@ -248,13 +248,27 @@ def test_the_bench_times_decode_and_prefill_cases_and_refuses_a_pair_that_differ
     shapes = bench.shapes()
     assert {s["tokens"] for s in shapes if s["requests"] > 1} >= {1, 2048} and max(s["requests"] * s["tokens"] for s in shapes) == 16384
     small = {**shapes[0], "requests": 3, "tokens": 5}
-    same = bench.pair(small, "host", "device", "cpu")  # the host side: host arrays made once, the copy to the device timed
+    same = bench.pair(small, "host", "device", DEVICE)  # the host side: host arrays made once, the copy to the device timed
     assert same.disagreement(same.a(), same.b()) is None and same.replay.startswith("remap-ab replay --subject slotmap")
-    lines = [p.disagreement(p.a(), p.b()) for p in (bench.pair(small, "host", m.id, "cpu") for m in SUBJECT.mutants)]
+    assert same.eager == ("a",)  # the host version is NumPy: timed eagerly, a CUDA graph would skip it
+    lines = [p.disagreement(p.a(), p.b()) for p in (bench.pair(small, "host", m.id, DEVICE) for m in SUBJECT.mutants)]
     assert any(line and line.startswith("B's output slots differs from A's at [") for line in lines), lines
     assert parts.part(type("NoBench", (type(SUBJECT),), {"bench": ()})(), "bench") is None
 
 
+@pytest.mark.gpu
+def test_on_a_gpu_the_bench_times_the_host_side_eagerly_and_the_device_side_in_a_graph():
+    from remap_ab.bench.pairs import measure
+    from remap_ab.declare import parts
+
+    bench = parts.part(SUBJECT, "bench")
+    row = measure(bench.pair({**bench.shapes()[0], "requests": 3, "tokens": 5}, "host", "device", "cuda"),
+                  calls=5, repeats=3, fail_slower=None)
+    assert (row["status"], row["a_method"], row["b_method"]) == ("timed", "eager", "graph"), row
+    assert row["a_us"] > 0 and row["b_us"] > 0
+
+
+@pytest.mark.skipif(runtime.cuda_available(), reason="checks the behaviour without a GPU")
 def test_bench_without_a_gpu_is_one_line_exit_2():
     out = subprocess.run([sys.executable, "-m", "remap_ab", "bench", "--subject", "slotmap"], capture_output=True, text=True)
     assert out.returncode == 2 and "needs a CUDA device" in out.stderr and "Traceback" not in out.stderr

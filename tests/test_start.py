@@ -45,3 +45,24 @@ def test_a_guest_or_the_switch_spawns(monkeypatch, owned, off):
     method, seen = _one_task(monkeypatch, owned=owned)
     assert method == "spawn" and seen["parent"] == os.getpid() and seen["variable"] == "after"
     assert seen["threads"] == "1" and not seen["torch_loaded"]  # what torch reads when it loads
+
+
+def _sleep(seconds: float) -> int:
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_stopping_an_executor_ends_the_task_it_runs_instead_of_waiting_for_it():
+    import time
+
+    pool = start.executor(1)
+    assert pool.submit(_sleep, 0).result(timeout=120) > 0  # the worker is up
+    running = pool.submit(_sleep, 600)
+    time.sleep(0.5)
+    (process,) = pool._processes.values()
+    began = time.monotonic()
+    start.stop_executor(pool)
+    assert time.monotonic() - began < 10 and not process.is_alive()
+    assert running.done()  # broken or cancelled: nobody waits on it

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
+from remap_ab import runtime
 from remap_ab.cli import main as cli_main
 from remap_ab.processes import pool
 from remap_ab.report_cap import ALL
@@ -21,16 +22,17 @@ from remap_ab.subject import JudgeSettings
 from remap_ab.sweep.run import Sweep, SweepOptions
 
 BEFORE = Path(__file__).parent / "data" / "run_before_settings"
+DEVICE = runtime.default_device()  # a resume runs in this process, on the device it runs kernels on
 
 
 def old_run(tmp_path: Path, drop: tuple = ()) -> Path:
     folder = tmp_path / "two"
     shutil.copytree(BEFORE, folder)
-    if drop:  # a run.json from before these keys were written
-        meta = json.loads((folder / "run.json").read_text())
-        for key in drop:
-            meta.pop(key)
-        (folder / "run.json").write_text(json.dumps(meta, indent=2))
+    meta = json.loads((folder / "run.json").read_text())
+    meta["device"] = DEVICE
+    for key in drop:  # a run.json from before these keys were written
+        meta.pop(key)
+    (folder / "run.json").write_text(json.dumps(meta, indent=2))
     return folder
 
 
@@ -57,10 +59,10 @@ def test_a_resume_reads_the_settings_back_without_changing_what_was_asked(tmp_pa
     assert asked == SweepOptions(resume=True, run="two", root=str(tmp_path), workers=0, progress=False)
     s = sweep.opts
     # A run from before report folders were capped wrote one for every failing case.
-    assert (s.subject, s.a, s.b, s.device, s.reports, s.memcheck) == ("remap", "old", "new", "cpu", ALL, False)
+    assert (s.subject, s.a, s.b, s.device, s.reports, s.memcheck) == ("remap", "old", "new", DEVICE, ALL, False)
     assert s.filters == ("path=convert", "k=128", "invalid=0") and s.max_size == 1 and s.call_checks == "sample"
     assert (s.workers, s.batch, s.case_timeout) == (0, 1, 900.0)
-    assert sweep.settings == JudgeSettings("old", "new", "cpu", str(sweep.folder), False, "sample", ALL)
+    assert sweep.settings == JudgeSettings("old", "new", DEVICE, str(sweep.folder), False, "sample", ALL)
 
 
 def test_the_settings_are_frozen_and_validated_when_made():

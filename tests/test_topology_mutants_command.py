@@ -113,3 +113,10 @@ def test_missing_barrier_is_killed_on_a_gpu_by_a_cpu_child(tmp_path):
     (row,) = json.loads(out.read_text())["mutants"]
     assert row["verdict"] == str(Outcome.KILLED) and row["detail"].startswith("in a CPU child process"), row
     assert rc == 0
+
+
+def test_a_cpu_child_that_gives_no_verdict_is_broken_with_its_last_error_line(tmp_path):
+    missing = str(tmp_path / "no_such_mutant.py")  # the child cannot load B: it exits without a verdict line
+    verdict, detail = mutants._scheduled_in_a_cpu_child("relaxed_stores", missing, BY_ID["missing_barrier"].witness_case)
+    assert verdict == str(Outcome.BROKEN) and detail.startswith("the CPU child process gave no verdict (exit 1: "), detail
+    assert "no_such_mutant" in detail, detail

@@ -18,11 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from remap_ab import cli, subjects
+from remap_ab import cli, runtime, subjects
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "user_prefix_subject"
 NAME = f"{MODULE}:SUBJECT"
+DEVICE = runtime.default_device()  # in-process calls run where this process runs kernels
 
 SOURCE = '''"""An inclusive int32 prefix sum, written twice: B drops the carry past its second block."""
 import torch
@@ -160,7 +161,7 @@ def test_the_pytest_grid_runs_the_subjects_grid(home, tmp_path):
 
 
 def _args(**kw) -> argparse.Namespace:
-    return argparse.Namespace(**{"a": None, "b": None, "device": "cpu", "memcheck": False, "root": "reports", **kw})
+    return argparse.Namespace(**{"a": None, "b": None, "device": DEVICE, "memcheck": False, "root": "reports", **kw})
 
 
 def test_run_and_replay_through_the_subjects_parts(home, tmp_path, capsys):
@@ -178,7 +179,7 @@ def test_run_and_replay_through_the_subjects_parts(home, tmp_path, capsys):
 
 def test_the_strategy_shrinks_to_the_corner_and_serves_as_a_property_test(home, capsys):
     subject = subjects.get(NAME)
-    assert subject.smallest_failing("torch", "blocked", "cpu")["n"] == 65  # the first length past the corner
+    assert subject.smallest_failing("torch", "blocked", DEVICE)["n"] == 65  # the first length past the corner
     assert subject.command_part("run").main(_args(case=None, report=None, shrink=True)) == 1
     assert 'smallest failing case: {"low": ' in capsys.readouterr().out
     subject.property_test(b="torch")()  # B written right: every drawn case passes
@@ -188,7 +189,7 @@ def test_the_strategy_shrinks_to_the_corner_and_serves_as_a_property_test(home, 
 
 def test_the_mutants_are_killed_by_their_declared_checks(home, capsys):
     part = subjects.get(NAME).command_part("mutants")
-    assert part.main(argparse.Namespace(only=None, list=False, device="cpu", jobs=1, json=None)) == 0
+    assert part.main(argparse.Namespace(only=None, list=False, device=DEVICE, jobs=1, json=None)) == 0
     out = capsys.readouterr().out
     assert "mutants: 2 of 2 killed by their declared check" in out and "killed  plus_one" in out
 
@@ -199,14 +200,14 @@ def test_a_mutant_declared_with_the_wrong_check_is_broken_not_killed(home):
 
     subject = subjects.get(NAME)
     wrong = mutants.Mutant("mislabelled", subject.mutants[0].b, "layout")
-    (kill,) = mutants.kill_all(subject, [wrong], "cpu")
+    (kill,) = mutants.kill_all(subject, [wrong], DEVICE)
     assert kill.verdict == Outcome.BROKEN and "caught by b-vs-oracle, not by the declared layout" in kill.detail
 
 
 COMMANDS = [
-    (["run", "--subject", NAME, "--case", '{"n": 65, "low": 0}', "--device", "cpu"], 1, "FAIL [b-vs-oracle]"),
-    (["replay", "--subject", NAME, '{"n": 100, "low": -5}', "--device", "cpu"], 1, "FAIL [b-vs-oracle]"),
-    (["mutants", "--subject", NAME, "--device", "cpu"], 0, "2 of 2 killed"),
+    (["run", "--subject", NAME, "--case", '{"n": 65, "low": 0}', "--device", DEVICE], 1, "FAIL [b-vs-oracle]"),
+    (["replay", "--subject", NAME, '{"n": 100, "low": -5}', "--device", DEVICE], 1, "FAIL [b-vs-oracle]"),
+    (["mutants", "--subject", NAME, "--device", DEVICE], 0, "2 of 2 killed"),
 ]
 
 

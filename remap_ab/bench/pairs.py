@@ -8,7 +8,9 @@ The subject says what a shape is, how to call its sides and what "equal" means
 ``calls`` calls, as the remap's cells are, where it can be captured; a side that
 synchronises with the host (a vectorised torch path that calls ``nonzero`` does) cannot
 be, and is timed as ``calls`` eager calls instead (``timing.EagerLoop``), host overhead
-included. The row says which (``a_method``, ``b_method``).
+included. A pair whose ``eager`` names a side ("a", "b") has that side timed eagerly
+without trying: its call is host work (NumPy, say) that a capture would run once and a
+replay would skip. The row says which (``a_method``, ``b_method``).
 
 ``main`` is such a subject's whole bench part (``remap-ab bench --subject NAME`` with the
 shared options alone; remap_ab/subjects/topology/bench.py hands itself to it), and
@@ -62,6 +64,11 @@ class TimedPair(Protocol):
         """The line that reruns this shape's inputs through the subject's judge."""
         ...
 
+    @property
+    def eager(self) -> tuple:
+        """The sides ("a", "b") timed as eager calls without trying a capture."""
+        ...
+
     def disagreement(self, a_out: object, b_out: object) -> Optional[str]:
         """None when B's result equals A's as the subject's contract says, else the first difference."""
         ...
@@ -85,7 +92,8 @@ def measure(pair: TimedPair, *, calls: int, repeats: int, fail_slower: Optional[
     try:
         loops, last = {}, {}
         for side, fn in (("a", pair.a), ("b", pair.b)):
-            loops[side], last[side], row[f"{side}_method"] = _graph_or_loop(fn, calls)
+            loops[side], last[side], row[f"{side}_method"] = ((EagerLoop(fn, calls), calls), None, "eager") \
+                if side in pair.eager else _graph_or_loop(fn, calls)
         times = time_graphs(loops, repeats)
     except Exception as exc:  # a timed call that fails costs this shape, not the run
         row.update(status=CellStatus.ERROR.value, why=f"timing failed: {exception_line(exc)[:300]}")
@@ -175,7 +183,8 @@ def section(result: PairRun, key: str, title: str, question: str, a: str, b: str
         findings.append(f"B ({b}) over A ({a}): {ratios[0]:.3f} to {ratios[-1]:.3f} over {len(timed)} shapes "
                         f"(below 1: B is faster)")
     findings += [f"{r['status']}: {r['why']}" for r in result.rows if r["status"] != CellStatus.TIMED.value]
-    findings += [f"slower beyond noise: {line(r, [])}" for r in result.rows if r["speed_gate"] == "slower"]
+    findings += [f"slower beyond noise: {line(r, list(r)[:list(r).index('status')])}"  # the row's label columns
+                 for r in result.rows if r["speed_gate"] == "slower"]
     status = SectionStatus.COMPLETE
     note = METHOD
     if result.not_measured:

@@ -133,6 +133,7 @@ class Declared(Subject):
     # name -> prepare(**inputs) -> a call of no arguments: how the bench calls that side
     # (default: the implementation on the case's inputs, as the A/B calls it)
     bench_implementations: dict = {}
+    bench_eager: tuple = ()  # implementations whose call is host work a CUDA graph would skip: timed eagerly
     failure_classes = "check"  # a report slot per failing check (report_cap.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

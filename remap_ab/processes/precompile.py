@@ -330,7 +330,7 @@ class Ahead:
         return text
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        start.stop_executor(self.pool)  # compiles still running are of no use past the run's end
 
 
 class Schedule:

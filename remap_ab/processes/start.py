@@ -91,6 +91,19 @@ def _one_intra_op_thread() -> None:
         os.environ["OMP_NUM_THREADS"] = "1"
 
 
+def stop_executor(pool: ProcessPoolExecutor) -> None:
+    """End ``pool`` now: queued tasks cancelled and the tasks running ended with their
+    processes. ``shutdown(wait=False)`` alone leaves them running, and the interpreter's
+    exit then waits for each (a command past its deadline still waiting on compiles)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
 def executor(workers: int, initializer: Callable | None = None, initargs: tuple = ()) -> ProcessPoolExecutor:
     """A ``ProcessPoolExecutor`` of ``workers`` processes started as ``context()`` says,
     each with this process's environment of now, one torch intra-op thread, then

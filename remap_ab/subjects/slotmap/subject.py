@@ -43,6 +43,7 @@ class SlotMapping(Declared):
     bench = tuple(block_grid("bench").cases())  # decode and prefill sizes; the host timed as vLLM runs it
     bench_implementations = {"host": lambda pad_tail, **batch: partial(
         judged_as(adapter.host_as_vllm_runs_it(**batch)), pad_tail, **batch)}
+    bench_eager = ("host",)  # NumPy on the host: a graph would hold its copy alone
     oracle = staticmethod(judged_as(adapter.call_oracle))
     no_host_sync = ("device",)  # the host version copies to and from the host by design
     extra_columns = ("finding",)

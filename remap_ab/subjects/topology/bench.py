@@ -73,6 +73,7 @@ class Pair:
     a: Callable[[], torch.Tensor]
     b: Callable[[], torch.Tensor]
     names: tuple[str, str] = ("a", "b")  # A's and B's canonical names, for the replay line
+    eager: tuple = ()  # both sides are kernels: each timed in a CUDA graph
 
     @property
     def labels(self) -> dict:

@@ -291,10 +291,14 @@ def _scheduled_in_a_cpu_child(schedule: str, path: str, case: TopologyCase) -> t
     try:
         proc = subprocess.run([sys.executable, "-m", __name__, schedule, path, case.to_json()], env=env,
                               capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        return Outcome.BROKEN.value, f"the CPU child process gave no verdict ({exception_line(exc)})"
+    try:
         found = json.loads(proc.stdout.strip().splitlines()[-1])
         return str(found["verdict"]), f"in a CPU child process: {found['detail']}"
-    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError, KeyError) as exc:
-        return Outcome.BROKEN.value, f"the CPU child process gave no verdict ({exception_line(exc)})"
+    except (json.JSONDecodeError, IndexError, KeyError):
+        said = (proc.stderr.strip().splitlines() or ["nothing on stderr"])[-1][:300]
+        return Outcome.BROKEN.value, f"the CPU child process gave no verdict (exit {proc.returncode}: {said})"
 
 
 def kill_all(selected: Sequence[Mutant], device: str, folder: Path, *, repeats: int = GPU_REPEATS,

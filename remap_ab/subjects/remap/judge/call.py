@@ -37,6 +37,7 @@ from remap_ab.declare.calls import (
     late_launches,
     other_streams_delayed,
     poisoned_empty,
+    same_shapes,
     synchronize,
 )
 from remap_ab.declare.calls import set_sync_debug_mode as _set_sync_debug_mode
@@ -613,6 +614,8 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
                             {"capture_failed": exception_line(exc)[:300],
                              **({"frame": f} if (f := sync_frame(exc, impl)) else {})})]
     fresh = fresh_inputs(config, dev)
+    if not same_shapes(fresh.tensors(), inputs.tensors()):  # recorded inputs (a trace) the generator does not remake
+        fresh = inputs
     for name, t in static.tensors().items():
         t.copy_(getattr(fresh, name))
     if buffers is not None:
@@ -630,6 +633,7 @@ def _graph_check(impl, config, inputs, ordered) -> list[CallFinding]:
         return found
     detail = _first_difference(captured, eager) if ordered and captured.shape == eager.shape else ""
     evidence = _stream_evidence(captured, eager, captured_counts, eager_counts, ordered, "graph replay", "eager call")
-    return found + [CallFinding(Check.GRAPH, f"{impl.name}: replaying its captured CUDA graph on new inputs gives other outputs "
+    on = "the inputs it was captured with" if fresh is inputs else "new inputs"
+    return found + [CallFinding(Check.GRAPH, f"{impl.name}: replaying its captured CUDA graph on {on} gives other outputs "
                                      f"than an eager call on them{detail}; the call bakes in something of the "
                                      f"inputs it was captured with", evidence)]
