@@ -454,3 +454,55 @@ def test_a_writer_that_falls_behind_drops_samples_and_holds_no_copies(tmp_path, 
             assert stub.triton_convert_req_index_to_global_index(x[:, 0], x, x) is x
     assert rec.stats["dropped_busy"] == 3 and rec.stats["sampled"] == 0 and rec._pending_bytes == 0
     assert trace_file.files(tmp_path / "busy") == []
+
+
+CAPTURE_BESIDE_A_POLLER = textwrap.dedent('''
+    import json, sys, threading, time
+    import torch
+    from remap_ab.traces import recorder
+
+    def poll(relaxed, stop, errors):
+        if relaxed:
+            recorder.leave_other_threads_captures_alone()
+        side = torch.cuda.Stream()
+        while not stop.is_set():
+            done = torch.cuda.Event()
+            done.record(side)
+            try:
+                done.query()  # what the writer thread does while its copies run
+            except Exception as exc:
+                errors.append(type(exc).__name__)
+                return
+            time.sleep(0.0002)
+
+    relaxed = sys.argv[1] == "relaxed"
+    stop, errors = threading.Event(), []
+    x = torch.zeros(1024, device="cuda")
+    torch.cuda.synchronize()
+    thread = threading.Thread(target=poll, args=(relaxed, stop, errors))
+    thread.start()
+    time.sleep(0.05)
+    graph, captured = torch.cuda.CUDAGraph(), True
+    try:
+        with torch.cuda.graph(graph):  # global mode: torch's default, vLLM's
+            for _ in range(50):
+                x.add_(1)
+                time.sleep(0.002)  # the poller queries while this capture runs
+    except Exception:
+        captured = False
+    stop.set()
+    thread.join()
+    print(json.dumps({"captured": captured, "poller_errors": errors}))
+''')
+
+
+@pytest.mark.gpu
+def test_the_writer_thread_s_cuda_calls_leave_another_thread_s_graph_capture_alone():
+    def run(mode: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", CAPTURE_BESIDE_A_POLLER, mode], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert run("relaxed") == {"captured": True, "poller_errors": []}
+    # The control: a thread in the default mode that queries an event breaks the capture.
+    assert run("default")["captured"] is False

@@ -106,3 +106,24 @@ def test_a_position_past_its_row_reads_the_next_row_and_the_oracle_refuses_it():
     last = adapter.Batch(batch.table_buffer, 2, batch.query_start_loc, np.array([0, 4 * 16], np.int64), 2)  # entry 6 of 6
     with pytest.raises(IndexError):  # only past the table's end does the host raise
         host.compute_slot_mapping(*adapter.host_args(last, adapter.Params(16), a)[0])
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the Triton interpreter's behaviour")
+def test_a_loaded_scalar_as_a_loop_bound_runs_under_an_interpreter_that_converts_it_with_int(monkeypatch):
+    # Triton 3.6's interpreter takes a tensor's index as int() of its one-element array,
+    # which NumPy 2.4 refuses; remap-ab's executor (interpreter/batched.py) squeezes it.
+    from triton.runtime import interpreter
+
+    from remap_ab.interpreter import batched
+
+    own = interpreter._patch_lang_tensor
+
+    def like_triton_3_6(tensor, scope):
+        own(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", like_triton_3_6)
+    batch = make_batch([2, 1, 3], columns=4, stride=6, block_size=16)
+    with batched.installed():
+        a, b, o = run_both(batch, adapter.Params(16, 2, 1, 16))
+    assert (b[:6] == o[:6]).all() and interpreter._patch_lang_tensor is like_triton_3_6  # put back after the launch

@@ -19,10 +19,11 @@ from remap_ab.cli import main as cli_main
 from remap_ab.processes import pool
 from remap_ab.report_cap import ALL
 from remap_ab.subject import JudgeSettings
-from remap_ab.sweep.run import Sweep, SweepOptions
+from remap_ab.sweep.run import GPU_BATCH, Sweep, SweepOptions
 
 BEFORE = Path(__file__).parent / "data" / "run_before_settings"
 DEVICE = runtime.default_device()  # a resume runs in this process, on the device it runs kernels on
+BATCH = GPU_BATCH if DEVICE == "cuda" else 1  # a run.json from before keeps no batch: the device's default
 
 
 def old_run(tmp_path: Path, drop: tuple = ()) -> Path:
@@ -47,7 +48,7 @@ def test_a_run_json_from_before_resumes_with_its_own_settings(tmp_path, capsys):
     kept = ("subject", "a", "b", "device", "filters", "max_tokens", "grid_file", "memcheck", "call_checks", "reports",
             "selection", "case_ids", "grid_version")
     assert {k: after[k] for k in kept} == {k: before[k] for k in kept}
-    assert after["last_session"]["workers"] == 0 and after["last_session"]["batch"] == 1
+    assert after["last_session"]["workers"] == 0 and after["last_session"]["batch"] == BATCH
 
 
 def test_a_resume_reads_the_settings_back_without_changing_what_was_asked(tmp_path):
@@ -61,7 +62,7 @@ def test_a_resume_reads_the_settings_back_without_changing_what_was_asked(tmp_pa
     # A run from before report folders were capped wrote one for every failing case.
     assert (s.subject, s.a, s.b, s.device, s.reports, s.memcheck) == ("remap", "old", "new", DEVICE, ALL, False)
     assert s.filters == ("path=convert", "k=128", "invalid=0") and s.max_size == 1 and s.call_checks == "sample"
-    assert (s.workers, s.batch, s.case_timeout) == (0, 1, 900.0)
+    assert (s.workers, s.batch, s.case_timeout) == (0, BATCH, 900.0)
     assert sweep.settings == JudgeSettings("old", "new", DEVICE, str(sweep.folder), False, "sample", ALL)
 
 

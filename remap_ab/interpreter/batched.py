@@ -183,6 +183,7 @@ def _make_executor_class(interpreter):
             args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
             for hook in self.pre_run_hooks:
                 hook(*args_hst, **kwargs_hst)
+            own_patch = _scalar_index_fixed(interpreter)
             patch_scope = interpreter._patch_lang(self.fn)
             try:
                 args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
@@ -204,11 +205,29 @@ def _make_executor_class(interpreter):
                     raise interpreter.InterpreterError(repr(e)) from e
             finally:
                 patch_scope.restore()
+                interpreter._patch_lang_tensor = own_patch
             self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     BatchedGridExecutor.__name__ = "BatchedGridExecutor"
     BatchedGridExecutor.__qualname__ = "BatchedGridExecutor"
     return BatchedGridExecutor
+
+
+def _scalar_index_fixed(interpreter):
+    """Make a loaded scalar usable as a loop bound for the launch now starting; return
+    the interpreter's own ``_patch_lang_tensor`` for the caller to put back after it.
+    Triton 3.6's interpreter converts it with ``int()`` of its one-element array, which
+    NumPy 2.4 refuses (TypeError: only 0-dimensional arrays ...); 3.7 squeezes it first,
+    as this does. Every jitted helper's call re-runs ``_patch_lang_tensor``, so the fix
+    rides on it."""
+    original = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
+    return original
 
 
 def _run_sequential(interpreter, fn, args, grid) -> None:

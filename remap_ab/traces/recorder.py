@@ -11,7 +11,8 @@ each tensor's device and storage offset). A call is sampled when its signature i
 
 - its inputs are copied, on the caller's stream and before the call, into fresh
   device tensors (a device-to-device copy, ordered with the caller's work, no host
-  sync); a writer thread takes them to the host on a stream of its own, compresses
+  sync); a writer thread takes them to the host on a stream of its own (its CUDA calls
+  allowed beside another thread's graph capture: ``leave_other_threads_captures_alone``), compresses
   them (``trace_file``) and writes one file per sample. Caller buffers (the
   subject's ``traced.BUFFERS``) are outputs: their shape, strides and dtype are recorded,
   never their values;
@@ -33,6 +34,7 @@ device memory (``MAX_PENDING`` samples, ``MAX_PENDING_BYTES`` of copies). ``call
 from __future__ import annotations
 
 import atexit
+import ctypes
 import functools
 import hashlib
 import importlib
@@ -59,6 +61,20 @@ DEFAULT_CAP_MB = 256.0
 MAX_PENDING = 32  # sampled calls waiting for the writer; more are dropped (counted)
 MAX_PENDING_BYTES = 512 << 20  # and the bytes of their copies (a 16384-row prefill call's inputs are 128 MiB)
 _SCALARS = (bool, int, float, str, type(None))
+
+
+def leave_other_threads_captures_alone() -> int:
+    """Make this thread's CUDA calls (event queries, pinned allocations) allowed while
+    another thread captures a CUDA graph in global mode, torch's default and vLLM's:
+    otherwise the first such call invalidates that capture. CUDA's driver keeps this
+    mode per thread (``cuThreadExchangeStreamCaptureMode``, relaxed). Returns the
+    driver's result (0: done); -1 where there is no CUDA driver to ask."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return -1
+    mode = ctypes.c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+    return int(driver.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)))
 
 
 @dataclass
@@ -115,6 +131,7 @@ class Recorder:
         self._pid = os.getpid()
         self._seq = 0
         self._streams: dict = {}
+        self._relaxed: set = set()  # the threads whose CUDA calls leave other threads' captures alone
         self._pending_bytes = 0  # of the copies waiting for the writer
         self._pending_lock = threading.Lock()
         self._stopped = False
@@ -168,7 +185,7 @@ class Recorder:
         self.calls.clear()
         self.signatures.clear()
         self.stats.update({k: 0 for k in self.stats if k != "errors"}, errors=[])
-        self._files, self._digests, self._streams, self._pending_bytes = {}, {}, {}, 0
+        self._files, self._digests, self._streams, self._relaxed, self._pending_bytes = {}, {}, {}, set(), 0
         self._pending_lock = threading.Lock()
         self._queue = queue.Queue()
         self._start_writer()
@@ -308,6 +325,12 @@ class Recorder:
             return item.tensors
         torch = self._torch
         device = next(iter(item.tensors.values())).device
+        if threading.get_ident() not in self._relaxed:  # this thread's first CUDA work
+            self._relaxed.add(threading.get_ident())
+            said = leave_other_threads_captures_alone()
+            if said > 0:
+                self._note(RuntimeError(f"the writer thread may break a CUDA-graph capture on another thread "
+                                        f"(cuThreadExchangeStreamCaptureMode returned {said})"))
         side = self._streams.get(device)
         if side is None:
             side = self._streams[device] = torch.cuda.Stream(device=device)

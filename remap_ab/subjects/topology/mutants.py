@@ -315,7 +315,9 @@ def kill_all(selected: Sequence[Mutant], device: str, folder: Path, *, repeats: 
 
 if __name__ == "__main__":  # a scheduled witness in a CPU child (_scheduled_in_a_cpu_child)
     from remap_ab import runtime
+    from remap_ab.host import tuning
 
+    tuning.tune_this_process()  # a process remap-ab started: the CPU command line's interpreter
     runtime.select("cpu")
     verdict, detail = _scheduled(sys.argv[1], sys.argv[2], TopologyCase.from_json(sys.argv[3]))
     print(json.dumps({"verdict": verdict, "detail": detail}))
