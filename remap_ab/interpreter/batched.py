@@ -216,7 +216,7 @@ def _make_executor_class(interpreter):
 def _scalar_index_fixed(interpreter):
     """Make a loaded scalar usable as a loop bound for the launch now starting; return
     the interpreter's own ``_patch_lang_tensor`` for the caller to put back after it.
-    Triton 3.6's interpreter converts it with ``int()`` of its one-element array, which
+    Triton 3.6's interpreter takes ``int()`` of its one-element array, which
     NumPy 2.4 refuses (TypeError: only 0-dimensional arrays ...); 3.7 squeezes it first,
     as this does. Every jitted helper's call re-runs ``_patch_lang_tensor``, so the fix
     rides on it."""
