@@ -206,9 +206,9 @@ class BenchPart:
     def pair(self, case: dict, a: str, b: str, device: str) -> _Pair:
         s = self.subject
         inputs = s.inputs(case, device)
-        pair = _Pair(s, case, inputs, s.bench_call(a, inputs), s.bench_call(b, inputs), s.replay_line(case, None, None, a, b))
-        pair.eager = tuple(side for side, name in (("a", a), ("b", b)) if name in s.bench_eager)
-        return pair
+        eager = tuple(side for side, name in (("a", a), ("b", b)) if name in s.bench_eager)
+        return _Pair(s, case, inputs, s.bench_call(a, inputs), s.bench_call(b, inputs), s.replay_line(case, None, None, a, b),
+                     eager)
 
     def add_arguments(self, parser, groups: dict) -> None:
         """No options beyond the shared ones (remap_ab/commands/bench.py)."""
@@ -220,9 +220,9 @@ class BenchPart:
 class _Pair:
     """One bench case's two calls (bench.pairs.TimedPair)."""
 
-    def __init__(self, subject: Any, case: dict, inputs: dict, a: Any, b: Any, replay: str):
+    def __init__(self, subject: Any, case: dict, inputs: dict, a: Any, b: Any, replay: str, eager: tuple = ()):
         self.subject, self.labels, self.inputs, self.a, self.b, self.replay = subject, dict(case), inputs, a, b, replay
-        self.eager: tuple = ()  # the sides timed as eager calls (the subject's bench_eager)
+        self.eager = eager  # the sides timed as eager calls (the subject's bench_eager)
 
     def disagreement(self, a_out: Any, b_out: Any) -> Optional[str]:
         names = [o.name for o in self.subject.outputs]

@@ -131,7 +131,7 @@ class Recorder:
         self._pid = os.getpid()
         self._seq = 0
         self._streams: dict = {}
-        self._relaxed: set = set()  # the threads whose CUDA calls leave other threads' captures alone
+        self._relaxed = False  # whether the writer thread's CUDA calls leave other threads' captures alone
         self._pending_bytes = 0  # of the copies waiting for the writer
         self._pending_lock = threading.Lock()
         self._stopped = False
@@ -185,7 +185,7 @@ class Recorder:
         self.calls.clear()
         self.signatures.clear()
         self.stats.update({k: 0 for k in self.stats if k != "errors"}, errors=[])
-        self._files, self._digests, self._streams, self._relaxed, self._pending_bytes = {}, {}, {}, set(), 0
+        self._files, self._digests, self._streams, self._relaxed, self._pending_bytes = {}, {}, {}, False, 0
         self._pending_lock = threading.Lock()
         self._queue = queue.Queue()
         self._start_writer()
@@ -325,8 +325,8 @@ class Recorder:
             return item.tensors
         torch = self._torch
         device = next(iter(item.tensors.values())).device
-        if threading.get_ident() not in self._relaxed:  # this thread's first CUDA work
-            self._relaxed.add(threading.get_ident())
+        if not self._relaxed:  # the writer thread's first CUDA work (it alone calls this)
+            self._relaxed = True
             said = leave_other_threads_captures_alone()
             if said > 0:
                 self._note(RuntimeError(f"the writer thread may break a CUDA-graph capture on another thread "
