@@ -82,3 +82,14 @@ def test_worker_processes_in_flight_are_killed_at_the_deadline_s_grace(tmp_path,
     past = data["seconds"] - minutes * 60
     assert past <= engine.DEADLINE_GRACE_S + 3, past
 
+
+
+def test_a_soak_that_judged_cases_and_abandoned_one_is_incomplete_not_a_pass(tmp_path):
+    # B answers its first calls, then stalls: the cases judged passed, the one in flight
+    # at the deadline did not, and the soak must not read as a pass.
+    proc, data, wall = _run(tmp_path, 0.1, REMAP_AB_STALL_AFTER="4")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert data["cases"] >= 1 and len(data["abandoned"]) == 1, data
+    assert "soak: PASS" not in proc.stdout
+    assert (f"soak: INCOMPLETE — {data['cases']} cases judged, all passed; 1 more, in flight at the deadline, "
+            "abandoned unjudged (ABANDONED above)") in proc.stdout

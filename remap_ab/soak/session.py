@@ -177,6 +177,8 @@ def _summary(job: Soak, soak: SoakPlan, tally: engine.Tally, interrupted: Interr
     if interrupted.asked:
         print(f"soak: interrupted — the {len(tally.records)} cases judged all passed{left}")
         return 130
-    print(f"soak: PASS — all {len(tally.records)} cases judged passed{left}" if left
-          else f"soak: PASS — all {len(tally.records)} cases passed")
+    if left:  # a case that outlived the deadline's grace is no pass: it may be B that stalls
+        print(f"soak: INCOMPLETE — {len(tally.records)} cases judged, all passed{left}")
+        return 1
+    print(f"soak: PASS — all {len(tally.records)} cases passed")
     return 0
