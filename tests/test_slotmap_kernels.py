@@ -127,3 +127,21 @@ def test_a_loaded_scalar_as_a_loop_bound_runs_under_an_interpreter_that_converts
     with batched.installed():
         a, b, o = run_both(batch, adapter.Params(16, 2, 1, 16))
     assert (b[:6] == o[:6]).all() and interpreter._patch_lang_tensor is like_triton_3_6  # put back after the launch
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the Triton interpreter's behaviour")
+def test_the_interpreter_s_own_patch_goes_back_when_a_launch_fails_before_it_runs(monkeypatch):
+    from triton.runtime import interpreter
+
+    from remap_ab.interpreter import batched
+
+    own = interpreter._patch_lang_tensor
+
+    def refuses(fn):
+        raise RuntimeError("patching refused")
+
+    monkeypatch.setattr(interpreter, "_patch_lang", refuses)
+    batch = make_batch([1], columns=2, stride=2, block_size=16)
+    with batched.installed(), pytest.raises(RuntimeError, match="patching refused"):
+        run_both(batch, adapter.Params(16))
+    assert interpreter._patch_lang_tensor is own

@@ -184,8 +184,9 @@ def _make_executor_class(interpreter):
             for hook in self.pre_run_hooks:
                 hook(*args_hst, **kwargs_hst)
             own_patch = _scalar_index_fixed(interpreter)
-            patch_scope = interpreter._patch_lang(self.fn)
-            try:
+            patch_scope = None
+            try:  # the interpreter's own patch goes back even if _patch_lang raises
+                patch_scope = interpreter._patch_lang(self.fn)
                 args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
                 args = {name: arg if name in self.constexprs else interpreter._implicit_cvt(arg) for name, arg in args.items()}
                 grid = self.grid(args) if callable(self.grid) else self.grid
@@ -204,7 +205,8 @@ def _make_executor_class(interpreter):
                         raise
                     raise interpreter.InterpreterError(repr(e)) from e
             finally:
-                patch_scope.restore()
+                if patch_scope is not None:
+                    patch_scope.restore()
                 interpreter._patch_lang_tensor = own_patch
             self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
