@@ -56,7 +56,7 @@ class HistoryOptions(Strict):
     sweep: SweepOptions = SweepOptions(progress=False)
 
     # What history.json keeps beside the sweep's run-level settings (``stored``).
-    WALK: ClassVar[tuple[str, ...]] = ("repo", "path", "bounds", "baseline", "all_parents")
+    WALK: ClassVar[tuple[str, ...]] = statemod.WALK
     ARGUMENTS: ClassVar[dict[str, str]] = {"bounds": "range"}  # a field whose argparse dest has another name
     PAIR: ClassVar[tuple[str, ...]] = ("a", "b")  # each pair's own, not kept for the history
 

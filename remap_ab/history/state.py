@@ -19,6 +19,9 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from pydantic import Field, create_model
+
+from remap_ab import schema
 from remap_ab.errors import UsageError
 from remap_ab.sweep.run_folder import SIZE_KEY, RunLock
 
@@ -79,8 +82,6 @@ class State:
                              "start a new history without --resume")
         if data["format"] == 1:
             data["format"], data["settings"] = FORMAT, _from_format_1(data["settings"])
-        from remap_ab import schema  # pydantic is loaded only when a file is read
-
         schema.load(_settings_shape(), data["settings"], where=f"{Path(folder) / FILE}: settings", error=UsageError,
                     remedy="; the history folder is damaged: start a new history without --resume")
         data.setdefault("rows", {})
@@ -117,24 +118,20 @@ class State:
         self.lock.release()
 
 
-# The walk's settings (HistoryOptions.WALK and the command line); the rest are the pairs'.
-_WALK = ("repo", "path", "bounds", "baseline", "all_parents", "command")
+# The walk's settings (HistoryOptions'), kept beside the pairs' sweep settings and the command line.
+WALK = ("repo", "path", "bounds", "baseline", "all_parents")
 
 
 def _from_format_1(settings: dict) -> dict:
     """Format 1's settings, the pairs' sweep settings beside the walk's, as format 2 keeps them."""
-    return {**{k: v for k, v in settings.items() if k in _WALK},
-            "sweep": {k: v for k, v in settings.items() if k not in _WALK}}
+    walk = (*WALK, "command")
+    return {**{k: v for k, v in settings.items() if k in walk}, "sweep": {k: v for k, v in settings.items() if k not in walk}}
 
 
 @functools.cache
 def _settings_shape() -> type:
     """history.json's settings: the walk's, and the pairs' run-level sweep settings in
     run.json's shape (``schema.RunSettings`` and the size cap)."""
-    from pydantic import Field, create_model
-
-    from remap_ab import schema
-
     # reports null: not given, each pair's sweep takes its default (a run.json keeps it resolved).
     sweep = create_model("PairSettings", __base__=schema.with_size_cap(schema.RunSettings, SIZE_KEY),
                          reports=(Optional[schema.ReportCap], schema.ABSENT))
