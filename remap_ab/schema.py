@@ -204,23 +204,29 @@ class ApiDifferenceData(Open):
     line: str
 
 
-class RunMeta(Open):
+class RunSettings(Open):
+    """A sweep's run-level settings as ``SweepOptions.stored`` keeps them (but A, B and the
+    size cap): run.json's, and every pair's in a history's history.json."""
+
+    device: typing.Literal["cpu", "cuda"]
+    filters: list[str]
+    subject: str = NAMED  # absent: subjects.DEFAULT (a run from before subjects)
+    grid_file: Optional[str] = None
+    memcheck: bool = ABSENT
+    call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = ABSENT
+    reports: ReportCap = ABSENT
+
+
+class RunMeta(RunSettings):
     """run.json but for its size cap, which ``run_meta`` adds under the cap option's name."""
 
     a: str = Field(min_length=1)
     b: str = Field(min_length=1)
-    device: typing.Literal["cpu", "cuda"]
-    filters: list[str]
     selected: int = Field(ge=0)
     run: str = ABSENT
-    subject: str = NAMED  # absent: subjects.DEFAULT (a run from before subjects)
-    grid_file: Optional[str] = None
     grid_version: int = ABSENT
     grid_total: int = COUNT
     selection: str = ABSENT
-    memcheck: bool = ABSENT
-    call_checks: typing.Literal["sample", "all", "off", "not run (no GPU)"] = ABSENT
-    reports: ReportCap = ABSENT
     rejections: int = COUNT
     api: list[ApiDifferenceData] = ABSENT
     features: list[str] = ABSENT
@@ -233,10 +239,15 @@ class RunMeta(Open):
 
 
 @functools.cache
-def run_meta(size_key: str) -> type[RunMeta]:
-    """run.json's shape: ``RunMeta`` and the grid's size cap (``max_size``, null: none),
-    kept under ``size_key``, the cap option's name (``run_folder.SIZE_KEY``)."""
-    return create_model("RunMeta", __base__=RunMeta, max_size=(Optional[int], Field(ge=1, alias=size_key)))
+def with_size_cap(model: type[RunSettings], size_key: str) -> type[RunSettings]:
+    """``model`` and the grid's size cap (``max_size``, null: none), kept under
+    ``size_key``, the cap option's name (``run_folder.SIZE_KEY``)."""
+    return create_model(model.__name__, __base__=model, max_size=(Optional[int], Field(ge=1, alias=size_key)))
+
+
+def run_meta(size_key: str) -> type[RunSettings]:
+    """run.json's shape: ``RunMeta`` and the size cap."""
+    return with_size_cap(RunMeta, size_key)
 
 
 # results.csv (run_folder.py): one row per finished case, every cell read as the string

@@ -317,3 +317,47 @@ def test_another_subject(tmp_path, capsys):
     assert [r["verdict"] for r in doc["rows"]] == ["base", "PASS", "not loadable"] and status == 1
     assert doc["subject"] == "topology" and doc["rows"][1]["cases"] >= 1
     assert "RuntimeError: planted" in doc["rows"][2]["change"]
+
+
+def test_the_settings_are_one_object_kept_in_history_json(history, tmp_path, capsys):
+    """history.json keeps the pairs' sweep settings as run.json does (HistoryOptions.stored);
+    a history.json of format 1 (those settings beside the walk's) still resumes, and a
+    damaged setting is one line, exit 2."""
+    from remap_ab.cli import build_parser
+    from remap_ab.history.run import HistoryOptions
+
+    repo, c, _, _, root = history
+    asked = HistoryOptions.from_args(build_parser("history").parse_args(
+        ["history", "--repo", str(repo), NEW, "--root", str(tmp_path), "--run", "x", *SMALL]))
+    assert asked.sweep.filters == ("path=convert-counts,dcp-compact", "k=384", "invalid=0.3", "oor=off")
+    assert (asked.sweep.root, asked.sweep.run, asked.sweep.resume, asked.sweep.progress) == (str(tmp_path), "x", False, False)
+    pair = asked.pair("A", "B", tmp_path / "x", "b-vs-a", resume=True)
+    assert (pair.a, pair.b, pair.root, pair.run, pair.resume, pair.filters) == (
+        "A", "B", str(tmp_path / "x"), "b-vs-a", True, asked.sweep.filters)
+
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    state_file = copy / "h" / "history.json"
+    state = json.loads(state_file.read_text())
+    settings = state["settings"]
+    assert state["format"] == 2 and settings["sweep"][SIZE_KEY] == 1 and "a" not in settings["sweep"]
+    old = {k: v for k, v in settings.items() if k != "sweep"}
+    old.update({k: v for k, v in settings["sweep"].items() if k not in ("memcheck", "call_checks")})
+    cut = f"{c[7][:12]}-vs-{c[6][:12]}"
+    del state["rows"][cut]
+    shutil.rmtree(copy / "h" / cut)
+    state_file.write_text(json.dumps({**state, "format": 1, "settings": old}))
+    assert cli_main(["history", "--resume", "--root", str(copy), "--json", "-j", "0", "--no-progress"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pairs_run"] == 1 and doc["pairs_done_before"] == 4 and doc["rows"][-1]["verdict"] == "FAIL"
+    assert doc["filters"] == list(asked.sweep.filters) and doc[SIZE_KEY] == 1 and doc["reports"] is None
+    again = json.loads(state_file.read_text())
+    assert again["format"] == 2 and cut in again["rows"]  # rewritten as format 2, the missing fields still absent
+    assert again["settings"]["sweep"] == {k: v for k, v in settings["sweep"].items() if k in old}
+
+    again["settings"]["sweep"]["filters"] = "k=384"
+    state_file.write_text(json.dumps(again))
+    assert cli_main(["history", "--resume", "--root", str(copy), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "history.json: settings field 'sweep.filters' is str 'k=384'" in err, err
+    assert "start a new history without --resume" in err

@@ -22,7 +22,8 @@ from conftest import by_id, importable_mutants
 from remap_ab import runtime
 from remap_ab.mutants import properties
 from remap_ab.mutants.results import CheckResult
-from remap_ab.mutants.session import MutantResult, plan
+from remap_ab.mutants.session import MutantResult, MutantSettings
+from remap_ab.mutants.session import plan as plan_of
 from remap_ab.status import Check, Outcome
 from remap_ab.subjects.remap.parts import mutants as M
 from remap_ab.subjects.remap.parts.mutants import catalogue as catalogue_module
@@ -215,6 +216,10 @@ def test_memcheck_check_kills_on_a_finding_of_the_mutant_and_breaks_on_the_real_
 
 
 # --------------------------------------------------------------------------- plans and verdicts
+
+def plan(m, device, **settings):
+    return plan_of(m, MutantSettings(device, **settings))
+
 
 def test_plan_runs_what_can_kill_and_says_why_the_rest_does_not():
     racy, oob, plain = M.get("tiled_count_plain_rmw"), M.get("block_table_read_past_end"), M.get("blk_le_w")

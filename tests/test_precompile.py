@@ -13,6 +13,7 @@ from remap_ab import runtime
 from remap_ab.host import gpus, tuning
 from remap_ab.processes import precompile, start
 from remap_ab.soak import run as engine
+from remap_ab.subject import JudgeSettings
 from remap_ab.subjects.remap.case.config import CaseConfig, variant_key
 from remap_ab.subjects.remap.parts import soak
 
@@ -153,7 +154,7 @@ class _RecordingJudge:
 
 def _scheduled(ahead, cases: int):
     """``run_ahead`` over ``cases`` draws with ``ahead``: (cases judged, the judge, the first draws)."""
-    plan = engine.WorkerPlan(worker=0, device="cuda", a="old", b="new", seed=3, folder="", deadline=float("inf"),
+    plan = engine.WorkerPlan(worker=0, settings=JudgeSettings("old", "new", "cuda", ""), seed=3, deadline=float("inf"),
                              max_cases=cases, batch=8, compile_workers=1)
     max_tokens, max_topk, contend_every, fresh_every = 64, 1024, 4, 4  # the remap's draws
     stream = soak.draws(plan.seed, 0, max_tokens, max_topk, contend_every, 0, fresh_every)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from remap_ab.subject import JudgeSettings
 from remap_ab.subjects.remap.report import recording
 
 
@@ -25,7 +26,7 @@ def engine(monkeypatch):
     calls: list[list] = []
     state = {"bad": set(), "error": Broken}
 
-    def judge_and_record(configs, a, b, device, folder, times=None, context=None, **_):
+    def judge_and_record(configs, settings, times=None, context=None):
         calls.append(list(configs))
         if state["bad"] & set(configs):
             raise state["error"]("engine failed")
@@ -36,7 +37,7 @@ def engine(monkeypatch):
 
 
 def _judge(**kwargs):
-    return recording.Judge("old", "new", "cpu", None, **kwargs)
+    return recording.Judge(JudgeSettings("old", "new", "cpu", None), **kwargs)
 
 
 def test_a_batch_that_passes_is_one_call_with_its_seconds_shared(engine):

@@ -21,7 +21,7 @@ import pytest
 
 from remap_ab import cli, options, runtime
 from remap_ab.soak import run as engine
-from remap_ab.subject import SoakSettings, soak_random
+from remap_ab.subject import JudgeSettings, SoakSettings, soak_random
 from remap_ab.subjects.topology import calls, mutants
 from remap_ab.subjects.topology import soak as topology_soak
 from remap_ab.subjects.topology.config import INT32_MAX, LEARNED_PATTERNS, LENS_PATTERNS
@@ -71,7 +71,7 @@ def test_the_same_seed_draws_the_same_cases_in_the_same_order(tmp_path):
     # Through the driver's worker: the cases it judges are the stream's first ones, in order
     # (the stream is seeded, as above, so one run pins the worker's order). Rows capped at 4:
     # the order, not the size, is what is checked.
-    plan = engine.WorkerPlan(worker=0, device=runtime.current(), a="a", b="b", seed=7, folder=str(tmp_path),
+    plan = engine.WorkerPlan(worker=0, settings=JudgeSettings("a", "b", runtime.current(), str(tmp_path)), seed=7,
                              deadline=float("inf"), max_cases=5, subject="topology")
     records: list = []
     engine.run_worker(plan, _plan(runtime.current(), max_size=4), records.append, lambda: False)

@@ -76,12 +76,7 @@ def _given_with_resume(args) -> list[str]:
 
 
 def main(args) -> int:
-    opts = HistoryOptions(
-        repo=args.repo, path=args.path, bounds=args.range, baseline=args.baseline, all_parents=args.all_parents,
-        subject=args.subject, grid_file=args.grid, filters=list(args.filter), max_size=args.max_size,
-        device=args.device, workers=args.workers, batch=args.batch, case_timeout=args.case_timeout,
-        reports=args.reports, root=args.root, run=args.run, resume=args.resume,
-    )
+    opts = HistoryOptions.from_args(args)  # validated once; prepare resolves it, a resume from history.json
     refuse_with_resume(opts, _given_with_resume(args))
     if not args.resume and not args.path:
         raise UsageError("give PATH, the file whose history to walk (or --resume to continue a history)")
@@ -97,13 +92,13 @@ def main(args) -> int:
 
     history = History(opts, on_row, on_pair)
     history.prepare()
-    s = history.state.settings
+    o = history.opts  # resolved
     if not args.json:
-        against = f"--baseline {s['baseline'][:12]}" if s["baseline"] else "the revision before it that loads"
-        start, _, end = str(s["bounds"]).rpartition("..")
+        against = f"--baseline {o.baseline[:12]}" if o.baseline else "the revision before it that loads"
+        start, _, end = str(o.bounds).rpartition("..")
         bounds = f"after {start[:12]} up to {end[:12]}" if start else f"up to {end[:12]}"
-        print(f"history of {s['path']} in {s['repo']} ({bounds}): {plural(len(history.walk.revisions), 'revision')}, "
-              f"each against {against}; on {s['device']}; run folders in {history.state.folder}", flush=True)
+        print(f"history of {o.path} in {o.repo} ({bounds}): {plural(len(history.walk.revisions), 'revision')}, "
+              f"each against {against}; on {o.sweep.device}; run folders in {history.state.folder}", flush=True)
         print(rowmod.header(), flush=True)
     doc = history.run()
     if args.json:

@@ -109,6 +109,8 @@ def main(args) -> int:
     json_path = options.checked_output_file(args.json, "--json") if args.json else None
     keep = options.checked_output_dir(args.keep, "--keep") if args.keep else None
     device = _device(args.device)
+    settings = M.MutantSettings(device, args.jobs, args.full, not args.no_props, not args.no_sweep, args.race,
+                                args.memcheck, args.timeout, keep)  # the kill loop's, once
 
     live = [m for m in selected if not m.equivalent]
     equiv = [m for m in selected if m.equivalent]
@@ -128,10 +130,7 @@ def main(args) -> int:
     def progress(r):
         print(f"  {str(r.verdict):>12}  {r.id:<30} {r.seconds:6.1f} s", flush=True)
 
-    results = M.run_all(
-        selected, device, part, jobs=args.jobs, full=args.full, props=not args.no_props, sweep=not args.no_sweep,
-        race=args.race, memcheck=args.memcheck, timeout=args.timeout, keep=keep, progress=progress,
-    )
+    results = M.run_all(selected, part, settings, progress=progress)
     wall = time.perf_counter() - start
     _print_worker_matrix(part, results, device, wall, args.verbose)
     if json_path:

@@ -19,9 +19,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
 from remap_ab import command_line, runtime, sources, subjects
 from remap_ab.errors import ImplementationError, UnloadableFileError, UsageError
@@ -30,35 +29,66 @@ from remap_ab.history import state as statemod
 from remap_ab.history.revisions import Revision, revision_at, walk
 from remap_ab.history.row import Row
 from remap_ab.options import checked_output_dir
-from remap_ab.report_cap import Cap
+from remap_ab.schema import Strict
 from remap_ab.sweep.run import Sweep, SweepOptions
 from remap_ab.sweep.run_folder import SIZE_KEY
+from remap_ab.sweep.settings import arguments
 
-FORMAT = 1
-# The settings a history runs with, kept in history.json: what --resume runs again.
+FORMAT = 1  # --json's document
+# What --json prints of the settings (history.json's, flat), in this order.
 SETTINGS = ("repo", "path", "bounds", "baseline", "all_parents", "subject", "grid_file", "filters", SIZE_KEY, "device",
             "reports")
 
 
-@dataclass
-class HistoryOptions:
-    repo: Optional[str] = None  # None: $REMAP_AB_REPO, else the current folder
+class HistoryOptions(Strict):
+    """What a history walks, and every pair's sweep settings whole (``sweep``), validated
+    once from the command line; None where ``History.prepare`` decides. ``prepare``
+    replaces it with the options resolved (a resume's read back from history.json)."""
+
+    repo: Optional[str] = None  # None: $REMAP_AB_REPO, else the current folder; resolved: the top folder
     path: Optional[str] = None  # the file, as named at the walk's end (None only with resume)
-    bounds: Optional[str] = None  # REV1..REV2 or REV; None: up to HEAD
-    baseline: Optional[str] = None  # every revision against this one instead of the one before
+    bounds: Optional[str] = None  # REV1..REV2 or REV; None: up to HEAD; resolved: commits
+    baseline: Optional[str] = None  # every revision against this one instead of the one before; resolved: its commit
     all_parents: bool = False
-    subject: str = subjects.DEFAULT
-    grid_file: Optional[str] = None
-    filters: list = field(default_factory=list)
-    max_size: Optional[int] = None
-    device: str = "auto"
-    workers: Optional[int] = None  # each pair's sweep: None its default, 0 in this process
-    batch: Optional[int] = None
-    case_timeout: Optional[float] = None
-    reports: Optional[Cap] = None
-    root: str = "reports"
-    run: Optional[str] = None
-    resume: bool = False
+    resume: bool = False  # the history's; each pair's sweep resumes where its run folder has a run.json
+    # Every pair's sweep but its A, B and run folder (``pair``); its root and run name the
+    # history folder; workers, batch and case_timeout are this session's, a resume's too.
+    sweep: SweepOptions = SweepOptions(progress=False)
+
+    # What history.json keeps beside the sweep's run-level settings (``stored``).
+    WALK: ClassVar[tuple[str, ...]] = statemod.WALK
+    ARGUMENTS: ClassVar[dict[str, str]] = {"bounds": "range"}  # a field whose argparse dest has another name
+    PAIR: ClassVar[tuple[str, ...]] = ("a", "b")  # each pair's own, not kept for the history
+
+    @classmethod
+    def from_args(cls, args: Any) -> HistoryOptions:
+        """The options ``remap-ab history``'s arguments give (--no-progress is the
+        command's; no pair's sweep prints progress)."""
+        return cls(**arguments(cls, args, cls.ARGUMENTS), sweep=SweepOptions.from_args(args, resume=False, progress=False))
+
+    def replaced(self, **changes: Any) -> HistoryOptions:
+        """These options with ``changes``: a new object, validated like the first."""
+        return type(self).model_validate({**dict(self), **changes})
+
+    def stored(self) -> dict[str, Any]:
+        """What history.json keeps (what --resume runs again): the walk, and the pairs'
+        run-level sweep settings as run.json keeps them (``SweepOptions.stored``)."""
+        sweep = {k: v for k, v in self.sweep.stored().items() if k not in self.PAIR}
+        return {**self.model_dump(include=set(self.WALK)), "sweep": sweep}
+
+    def resumed(self, settings: dict) -> HistoryOptions:
+        """These options with history.json's ``settings`` (``state.State.open`` checked
+        them); this session's workers, batch and timeout kept."""
+        return self.replaced(**{f: settings[f] for f in self.WALK}, sweep=self.sweep.resumed(settings["sweep"]))
+
+    def pair(self, a: str, b: str, folder: Path, name: str, resume: bool) -> SweepOptions:
+        """A pair's sweep: these settings, A and B, its run folder in the history folder."""
+        return self.sweep.replaced(a=a, b=b, root=str(folder), run=name, resume=resume)
+
+    def flat(self) -> dict[str, Any]:
+        """The settings as --json prints them (``SETTINGS``)."""
+        stored = self.stored()
+        return {k: stored["sweep"][k] if k in stored["sweep"] else stored.get(k) for k in SETTINGS}
 
 
 class History:
@@ -79,38 +109,36 @@ class History:
 
     # -- setup
     def prepare(self) -> None:
-        o = self.opts
+        o = self.opts  # what was asked; self.opts becomes the options resolved, a new object
         if o.resume:
-            folder = statemod.find(o.root, o.run)
-            self.state = statemod.State.open(folder)
-            s = self.state.settings
+            self.state = statemod.State.open(statemod.find(o.sweep.root, o.sweep.run))
             try:
-                self.walk = walk(s["repo"], s["path"], s["bounds"], s["all_parents"])
-                self.baseline = (revision_at(self.walk.repo, s["baseline"], self._paths(), "--baseline")
-                                 if s["baseline"] else None)
-                self.subject = subjects.get(s["subject"])
-                self.device = runtime.select(s["device"])
+                self.opts = o.resumed(self.state.settings)
+                self._walk_of(self.opts)
             except BaseException:
                 self.state.close()
                 raise
             return
-        self.subject = subjects.get(o.subject)
-        self.walk = walk(sources.repo_dir(o.repo), o.path or "", o.bounds, o.all_parents)
-        self.baseline = revision_at(self.walk.repo, o.baseline, self._paths(), "--baseline") if o.baseline else None
-        self.device = runtime.select(o.device)
+        self._walk_of(o)
         if self.baseline is not None:  # every pair's A: a baseline that does not load is the command's input
             with self._repository():
-                why = self._probe(self.baseline, o.grid_file, list(o.filters), o.max_size)
+                why = self._probe(self.baseline)
             if why:
                 raise UsageError(f"--baseline {o.baseline}: the file does not load at {self.baseline.short}: {why}")
-        checked_output_dir(o.root, "--root")
-        name = o.run or statemod.new_name(self.walk.path)
         w = self.walk
-        settings = {"repo": w.repo, "path": w.path, "bounds": f"{w.start}..{w.end}" if w.start else w.end,
-                    "baseline": self.baseline.commit if self.baseline else None, "all_parents": o.all_parents,
-                    "subject": self.subject.name, "grid_file": o.grid_file, "filters": list(o.filters),
-                    SIZE_KEY: o.max_size, "device": self.device, "reports": o.reports, "command": " ".join(sys.argv)}
-        self.state = statemod.State.create(Path(o.root) / name, settings)
+        self.opts = o = o.replaced(repo=w.repo, path=w.path, bounds=f"{w.start}..{w.end}" if w.start else w.end,
+                                   baseline=self.baseline.commit if self.baseline else None,
+                                   sweep=o.sweep.replaced(subject=self.subject.name, device=self.device))
+        checked_output_dir(o.sweep.root, "--root")
+        name = o.sweep.run or statemod.new_name(w.path)
+        self.state = statemod.State.create(Path(o.sweep.root) / name, {**o.stored(), "command": " ".join(sys.argv)})
+
+    def _walk_of(self, o: HistoryOptions) -> None:
+        """The subject, the revisions, the baseline and the device that ``o`` names."""
+        self.subject = subjects.get(o.sweep.subject)
+        self.walk = walk(sources.repo_dir(o.repo), o.path or "", o.bounds, o.all_parents)
+        self.baseline = revision_at(self.walk.repo, o.baseline, self._paths(), "--baseline") if o.baseline else None
+        self.device = runtime.select(o.sweep.device)
 
     def _paths(self) -> list[str]:
         return list(dict.fromkeys(p for r in reversed(self.walk.revisions) for p in (r.path, r.renamed_from) if p))
@@ -185,15 +213,15 @@ class History:
         known = self.state.load(rev.blob)
         if known is not None:
             return str(known.get("why", ""))
-        s = self.state.settings
-        why = self._probe(rev, s["grid_file"], s["filters"], s[SIZE_KEY])
+        why = self._probe(rev)
         self.state.loaded(rev.blob, {"why": why, "first_seen": rev.commit})
         return why
 
-    def _probe(self, rev: Revision, grid_file: Optional[str], filters: list, max_size: Optional[int]) -> str:
+    def _probe(self, rev: Revision) -> str:
         """"" where the subject's selection loads the file at ``rev`` as A and B, else why not."""
+        s = self.opts.sweep
         try:
-            self.subject.select(grid_file, filters, max_size, rev.name, rev.name, self.device, None)
+            self.subject.select(s.grid_file, list(s.filters), s.max_size, rev.name, rev.name, self.device, None)
             return ""
         except ImplementationError as exc:  # the revision and its file exist: what fails is the file's (UnloadableFileError)
             return " ".join(str(exc).replace(f"{rev.short}:{rev.path}", rev.path).split())
@@ -209,7 +237,7 @@ class History:
         if folder.exists() and not resume:
             shutil.rmtree(folder)  # made, then cut short before its run.json: holds nothing
         self.on_pair(f"{'resuming' if resume else 'sweeping'} {rev.short} against {against.short} ({rev.subject[:60]})")
-        sweep = Sweep(self._sweep_options().replaced(a=against.name, b=rev.name, run=name, resume=resume))
+        sweep = Sweep(self.opts.pair(against.name, rev.name, self.state.folder, name, resume))
         start = time.perf_counter()
         try:
             sweep.prepare()
@@ -228,14 +256,6 @@ class History:
             self.state.finish(name, row.to_dict())
         return row
 
-    def _sweep_options(self) -> SweepOptions:
-        """Every pair's sweep settings but its A, B and run: the history's (history.json's,
-        a resume's too) and this session's workers, batch and timeout."""
-        s, o = self.state.settings, self.opts
-        return SweepOptions(subject=self.subject.name, device=self.device, filters=s["filters"], max_size=s[SIZE_KEY],
-                            grid_file=s["grid_file"], reports=s["reports"], workers=o.workers, batch=o.batch,
-                            case_timeout=o.case_timeout, root=str(self.state.folder), progress=False)
-
     # -- the outcome
     def status(self) -> int:
         """The exit status, by a sweep's rules: 0 every row passed (a pair swept, skipped
@@ -250,12 +270,11 @@ class History:
         counts: dict[str, int] = {}
         for r in self.rows:
             counts[r.verdict] = counts.get(r.verdict, 0) + 1
-        s = self.state.settings
         complete = not self.interrupted and len(self.rows) == len(self.walk.revisions)
         return {
             "format": FORMAT,
             "folder": str(self.state.folder),
-            **{k: s.get(k) for k in SETTINGS},
+            **self.opts.flat(),
             "revisions": len(self.walk.revisions),
             "rows": [r.to_dict() for r in self.rows],
             "counts": counts,

@@ -1,8 +1,9 @@
 """The history folder (``<root>/<name>/``): ``history.json`` and one sweep run folder
 per pair compared (``<B's commit>-vs-<A's commit>``, ``remap-ab report`` reads it).
 
-history.json holds the settings (what ``--resume`` runs again), each finished pair's
-row by its folder's name, and what each blob's load gave (loadable, or why not): a
+history.json holds the settings (what ``--resume`` runs again: ``HistoryOptions.stored``,
+the pairs' sweep settings as run.json keeps them, checked by the schema as run.json's
+are), each finished pair's row by its folder's name, and what each blob's load gave (loadable, or why not): a
 revision whose bytes were loaded once is never loaded again to learn it, in this run or
 a resumed one. Written aside and renamed after every pair: a kill loses at most the
 pair in flight, whose run folder the resumed sweep continues.
@@ -11,16 +12,21 @@ pair in flight, whose run folder the resumed sweep continues.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Optional
 
-from remap_ab.errors import UsageError
-from remap_ab.sweep.run_folder import RunLock
+from pydantic import Field, create_model
 
-FORMAT = 1
+from remap_ab import schema
+from remap_ab.errors import UsageError
+from remap_ab.sweep.run_folder import SIZE_KEY, RunLock
+
+# 2: the pairs' sweep settings under "sweep"; 1 kept them beside the walk's (read as 2).
+FORMAT = 2
 FILE = "history.json"
 PREFIX = "history-"
 
@@ -71,9 +77,13 @@ class State:
             data = json.loads((Path(folder) / FILE).read_text())
         except (OSError, ValueError) as exc:
             raise UsageError(f"{Path(folder) / FILE}: cannot be read ({exc}); start a new history without --resume") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("settings"), dict):
+        if not isinstance(data, dict) or data.get("format") not in (1, FORMAT) or not isinstance(data.get("settings"), dict):
             raise UsageError(f"{Path(folder) / FILE}: not a history this remap-ab wrote (format {FORMAT}); "
                              "start a new history without --resume")
+        if data["format"] == 1:
+            data["format"], data["settings"] = FORMAT, _from_format_1(data["settings"])
+        schema.load(_settings_shape(), data["settings"], where=f"{Path(folder) / FILE}: settings", error=UsageError,
+                    remedy="; the history folder is damaged: start a new history without --resume")
         data.setdefault("rows", {})
         data.setdefault("loads", {})
         state = cls(folder, data)
@@ -106,6 +116,29 @@ class State:
 
     def close(self) -> None:
         self.lock.release()
+
+
+# The walk's settings (HistoryOptions'), kept beside the pairs' sweep settings and the command line.
+WALK = ("repo", "path", "bounds", "baseline", "all_parents")
+
+
+def _from_format_1(settings: dict) -> dict:
+    """Format 1's settings, the pairs' sweep settings beside the walk's, as format 2 keeps them."""
+    walk = (*WALK, "command")
+    return {**{k: v for k, v in settings.items() if k in walk}, "sweep": {k: v for k, v in settings.items() if k not in walk}}
+
+
+@functools.cache
+def _settings_shape() -> type:
+    """history.json's settings: the walk's, and the pairs' run-level sweep settings in
+    run.json's shape (``schema.RunSettings`` and the size cap)."""
+    # reports null: not given, each pair's sweep takes its default (a run.json keeps it resolved).
+    sweep = create_model("PairSettings", __base__=schema.with_size_cap(schema.RunSettings, SIZE_KEY),
+                         reports=(Optional[schema.ReportCap], schema.ABSENT))
+    return create_model(
+        "HistorySettings", __base__=schema.Open, repo=(str, Field(min_length=1)), path=(str, Field(min_length=1)),
+        bounds=(str, Field(min_length=1)), baseline=(Optional[str], ...), all_parents=(bool, ...),
+        command=(str, schema.ABSENT), sweep=(sweep, ...))
 
 
 def _now() -> str:

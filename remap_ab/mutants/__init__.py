@@ -13,7 +13,7 @@ names, e.g. ``remap_ab/subjects/remap/parts/mutants``); this package runs them:
 
 from remap_ab.errors import MutantError
 from remap_ab.mutants.results import CheckResult, not_run
-from remap_ab.mutants.session import CHECKS, FAILING, MutantResult, plan, run_all
+from remap_ab.mutants.session import CHECKS, FAILING, MutantResult, MutantSettings, plan, run_all
 
 __all__ = [
     "CHECKS",
@@ -21,6 +21,7 @@ __all__ = [
     "CheckResult",
     "MutantError",
     "MutantResult",
+    "MutantSettings",
     "not_run",
     "plan",
     "run_all",

@@ -53,6 +53,22 @@ FAILING = (Outcome.SURVIVED, Outcome.NO_WITNESS, Outcome.BROKEN)
 
 
 @dataclass(frozen=True)
+class MutantSettings:
+    """How a kill loop runs, made once from the command line (commands/mutants.py) and
+    handed whole to each mutant's plan and run."""
+
+    device: str  # cpu or cuda
+    jobs: int = 1  # mutants at a time, each in its own process
+    full: bool = False  # every check to the end (else each stops at its first kill)
+    props: bool = True
+    sweep: bool = True
+    race: bool = False
+    memcheck: bool = False
+    timeout: float = 600.0  # seconds for one mutant's worker
+    keep: Optional[Path] = None  # where the mutant packages are generated and kept (None: a temporary folder)
+
+
+@dataclass(frozen=True)
 class Plan:
     """Which checks run on a mutant, and why each other one does not."""
 
@@ -60,11 +76,11 @@ class Plan:
     skipped: dict  # check -> why it is not run
 
 
-def plan(m: Mutant, device: str, *, full: bool = False, props: bool = True, sweep: bool = True,
-         race: bool = False, memcheck: bool = False) -> Plan:
+def plan(m: Mutant, settings: MutantSettings) -> Plan:
+    device, full, race, memcheck = settings.device, settings.full, settings.race, settings.memcheck
     if m.equivalent:
         return Plan((), {c: "declared equivalent: nothing to kill" for c in CHECKS})
-    wanted = {"sweep": sweep, "properties": props, "race": race or full, "memcheck": memcheck or full,
+    wanted = {"sweep": settings.sweep, "properties": settings.props, "race": race or full, "memcheck": memcheck or full,
               "call": full or m.observable == "call", "rejects": full or m.observable == "rejection",
               "speed": full or m.observable == "speed"}
     skipped: dict = {}
@@ -175,9 +191,10 @@ def _child_env(root: Path, part: ModuleType, slot_env: dict) -> dict:
     return env
 
 
-def run_mutant(m: Mutant, root: Path, device: str, the_plan: Plan, part: ModuleType, *, full: bool = False,
-               timeout: float = 600.0, slot_env: Optional[dict] = None) -> MutantResult:
+def run_mutant(m: Mutant, root: Path, the_plan: Plan, part: ModuleType, settings: MutantSettings,
+               slot_env: Optional[dict] = None) -> MutantResult:
     """Generate the mutant (``part.materialize``) and run its worker process; collect the results."""
+    device, full, timeout = settings.device, settings.full, settings.timeout
     start = time.perf_counter()
     res = MutantResult(m.id, m.target, m.area, m.description, m.equivalent, m.needs_gpu, m.observable, device,
                        None, 0, {}, 0.0)
@@ -246,10 +263,9 @@ def _slot_envs(jobs: int, device: str) -> list[dict]:
     return gpus.worker_environments(jobs, device, visible)
 
 
-def run_all(mutants: list, device: str, part: ModuleType, *, jobs: int = 1, full: bool = False, props: bool = True,
-            sweep: bool = True, race: bool = False, memcheck: bool = False, timeout: float = 600.0,
-            keep: Optional[Path] = None, progress=None) -> list[MutantResult]:
-    """Every mutant of ``part``, ``jobs`` at a time (each in its own process); results in catalogue order."""
+def run_all(mutants: list, part: ModuleType, settings: MutantSettings, progress=None) -> list[MutantResult]:
+    """Every mutant of ``part``, ``settings.jobs`` at a time (each in its own process); results in catalogue order."""
+    jobs, keep = settings.jobs, settings.keep
     from concurrent.futures import ThreadPoolExecutor
 
     # Fail fast, before any process starts, if an edit no longer applies.
@@ -258,14 +274,13 @@ def run_all(mutants: list, device: str, part: ModuleType, *, jobs: int = 1, full
     root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="remap-ab-mutants-"))
     root.mkdir(parents=True, exist_ok=True)
     slots: queue.Queue = queue.Queue()
-    for env in _slot_envs(max(1, jobs), device):
+    for env in _slot_envs(max(1, jobs), settings.device):
         slots.put(env)
     try:
         def one(m):
             env = slots.get()
             try:
-                p = plan(m, device, full=full, props=props, sweep=sweep, race=race, memcheck=memcheck)
-                r = run_mutant(m, root, device, p, part, full=full, timeout=timeout, slot_env=env)
+                r = run_mutant(m, root, plan(m, settings), part, settings, slot_env=env)
             finally:
                 slots.put(env)
             if progress:

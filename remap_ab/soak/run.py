@@ -74,17 +74,19 @@ class CaseRecord:
 @dataclass
 class WorkerPlan:
     worker: int
-    device: str
-    a: str
-    b: str
+    # How every batch is judged, here and in the pool's workers (whole): A, B, the device
+    # (cuda or cpu), the folder of failing cases' reports, the report cap.
+    settings: JudgeSettings
     seed: int
-    folder: str  # where failing cases' reports go
     deadline: float  # time.time() after which no case starts
     max_cases: Optional[int] = None  # per worker
     batch: int = 1  # draws judged together (SoakPlan.batch)
     compile_workers: int = 0  # GPU only: processes compiling the coming variants ahead (0: none)
-    reports: Any = None  # report_cap.Cap: failing cases per failure class given a report folder (None: every one)
     subject: str = subjects.DEFAULT
+
+    @property
+    def folder(self) -> str:
+        return str(self.settings.folder)
 
 
 @dataclass
@@ -171,7 +173,7 @@ def record(plan: WorkerPlan, soak: SoakPlan, drawn: Any, row: dict, seconds: flo
     rec.check = str(row.get("check") or status)
     if row.get("report"):
         rec.report = str(Path(plan.folder) / row["report"])
-    rec.replay = replay_line_of(subjects.get(plan.subject), drawn.config, row, plan.folder, plan.a, plan.b, plan.subject)
+    rec.replay = replay_line_of(subjects.get(plan.subject), drawn.config, row, plan.folder, plan.settings.a, plan.settings.b, plan.subject)
     return rec
 
 
@@ -230,11 +232,11 @@ def run_worker(plan: WorkerPlan, soak: SoakPlan, emit: Callable[[CaseRecord], No
     judges the drawn cases whose variants are compiled, same variants together; with
     ``max_cases`` exactly the first ``max_cases`` draws are judged, whatever the order."""
     times = times if times is not None else WorkerTimes()
-    device = runtime.select(plan.device)
+    device = runtime.select(plan.settings.device)
     stream = soak.draws(soak_random(plan.seed, plan.worker))
     judge = _Batches(plan, soak, device, emit, times, in_flight if in_flight is not None else InFlight())
     if device == "cuda" and plan.compile_workers:
-        ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+        ahead = precompile.Ahead(plan.settings.a, plan.settings.b, precompile.device_target(), plan.compile_workers)
         try:
             return run_ahead(plan, stream, judge, stopping, times, ahead)
         finally:
@@ -333,7 +335,7 @@ class _Batches:
         self.plan, self.soak, self.device, self.emit, self.times = plan, soak, device, emit, times
         self.in_flight = in_flight
         self.judge = batch_judge(soak.judge, plan.subject)
-        self.settings = JudgeSettings(plan.a, plan.b, device, plan.folder, reports=plan.reports)
+        self.settings = plan.settings
         self.done = 0
 
     def batch(self, draws: list, extra: bool = False) -> None:
@@ -385,7 +387,7 @@ class Tally:
             self.abandoned.append({"worker": worker, "case_id": str(d.case_id), "labels": d.labels(),
                                    "seconds_in_flight": round(seconds, 1),
                                    "replay": replay_line_of(subjects.get(plan.subject), d.config, {}, plan.folder,
-                                                            plan.a, plan.b, plan.subject)})
+                                                            plan.settings.a, plan.settings.b, plan.subject)})
 
     @property
     def failures(self) -> list:
@@ -486,7 +488,7 @@ def run_inline(plan: WorkerPlan, soak: SoakPlan, tally: Tally, interrupted: Inte
     the watchdog calls, from its thread, when a call in flight outlives the alarm by
     STUCK_AFTER_S (None: no watchdog)."""
     tally.started[plan.worker] = time.time()
-    tally.gpus[plan.worker] = os.environ.get("CUDA_VISIBLE_DEVICES", "0") if plan.device == "cuda" else ""
+    tally.gpus[plan.worker] = os.environ.get("CUDA_VISIBLE_DEVICES", "0") if plan.settings.device == "cuda" else ""
 
     def emit(rec: CaseRecord) -> None:
         tally.add(rec)
@@ -539,14 +541,14 @@ def run_pool(plan: WorkerPlan, soak: SoakPlan, envs: list, tally: Tally, interru
     subject = subjects.get(plan.subject)
     stream = soak.draws(soak_random(plan.seed, plan.worker))
     ahead = None
-    if plan.device == "cuda" and plan.compile_workers:
-        ahead = precompile.Ahead(plan.a, plan.b, precompile.device_target(), plan.compile_workers)
+    if plan.settings.device == "cuda" and plan.compile_workers:
+        ahead = precompile.Ahead(plan.settings.a, plan.settings.b, precompile.device_target(), plan.compile_workers)
 
-    total = WorkerTimes(counted=plan.device == "cuda" and _has_listener(), interpreter=plan.device != "cuda")
+    total = WorkerTimes(counted=plan.settings.device == "cuda" and _has_listener(), interpreter=plan.settings.device != "cuda")
     held: dict = {}  # case id -> the draw, handed out and not yet recorded
     window: list = []
     drawn = [0]
-    settings = JudgeSettings(plan.a, plan.b, plan.device, plan.folder, reports=plan.reports)
+    settings = plan.settings
 
     def refill():
         if interrupted.asked or time.time() >= plan.deadline:
@@ -598,7 +600,7 @@ def run_pool(plan: WorkerPlan, soak: SoakPlan, envs: list, tally: Tally, interru
         draws = [held.pop(p.case_id) for p in points if p.case_id in held]
         tally.abandon(dataclasses.replace(plan, worker=wid), soak, draws, seconds, wid)
 
-    pool = Pool(Job(JudgeSettings(plan.a, plan.b, plan.device, plan.folder, reports=plan.reports), plan.subject,
+    pool = Pool(Job(plan.settings, plan.subject,
                     judge="remap_ab.soak.run:judge_batch"),
                 envs, case_timeout, on_rows=on_rows, on_lost=on_lost,
                 abandon_at=plan.deadline + DEADLINE_GRACE_S, on_abandoned=on_abandoned)

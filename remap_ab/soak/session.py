@@ -19,7 +19,7 @@ from remap_ab.host import gpus, tuning
 from remap_ab.host.interrupts import Interrupts
 from remap_ab.report_cap import describe
 from remap_ab.soak import run as engine
-from remap_ab.subject import SoakPlan, SoakSettings, Subject
+from remap_ab.subject import JudgeSettings, SoakPlan, SoakSettings, Subject
 
 SHOWN = 20  # failing cases listed as they come and in the summary (soak.json lists every one)
 
@@ -70,9 +70,9 @@ def run(job: Soak) -> int:
           flush=True)
 
     start = time.time()
-    plan = engine.WorkerPlan(worker=0, device=s.device, a=s.a, b=s.b, seed=job.seed, folder=str(folder),
-                             deadline=start + job.minutes * 60.0, max_cases=job.max_cases, batch=soak.batch,
-                             compile_workers=soak.compile_ahead, reports=job.reports, subject=job.subject)
+    plan = engine.WorkerPlan(worker=0, settings=JudgeSettings(s.a, s.b, s.device, str(folder), reports=job.reports),
+                             seed=job.seed, deadline=start + job.minutes * 60.0, max_cases=job.max_cases,
+                             batch=soak.batch, compile_workers=soak.compile_ahead, subject=job.subject)
     tally = engine.Tally()
     # The first Ctrl-C lets the cases in flight finish; a second abandons them.
     interrupted = Interrupts(

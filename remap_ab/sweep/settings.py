@@ -10,7 +10,7 @@ from __future__ import annotations
 import typing
 from typing import Any, ClassVar, Optional
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from remap_ab import subjects
 from remap_ab.report_cap import ALL
@@ -58,11 +58,11 @@ class SweepOptions(Strict):
     ARGUMENTS: ClassVar[dict[str, str]] = {"filters": "filter", "grid_file": "grid"}
 
     @classmethod
-    def from_args(cls, args: Any) -> SweepOptions:
-        """The settings ``remap-ab sweep``'s arguments give (``--no-progress``: progress off)."""
-        given = vars(args)
-        named = {f: given[cls.ARGUMENTS.get(f, f)] for f in cls.model_fields if cls.ARGUMENTS.get(f, f) in given}
-        return cls(**named, progress=not given.get("no_progress", False))
+    def from_args(cls, args: Any, **fixed: Any) -> SweepOptions:
+        """The settings a command's arguments give (``--no-progress``: progress off), but
+        ``fixed``: what the command decides itself (``remap-ab history``: each pair's resume)."""
+        named = arguments(cls, args, cls.ARGUMENTS)
+        return cls(**{**named, "progress": not vars(args).get("no_progress", False), **fixed})
 
     def replaced(self, **changes: Any) -> SweepOptions:
         """These settings with ``changes``: a new object, validated like the first."""
@@ -88,3 +88,10 @@ class SweepOptions(Strict):
         """How a batch of this sweep is judged (the settings resolved: A and B named)."""
         assert self.a is not None and self.b is not None, "judge_settings before Sweep.prepare resolved A and B"
         return JudgeSettings(self.a, self.b, self.device, folder, self.memcheck, self.call_checks, self.reports)
+
+
+def arguments(model: type[BaseModel], args: Any, renamed: dict[str, str]) -> dict[str, Any]:
+    """The values of the argparse namespace ``args`` for ``model``'s fields that it has,
+    by their dest (``renamed``: a field whose dest has another name)."""
+    given = vars(args)
+    return {f: given[renamed.get(f, f)] for f in model.model_fields if renamed.get(f, f) in given}

@@ -105,8 +105,7 @@ class RemapSubject(Subject):
             judge_and_record,  # the batch engine loads where cases run, not in `remap-ab report`
         )
 
-        return judge_and_record(configs, settings.a, settings.b, settings.device, settings.folder, times,
-                                memcheck=settings.memcheck, call_checks=settings.call_checks, reports=settings.reports)
+        return judge_and_record(configs, settings, times)
 
     def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
         from remap_ab.subjects.remap.report.recording import (

@@ -124,9 +124,7 @@ class TraceSubject(Subject):
         return traced.TraceCase.from_dict(d)
 
     def judge(self, configs: list, settings: JudgeSettings, times: Any) -> list[dict]:
-        return traced.judge_traces(configs, settings.a, settings.b, settings.device, settings.folder, times,
-                                   memcheck=settings.memcheck, call_checks=settings.call_checks,
-                                   reports=settings.reports)
+        return traced.judge_traces(configs, settings, times)
 
     def lost_row(self, config: Any, settings: JudgeSettings, message: str, status: Any) -> dict:
         status = Status(status)

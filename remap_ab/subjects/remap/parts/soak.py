@@ -472,8 +472,7 @@ def judge(configs: list, settings: JudgeSettings, times: Any, extras: list) -> l
         return lost_case_row(config, settings.a, settings.b, exception_line(exc)[:400], folder, settings.device,
                              Status.CRASH, settings.reports)
 
-    engine = Judge(settings.a, settings.b, settings.device, folder, before_split=stop_if_context_lost,
-                   on_crash=crash, reports=settings.reports)
+    engine = Judge(settings, before_split=stop_if_context_lost, on_crash=crash)
     rows: dict = {}
     for contended in (False, True):
         cases = [c for c, extra in zip(configs, extras) if bool(extra) == contended]

@@ -10,12 +10,13 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from remap_ab import report_cap
 from remap_ab.errors import InputError
+from remap_ab.subject import JudgeSettings
 from remap_ab.subjects.remap.case.config import CaseConfig
 from remap_ab.subjects.remap.case.inputs import CaseInputs, check_inputs, hash_inputs
 from remap_ab.subjects.remap.judge import registry
@@ -136,19 +137,20 @@ class TraceCase:
         return cls(d["trace"], d["signature"], CaseConfig.from_dict(d["config"]))
 
 
-def judge_traces(cases: list, a: str, b: str, device: str, folder: Optional[str], times=None, *,
-                 memcheck: bool = False, call_checks: str = "sample", reports=None) -> list[dict]:
+def judge_traces(cases: list, settings: JudgeSettings, times=None) -> list[dict]:
     """A results row per recorded call, each judged by ``run_case`` on the recorded
     inputs (every check a grid case gets: on a GPU the sync, stream and graph checks of
     every call unless ``call_checks`` is off), and a report folder, the inputs stored in
-    it, for each failing call its failure class has room for (``reports``)."""
-    slots = report_cap.slots(folder, reports) if folder is not None else None
-    production = torch.device(device).type == "cuda" and call_checks != "off"
+    it, for each failing call its failure class has room for (``settings.reports``)."""
+    a, b, device, folder = settings.a, settings.b, settings.device, settings.folder
+    slots = report_cap.slots(folder, settings.reports) if folder is not None else None
+    production = torch.device(device).type == "cuda" and settings.call_checks != "off"
     rows = []
     for case in cases:
         start = time.perf_counter()
         _, inputs = case_of(trace_file.read(case.path))
-        result = run_case(case.config, a, b, device=device, inputs=inputs, memcheck=memcheck, production=production)
+        result = run_case(case.config, a, b, device=device, inputs=inputs, memcheck=settings.memcheck,
+                          production=production)
         v = result.verdict
         outcome = CaseOutcome(case.config, v, result.a.seconds * 1e3, result.b.seconds * 1e3,
                               inputs_sha256=hash_inputs(result.inputs)[1],

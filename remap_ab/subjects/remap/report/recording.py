@@ -13,7 +13,7 @@ from typing import Optional
 
 from remap_ab import report_cap
 from remap_ab.status import Check, Status
-from remap_ab.subject import judge_split
+from remap_ab.subject import JudgeSettings, judge_split
 from remap_ab.subjects.remap.case.config import CaseConfig
 from remap_ab.subjects.remap.case.inputs import generate_inputs
 from remap_ab.subjects.remap.judge import registry
@@ -63,21 +63,21 @@ def record_outcomes(outcomes: list, folder: Optional[Path]) -> list[dict]:
     return rows
 
 
-def judge_and_record(configs: list, a: str, b: str, device: str, folder, times=None, memcheck: bool = False,
-                     call_checks: str = "sample", context=None, reports=None) -> list[dict]:
-    """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) and record
-    them: the rows for the results table. ``context``: as ``batch.run_batch``'s.
-    ``reports``: how many failing cases of each failure class get a report folder
-    (report_cap.py: a count or ``all``; None: every one)."""
+def judge_and_record(configs: list, settings: JudgeSettings, times=None, context=None) -> list[dict]:
+    """Judge a batch of cases (CaseConfigs, and the sweep's rejection calls) with
+    ``settings`` and record them: the rows for the results table. ``context``: as
+    ``batch.run_batch``'s. ``settings.reports``: how many failing cases of each failure
+    class get a report folder (report_cap.py: a count or ``all``; None: every one)."""
+    a, b, device, folder, memcheck = settings.a, settings.b, settings.device, settings.folder, settings.memcheck
 
     calls = [c for c in configs if isinstance(c, RejectionCase)]
     cases = [c for c in configs if not isinstance(c, RejectionCase)]
     rows = []
     if cases:
-        outcomes = run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=call_checks, context=context,
-                             keep=_keeper(folder, reports))
+        outcomes = run_batch(cases, a, b, device, times, memcheck=memcheck, call_checks=settings.call_checks,
+                             context=context, keep=_keeper(folder, settings.reports))
         start = time.perf_counter()
-        rows = record_outcomes(outcomes, folder)
+        rows = record_outcomes(outcomes, Path(folder) if folder is not None else None)
         if times is not None:  # the report folders' time shows in the write phase
             times.seconds["write"] += time.perf_counter() - start
     return rows + [rejection_row(c, a, b, device, memcheck, folder) for c in calls]
@@ -95,9 +95,8 @@ class Judge:
     rows as they come (``batches`` counts them), also those of a split whose later case
     raises."""
 
-    def __init__(self, a: str, b: str, device: str, folder, *, raises: tuple = (), before_split=None, on_crash=None,
-                 on_rows=None, reports=None):
-        self.a, self.b, self.device, self.folder, self.reports = a, b, device, folder, reports
+    def __init__(self, settings: JudgeSettings, *, raises: tuple = (), before_split=None, on_crash=None, on_rows=None):
+        self.settings = settings
         self.raises, self.before_split, self.on_crash, self.on_rows = raises, before_split, on_crash, on_rows
         self.batches = 0
 
@@ -111,8 +110,7 @@ class Judge:
 
         def judged(batch: list) -> list:
             started[0] = time.perf_counter()
-            rows = judge_and_record(batch, self.a, self.b, self.device, self.folder, context=context,
-                                    reports=self.reports)
+            rows = judge_and_record(batch, self.settings, context=context)
             self.batches += 1
             if self.on_rows is not None:
                 self.on_rows(rows)
